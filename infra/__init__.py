@@ -1,0 +1,1 @@
+"""What every layer shares: config model, naming, instance catalogue, compliance packs, CLI."""

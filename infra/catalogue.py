@@ -1,0 +1,94 @@
+"""The HyperPod instance types this package knows, and what each one offers.
+
+Validation uses it to reject unknown types, deep health checks where they cannot run and
+required topology where EC2 publishes no network-node labels; the sample job takes its
+GPU and EFA counts from it.
+
+Sources: the EC2 accelerated-computing instance specifications (GPUs, EFA interfaces),
+the HyperPod deep-health-check documentation (accelerated types only) and the EC2
+instance-topology documentation (p4d/p4de/p5/p5e/p5en/p6e-gb200/trn1/trn1n/trn2/trn2u).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    vcpus: int
+    memory_gib: int
+    accelerators: int = 0
+    accelerator: str = ""
+    # The extended resource the device plugin advertises for the accelerator.
+    accelerator_resource: str = "nvidia.com/gpu"
+    efa_interfaces: int = 0
+    topology: bool = False
+    deep_health_checks: bool = False
+
+    @property
+    def is_accelerated(self) -> bool:
+        return self.accelerators > 0
+
+    @property
+    def size_rank(self) -> int:
+        """vCPUs stand in for size: 4xlarge has 16, which the observability add-on needs."""
+        return self.vcpus
+
+
+def _gpu(name, vcpus, mem, gpus, gpu, efa, *, topology=False, dhc=True):
+    return InstanceType(name, vcpus, mem, gpus, gpu, "nvidia.com/gpu", efa, topology, dhc)
+
+
+def _neuron(name, vcpus, mem, chips, chip, efa):
+    return InstanceType(name, vcpus, mem, chips, chip, "aws.amazon.com/neuron", efa, True, True)
+
+
+def _cpu(name, vcpus, mem):
+    return InstanceType(name, vcpus, mem)
+
+
+_TYPES = (
+    _gpu("ml.p4d.24xlarge", 96, 1152, 8, "A100", 4, topology=True),
+    _gpu("ml.p4de.24xlarge", 96, 1152, 8, "A100-80GB", 4, topology=True),
+    _gpu("ml.p5.48xlarge", 192, 2048, 8, "H100", 32, topology=True),
+    _gpu("ml.p5e.48xlarge", 192, 2048, 8, "H200", 32, topology=True),
+    _gpu("ml.p5en.48xlarge", 192, 2048, 8, "H200", 16, topology=True),
+    _gpu("ml.p6-b200.48xlarge", 192, 2048, 8, "B200", 8),
+    _gpu("ml.p6e-gb200.36xlarge", 144, 960, 4, "GB200", 17, topology=True),
+    _gpu("ml.g5.8xlarge", 32, 128, 1, "A10G", 1, dhc=False),
+    _gpu("ml.g5.12xlarge", 48, 192, 4, "A10G", 1, dhc=False),
+    _gpu("ml.g5.24xlarge", 96, 384, 4, "A10G", 1, dhc=False),
+    _gpu("ml.g5.48xlarge", 192, 768, 8, "A10G", 1, dhc=False),
+    _gpu("ml.g6.8xlarge", 32, 128, 1, "L4", 1, dhc=False),
+    _gpu("ml.g6.12xlarge", 48, 192, 4, "L4", 1, dhc=False),
+    _gpu("ml.g6.48xlarge", 192, 768, 8, "L4", 1, dhc=False),
+    _gpu("ml.g6e.12xlarge", 48, 384, 4, "L40S", 1, dhc=False),
+    _gpu("ml.g6e.48xlarge", 192, 1536, 8, "L40S", 4, dhc=False),
+    _neuron("ml.trn1.32xlarge", 128, 512, 16, "Trainium", 8),
+    _neuron("ml.trn1n.32xlarge", 128, 512, 16, "Trainium", 16),
+    _neuron("ml.trn2.48xlarge", 192, 2048, 16, "Trainium2", 16),
+    _cpu("ml.m5.xlarge", 4, 16),
+    _cpu("ml.m5.2xlarge", 8, 32),
+    _cpu("ml.m5.4xlarge", 16, 64),
+    _cpu("ml.m5.8xlarge", 32, 128),
+    _cpu("ml.m5.12xlarge", 48, 192),
+    _cpu("ml.m5.16xlarge", 64, 256),
+    _cpu("ml.m5.24xlarge", 96, 384),
+    _cpu("ml.c5.4xlarge", 16, 32),
+    _cpu("ml.c5.9xlarge", 36, 72),
+    _cpu("ml.c5.18xlarge", 72, 144),
+    _cpu("ml.t3.xlarge", 4, 16),
+    _cpu("ml.t3.2xlarge", 8, 32),
+)
+
+CATALOGUE: MappingProxyType[str, InstanceType] = MappingProxyType({t.name: t for t in _TYPES})
+
+# The observability add-on's collectors need a node of at least this size (4xlarge: 16 vCPUs).
+OBSERVABILITY_MIN_VCPUS = 16
+
+
+def lookup(name: str) -> InstanceType | None:
+    return CATALOGUE.get(name)

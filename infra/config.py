@@ -1,0 +1,816 @@
+"""Per-environment settings: cdk.json context -> one immutable, validated object.
+
+`cdk.json` holds `defaults` and an `environments` map. The chosen environment's block is
+deep-merged over `defaults` (mappings merge key by key, lists and scalars replace), then
+parsed by the pydantic models below, then checked across fields by `_cross_checks`.
+Every problem becomes one line naming the field path, the value and what is allowed.
+Nothing below app.py reads context: stacks get the `Settings` this module returns.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import re
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from infra import catalogue, naming, versions
+
+DEFAULT_ENV = "dev"
+
+
+class ConfigError(Exception):
+    """Bad config: `problems` holds one human-readable line per problem."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- network
+
+
+class HyperPodSubnet(_Model):
+    """A private subnet for HyperPod nodes, in the AZ where the GPU capacity is."""
+
+    availability_zone: str
+    # New VPC: the subnet's CIDR, inside `vpc_cidr` or one of `secondary_cidrs`.
+    cidr: Optional[ipaddress.IPv4Network] = None
+    # Existing VPC: the subnet's ID.
+    subnet_id: Optional[str] = Field(default=None, pattern=r"^subnet-[0-9a-f]{8,17}$")
+    # Existing VPC: its route table, so the S3 gateway endpoint can be attached.
+    route_table_id: Optional[str] = Field(default=None, pattern=r"^rtb-[0-9a-f]{8,17}$")
+
+
+class ExistingVpc(_Model):
+    """Import a VPC by IDs (no lookups). Its subnets must already route to NAT or endpoints."""
+
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    vpc_cidr: ipaddress.IPv4Network
+    # One private subnet per entry of `availability_zones`, in the same order, for EKS.
+    private_subnet_ids: tuple[str, ...] = Field(min_length=2)
+    private_subnet_route_table_ids: tuple[str, ...] = Field(min_length=2)
+
+    @field_validator("private_subnet_ids")
+    @classmethod
+    def _subnet_ids(cls, ids):
+        for sid in ids:
+            if not re.match(r"^subnet-[0-9a-f]{8,17}$", sid):
+                raise ValueError(f"{sid!r} is not a subnet ID (subnet-xxxxxxxx)")
+        return ids
+
+    @field_validator("private_subnet_route_table_ids")
+    @classmethod
+    def _rtb_ids(cls, ids):
+        for rid in ids:
+            if not re.match(r"^rtb-[0-9a-f]{8,17}$", rid):
+                raise ValueError(f"{rid!r} is not a route table ID (rtb-xxxxxxxx)")
+        return ids
+
+
+class NetworkSettings(_Model):
+    vpc_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.192.0.0/16")
+    # Extra VPC CIDR blocks; AWS's HyperPod samples put the large node subnet in one.
+    secondary_cidrs: tuple[ipaddress.IPv4Network, ...] = (ipaddress.IPv4Network("10.1.0.0/16"),)
+    public_subnet_mask: int = Field(default=24, ge=16, le=28)
+    private_subnet_mask: int = Field(default=20, ge=16, le=28)
+    nat_gateways: int = Field(default=1, ge=1, le=6)
+    hyperpod_subnets: tuple[HyperPodSubnet, ...] = Field(min_length=1)
+    # Interface endpoints for sagemaker.api and eks-auth, so nodes need no NAT for them.
+    interface_endpoints: bool = False
+    flow_logs: bool = True
+    existing_vpc: Optional[ExistingVpc] = None
+
+
+# --------------------------------------------------------------------------- EKS
+
+LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+
+
+class CoreAddon(_Model):
+    version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+    configuration_values: dict[str, Any] = {}
+
+
+class CoreAddons(_Model):
+    vpc_cni: CoreAddon = CoreAddon()
+    kube_proxy: CoreAddon = CoreAddon()
+    coredns: CoreAddon = CoreAddon()
+    pod_identity_agent: CoreAddon = CoreAddon()
+
+
+class EksSettings(_Model):
+    version: str = Field(default=versions.DEFAULT_EKS_VERSION, pattern=r"^1\.\d{1,2}$")
+    cluster_name: Optional[str] = None
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
+    endpoint_access: Literal["public", "private", "public_and_private"] = "public_and_private"
+    public_access_cidrs: tuple[ipaddress.IPv4Network, ...] = (ipaddress.IPv4Network("0.0.0.0/0"),)
+    admin_principal_arns: tuple[str, ...] = ()
+    logging: tuple[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"], ...] = LOG_TYPES
+    core_addons: CoreAddons = CoreAddons()
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _principals(cls, arns):
+        for arn in arns:
+            if not re.match(r"^arn:aws(-cn|-us-gov)?:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$", arn):
+                raise ValueError(f"{arn!r} is not an IAM role or user ARN")
+        return arns
+
+
+# --------------------------------------------------------------------------- HyperPod
+
+
+class Taint(_Model):
+    key: str = Field(min_length=1, max_length=253)
+    value: Optional[str] = Field(default=None, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class InstanceGroup(_Model):
+    name: str
+    instance_type: str
+    count: int
+    threads_per_core: int = 1
+    ebs_volume_gb: int = 500
+    # None means: both checks on types that support them, none elsewhere.
+    deep_health_checks: Optional[tuple[Literal["InstanceStress", "InstanceConnectivity"], ...]] = None
+    labels: dict[str, str] = {}
+    taints: tuple[Taint, ...] = ()
+    training_plan_arn: Optional[str] = Field(
+        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$"
+    )
+    # Place this group in another HyperPod subnet (one of network.hyperpod_subnets).
+    availability_zone: Optional[str] = None
+
+    @property
+    def spec(self) -> catalogue.InstanceType:
+        return catalogue.CATALOGUE[self.instance_type]
+
+    @property
+    def health_checks(self) -> tuple[str, ...]:
+        if self.deep_health_checks is not None:
+            return self.deep_health_checks
+        return ("InstanceStress", "InstanceConnectivity") if self.spec.deep_health_checks else ()
+
+
+class HelmChartSource(_Model):
+    """Where `make hyperpod-chart` fetches the HyperPod dependencies chart from."""
+
+    repository: str = "https://github.com/aws/sagemaker-hyperpod-cli.git"
+    revision: str = Field(pattern=r"^[0-9a-f]{40}$")
+    path: str = "helm_chart/HyperPodHelmChart"
+    release: str = "hyperpod-dependencies"
+    # Extra chart values, merged over the ones the stack sets from config.
+    values: dict[str, Any] = {}
+
+
+class HyperPodSettings(_Model):
+    cluster_name: Optional[str] = None
+    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    continuous_provisioning: bool = False
+    # A ceiling on any one group's count, so a typo (400 for 4) cannot reach the quota call.
+    max_instances_per_group: int = Field(default=64, ge=1, le=10000)
+    helm_chart: HelmChartSource
+    instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------- add-ons
+
+
+class AddonSwitch(_Model):
+    enabled: bool = True
+    # Pinned EKS add-on version; None lets EKS choose its default at create time.
+    version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+    configuration_values: dict[str, Any] = {}
+
+
+MetricLevel = Literal["BASIC", "ADVANCED"]
+
+
+class ObservabilityMetrics(_Model):
+    training: MetricLevel = "BASIC"
+    task_governance: MetricLevel = "BASIC"
+    scaling: MetricLevel = "BASIC"
+    cluster: MetricLevel = "BASIC"
+    node: MetricLevel = "BASIC"
+    network: MetricLevel = "BASIC"
+    accelerated_compute: MetricLevel = "ADVANCED"
+
+
+class GrafanaSettings(_Model):
+    """Amazon Managed Grafana needs IAM Identity Center enabled in the account."""
+
+    enabled: bool = False
+    authentication_providers: tuple[Literal["AWS_SSO", "SAML"], ...] = ("AWS_SSO",)
+    # Identity Center group IDs given the Grafana ADMIN role.
+    admin_group_ids: tuple[str, ...] = ()
+
+
+class ObservabilityAddon(AddonSwitch):
+    scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
+    metrics: ObservabilityMetrics = ObservabilityMetrics()
+    logging: bool = True
+    grafana: GrafanaSettings = GrafanaSettings()
+
+
+class AddonsSettings(_Model):
+    cert_manager: AddonSwitch = AddonSwitch()
+    training_operator: AddonSwitch = AddonSwitch()
+    observability: ObservabilityAddon = ObservabilityAddon()
+    task_governance: AddonSwitch = AddonSwitch()
+
+
+# --------------------------------------------------------------------------- governance
+
+TOPOLOGY_LEVELS = (
+    "topology.k8s.aws/network-node-layer-1",
+    "topology.k8s.aws/network-node-layer-2",
+    "topology.k8s.aws/network-node-layer-3",
+    "topology.k8s.aws/ultraserver-id",
+)
+
+
+class PriorityClass(_Model):
+    name: str
+    weight: int
+
+
+class QuotaResource(_Model):
+    instance_type: str
+    count: Optional[int] = None
+    accelerators: Optional[int] = None
+
+
+class Team(_Model):
+    name: str
+    quotas: tuple[QuotaResource, ...] = Field(min_length=1)
+    sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = "LendAndBorrow"
+    # Percent of the team's quota it may borrow from idle capacity (LendAndBorrow only).
+    borrow_limit: Optional[int] = None
+    preempt: Literal["Never", "LowerPriority"] = "LowerPriority"
+    fair_share_weight: int = Field(default=50, ge=0, le=100)
+    active: bool = True
+
+
+class GovernanceSettings(_Model):
+    priority_classes: tuple[PriorityClass, ...] = ()
+    fair_share: bool = True
+    idle_resource_sharing: bool = True
+    # Teams' quotas may add up to more than the cluster has (they borrow from each other).
+    allow_oversubscription: bool = False
+    teams: tuple[Team, ...] = ()
+
+
+class TopologySettings(_Model):
+    mode: Literal["none", "preferred", "required"] = "none"
+    level: str = "topology.k8s.aws/network-node-layer-3"
+
+
+# --------------------------------------------------------------------------- sample job
+
+
+class DatasetSettings(_Model):
+    name: str = "allenai/c4"
+    config: Optional[str] = "en"
+    split: str = "train"
+
+
+class SampleJobSettings(_Model):
+    enabled: bool = True
+    name: str = "llama3-1-8b-fsdp"
+    team: Optional[str] = None
+    priority: Optional[str] = None
+    instance_group: str
+    nodes: int = Field(default=1, ge=1)
+    model: Literal["llama3.1-8b", "tiny"] = "llama3.1-8b"
+    image_uri: Optional[str] = None
+    dataset: DatasetSettings = DatasetSettings()
+    max_steps: int = Field(default=100, ge=1, le=10_000_000)
+    checkpoint_interval_steps: int = Field(default=50, ge=1)
+    # Checkpoints go to this S3 prefix in the job's own bucket when true, else to local NVMe.
+    checkpoint_to_s3: bool = True
+
+
+# --------------------------------------------------------------------------- root
+
+
+class ProtectionSettings(_Model):
+    termination_protection: bool = True
+    # Retain buckets, keys and logs when their stack is deleted. dev may trade this for cost.
+    retain_data: bool = True
+    log_retention_days: Literal[
+        1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653
+    ] = 365
+
+
+class Settings(_Model):
+    env_name: str
+    account: str = Field(pattern=r"^\d{12}$")
+    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    availability_zones: tuple[str, ...] = Field(min_length=2, max_length=6)
+    prefix: str = Field(pattern=r"^[a-z][a-z0-9-]{0,19}$")
+    tags: dict[str, str] = {}
+    protection: ProtectionSettings = ProtectionSettings()
+    network: NetworkSettings
+    eks: EksSettings = EksSettings()
+    hyperpod: HyperPodSettings
+    addons: AddonsSettings = AddonsSettings()
+    governance: GovernanceSettings = GovernanceSettings()
+    topology: TopologySettings = TopologySettings()
+    sample_job: SampleJobSettings
+
+    # Derived names, so every consumer uses the same ones.
+    @property
+    def eks_cluster_name(self) -> str:
+        return self.eks.cluster_name or naming.default_eks_cluster_name(self.prefix, self.env_name)
+
+    @property
+    def hyperpod_cluster_name(self) -> str:
+        return self.hyperpod.cluster_name or naming.default_hyperpod_cluster_name(self.prefix, self.env_name)
+
+    def stack_name(self, suffix: str) -> str:
+        return naming.stack_name(self.prefix, self.env_name, suffix)
+
+    @property
+    def all_tags(self) -> dict[str, str]:
+        return {"project": "hyperpod-cdk", "environment": self.env_name, **self.tags}
+
+    def instance_group(self, name: str) -> InstanceGroup | None:
+        return next((g for g in self.hyperpod.instance_groups if g.name == name), None)
+
+    def capacity(self) -> dict[str, int]:
+        """Instances per type over all groups."""
+        totals: dict[str, int] = {}
+        for group in self.hyperpod.instance_groups:
+            totals[group.instance_type] = totals.get(group.instance_type, 0) + group.count
+        return totals
+
+    @property
+    def uses_existing_vpc(self) -> bool:
+        return self.network.existing_vpc is not None
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; anything else in `override` replaces what `base` had."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def environment_names(context: Mapping[str, Any]) -> list[str]:
+    envs = context.get("environments") or {}
+    return sorted(envs) if isinstance(envs, Mapping) else []
+
+
+def merged_environment(context: Mapping[str, Any], env: str) -> dict[str, Any]:
+    envs = context.get("environments")
+    if not isinstance(envs, Mapping) or not envs:
+        raise ConfigError(["environments: missing from cdk.json context; add at least one environment block"])
+    if env not in envs:
+        raise ConfigError([f"env: {env!r} is not an environment in cdk.json; valid: {', '.join(sorted(envs))}"])
+    defaults = context.get("defaults") or {}
+    block = envs[env] or {}
+    for where, value in (("defaults", defaults), (f"environments.{env}", block)):
+        if not isinstance(value, Mapping):
+            raise ConfigError([f"{where}: {value!r} must be a mapping of settings"])
+    return deep_merge(defaults, block)
+
+
+def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[Settings, list[str]]:
+    """Return the validated settings of `env` and its warnings, or raise ConfigError."""
+    env = env or DEFAULT_ENV
+    raw = merged_environment(context, env)
+    raw.pop("env_name", None)
+    try:
+        settings = Settings.model_validate({**raw, "env_name": env})
+    except ValidationError as exc:
+        raise ConfigError([f"{env}: {line}" for line in _pydantic_lines(exc)]) from None
+    errors, warnings = _cross_checks(settings)
+    if errors:
+        raise ConfigError([f"{env}: {line}" for line in errors])
+    return settings, [f"{env}: {line}" for line in warnings]
+
+
+# --------------------------------------------------------------------------- error text
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel inside an annotation like Optional[tuple[Team, ...]]."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    model: type[BaseModel] | None = Settings
+    for part in loc[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        model = _model_of(field.annotation) if field else None
+    return sorted(k for k in (model.model_fields if model else {}) if k != "env_name")
+
+
+def _path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _pydantic_lines(exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        # Drop pydantic's tagged-union/function markers so the path is the config path.
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        path = _path(loc) or "(root)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{path}: unknown field; allowed here: {', '.join(_allowed_keys(loc))}")
+        elif err["type"] == "missing":
+            lines.append(f"{path}: required field is missing")
+        else:
+            lines.append(f"{path}: {_short(err.get('input'))} is invalid: {err['msg']}")
+    return lines
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --------------------------------------------------------------------------- cross checks
+
+
+class _Problems:
+    def __init__(self):
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+
+    def error(self, path: str, value: Any, allowed: str):
+        self.errors.append(f"{path}: {_short(value)} {allowed}")
+
+    def warn(self, line: str):
+        self.warnings.append(line)
+
+
+def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
+    p = _Problems()
+    _check_names(s, p)
+    _check_network(s, p)
+    _check_eks(s, p)
+    _check_instance_groups(s, p)
+    _check_addons(s, p)
+    _check_governance(s, p)
+    _check_sample_job(s, p)
+    return p.errors, p.warnings
+
+
+def _duplicates(values) -> list:
+    seen, dups = set(), []
+    for v in values:
+        if v in seen and v not in dups:
+            dups.append(v)
+        seen.add(v)
+    return dups
+
+
+def _check_names(s: Settings, p: _Problems):
+    for suffix in naming.STACK_SUFFIXES:
+        name = s.stack_name(suffix)
+        if not naming.STACK_NAME.match(name):
+            p.error("prefix", s.prefix, f"makes stack name {name!r}, which breaks the CloudFormation stack-name pattern")
+    if not naming.K8S_LABEL.match(s.env_name) or len(s.env_name) > 20:
+        p.error("env", s.env_name, "must be lowercase letters, digits and hyphens, at most 20 characters")
+    eks_name = s.eks_cluster_name
+    if not naming.EKS_CLUSTER_NAME.match(eks_name):
+        p.error("eks.cluster_name", eks_name, "must match [0-9A-Za-z][A-Za-z0-9-_]*, 1-100 characters")
+    hp_name = s.hyperpod_cluster_name
+    if not naming.SAGEMAKER_NAME.match(hp_name):
+        p.error(
+            "hyperpod.cluster_name", hp_name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric"
+        )
+    for key, value in s.tags.items():
+        if not 1 <= len(key) <= 128 or len(value) > 256 or key.lower().startswith("aws:"):
+            p.error(f"tags.{key}", value, "tag keys are 1-128 characters, not starting 'aws:'; values at most 256")
+
+
+def _az_checks(s: Settings, p: _Problems):
+    for i, az in enumerate(s.availability_zones):
+        if not (az.startswith(s.region) and re.fullmatch(r"[a-z]", az[len(s.region) :])):
+            p.error(f"availability_zones[{i}]", az, f"must be a zone of region {s.region}, like {s.region}a")
+    for az in _duplicates(s.availability_zones):
+        p.error("availability_zones", az, "is listed twice")
+
+
+def _planned_primary_subnets(s: Settings) -> list[ipaddress.IPv4Network] | None:
+    """The subnets ec2.Vpc allocates from vpc_cidr: public then private, one per AZ, in order."""
+    net = s.network
+    cursor = int(net.vpc_cidr.network_address)
+    planned = []
+    for mask in [net.public_subnet_mask] * len(s.availability_zones) + [net.private_subnet_mask] * len(
+        s.availability_zones
+    ):
+        size = 2 ** (32 - mask)
+        cursor = (cursor + size - 1) // size * size
+        subnet = ipaddress.IPv4Network((cursor, mask))
+        if not subnet.subnet_of(net.vpc_cidr):
+            return None
+        planned.append(subnet)
+        cursor += size
+    return planned
+
+
+def _check_network(s: Settings, p: _Problems):
+    _az_checks(s, p)
+    net = s.network
+    if net.nat_gateways > len(s.availability_zones):
+        p.error("network.nat_gateways", net.nat_gateways, f"must be at most the number of AZs ({len(s.availability_zones)})")
+    for az in _duplicates(sn.availability_zone for sn in net.hyperpod_subnets):
+        p.error("network.hyperpod_subnets", az, "has two subnets in the same AZ; give one per AZ")
+    for i, sn in enumerate(net.hyperpod_subnets):
+        if sn.availability_zone not in s.availability_zones:
+            p.error(
+                f"network.hyperpod_subnets[{i}].availability_zone",
+                sn.availability_zone,
+                f"is not one of availability_zones ({', '.join(s.availability_zones)})",
+            )
+    if net.existing_vpc:
+        _check_existing_vpc(s, p)
+        return
+    for i, sn in enumerate(net.hyperpod_subnets):
+        if sn.cidr is None or sn.subnet_id is not None:
+            p.error(f"network.hyperpod_subnets[{i}]", sn.subnet_id, "needs cidr (and no subnet_id) for a new VPC")
+    if net.vpc_cidr.prefixlen > 24 or net.vpc_cidr.prefixlen < 16:
+        p.error("network.vpc_cidr", str(net.vpc_cidr), "must be a /16 to /24 block (VPC size limits)")
+    blocks = [net.vpc_cidr, *net.secondary_cidrs]
+    for i, block in enumerate(net.secondary_cidrs):
+        if not 16 <= block.prefixlen <= 28:
+            p.error(f"network.secondary_cidrs[{i}]", str(block), "must be a /16 to /28 block")
+        for j, other in enumerate(blocks[: i + 1]):
+            if block.overlaps(other):
+                where = "vpc_cidr" if j == 0 else f"secondary_cidrs[{j - 1}]"
+                p.error(f"network.secondary_cidrs[{i}]", str(block), f"overlaps network.{where} ({other})")
+    planned = _planned_primary_subnets(s)
+    if planned is None:
+        p.error(
+            "network.vpc_cidr",
+            str(net.vpc_cidr),
+            f"is too small for {len(s.availability_zones)} public /{net.public_subnet_mask} and "
+            f"{len(s.availability_zones)} private /{net.private_subnet_mask} subnets",
+        )
+        planned = []
+    for i, sn in enumerate(net.hyperpod_subnets):
+        if sn.cidr is None:
+            continue
+        if not any(sn.cidr.subnet_of(b) for b in blocks):
+            p.error(
+                f"network.hyperpod_subnets[{i}].cidr",
+                str(sn.cidr),
+                f"is outside the VPC CIDRs ({', '.join(map(str, blocks))})",
+            )
+        for used in planned:
+            if sn.cidr.overlaps(used):
+                p.error(
+                    f"network.hyperpod_subnets[{i}].cidr",
+                    str(sn.cidr),
+                    f"overlaps the EKS/public subnet {used} allocated from vpc_cidr; use a secondary CIDR",
+                )
+                break
+        for j, other in enumerate(net.hyperpod_subnets[:i]):
+            if other.cidr is not None and sn.cidr.overlaps(other.cidr):
+                p.error(f"network.hyperpod_subnets[{i}].cidr", str(sn.cidr), f"overlaps hyperpod_subnets[{j}]")
+
+
+def _check_existing_vpc(s: Settings, p: _Problems):
+    ev = s.network.existing_vpc
+    n = len(s.availability_zones)
+    if len(ev.private_subnet_ids) != n:
+        p.error(
+            "network.existing_vpc.private_subnet_ids",
+            list(ev.private_subnet_ids),
+            f"needs one subnet per availability zone ({n}), in the same order",
+        )
+    if len(ev.private_subnet_route_table_ids) != len(ev.private_subnet_ids):
+        p.error(
+            "network.existing_vpc.private_subnet_route_table_ids",
+            list(ev.private_subnet_route_table_ids),
+            "needs one route table per private subnet",
+        )
+    for i, sn in enumerate(s.network.hyperpod_subnets):
+        if sn.subnet_id is None or sn.cidr is not None:
+            p.error(f"network.hyperpod_subnets[{i}]", sn.cidr and str(sn.cidr), "needs subnet_id (and no cidr) for an existing VPC")
+
+
+def _check_eks(s: Settings, p: _Problems):
+    version = versions.parse(s.eks.version)
+    if version < versions.MIN_EKS_VERSION or version > versions.MAX_EKS_VERSION:
+        p.error(
+            "eks.version",
+            s.eks.version,
+            f"is not allowed; use {versions.fmt(versions.MIN_EKS_VERSION)} to {versions.fmt(versions.MAX_EKS_VERSION)}",
+        )
+        return
+    for line in versions.support_warnings(s.eks.version):
+        p.warn(line)
+    module, cls, package = versions.kubectl_layer_module(s.eks.version)
+    try:
+        __import__(module)
+    except ImportError:
+        p.error("eks.version", s.eks.version, f"needs the kubectl layer package: pip install {package}")
+    if s.eks.endpoint_access == "private" and s.eks.public_access_cidrs not in ((), EksSettings().public_access_cidrs):
+        p.error("eks.public_access_cidrs", [str(c) for c in s.eks.public_access_cidrs], "must be empty with endpoint_access 'private'")
+    if not s.eks.public_access_cidrs and s.eks.endpoint_access != "private":
+        p.error("eks.public_access_cidrs", [], "must list at least one CIDR for a public endpoint")
+    for arn in _duplicates(s.eks.admin_principal_arns):
+        p.error("eks.admin_principal_arns", arn, "is listed twice")
+    if not s.eks.logging:
+        p.warn("eks.logging: all control-plane log types are off; audit trails need at least 'audit'")
+
+
+def _check_instance_groups(s: Settings, p: _Problems):
+    groups = s.hyperpod.instance_groups
+    hp_azs = {sn.availability_zone for sn in s.network.hyperpod_subnets}
+    for name in _duplicates(g.name for g in groups):
+        p.error("hyperpod.instance_groups", name, "is used by two groups; group names must be unique")
+    for i, g in enumerate(groups):
+        path = f"hyperpod.instance_groups[{i}]"
+        if not naming.SAGEMAKER_NAME.match(g.name):
+            p.error(f"{path}.name", g.name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric")
+        spec = catalogue.lookup(g.instance_type)
+        if spec is None:
+            p.error(f"{path}.instance_type", g.instance_type, f"is not a known HyperPod type; known: {', '.join(sorted(catalogue.CATALOGUE))}")
+        ceiling = s.hyperpod.max_instances_per_group
+        if not 1 <= g.count <= ceiling:
+            p.error(f"{path}.count", g.count, f"must be 1 to {ceiling} (hyperpod.max_instances_per_group)")
+        if g.threads_per_core not in (1, 2):
+            p.error(f"{path}.threads_per_core", g.threads_per_core, "must be 1 or 2")
+        if not 1 <= g.ebs_volume_gb <= 16384:
+            p.error(f"{path}.ebs_volume_gb", g.ebs_volume_gb, "must be 1 to 16384 GiB")
+        if spec is not None and g.deep_health_checks and not spec.deep_health_checks:
+            p.error(
+                f"{path}.deep_health_checks",
+                list(g.deep_health_checks),
+                f"are not supported on {g.instance_type}; deep health checks run on accelerated p/trn types only",
+            )
+        if g.availability_zone is not None and g.availability_zone not in hp_azs:
+            p.error(f"{path}.availability_zone", g.availability_zone, f"has no HyperPod subnet; subnets exist in: {', '.join(sorted(hp_azs))}")
+        for j, t in enumerate(g.taints):
+            if t.key.startswith("sagemaker.amazonaws.com/"):
+                p.error(f"{path}.taints[{j}].key", t.key, "is reserved for HyperPod itself")
+
+
+def _check_addons(s: Settings, p: _Problems):
+    a = s.addons
+    if a.observability.enabled:
+        big = [
+            g.name
+            for g in s.hyperpod.instance_groups
+            if catalogue.lookup(g.instance_type) and g.spec.vcpus >= catalogue.OBSERVABILITY_MIN_VCPUS
+        ]
+        if not big:
+            p.error(
+                "addons.observability.enabled",
+                True,
+                "needs an instance group of 4xlarge (16 vCPUs) or larger for its collectors; add one or turn it off",
+            )
+        grafana = a.observability.grafana
+        if grafana.enabled and "AWS_SSO" in grafana.authentication_providers and not grafana.admin_group_ids:
+            p.error(
+                "addons.observability.grafana.admin_group_ids",
+                [],
+                "must name at least one IAM Identity Center group when Grafana uses AWS_SSO",
+            )
+    tg, to = a.task_governance, a.training_operator
+    if tg.enabled and to.enabled and tg.version and not versions.addon_version_at_least(
+        tg.version, versions.TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR
+    ):
+        p.error(
+            "addons.task_governance.version",
+            tg.version,
+            f"is refused by the training operator; use {versions.TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR} or newer",
+        )
+    if s.topology.mode != "none" and tg.enabled and tg.version and not versions.addon_version_at_least(
+        tg.version, versions.TASK_GOVERNANCE_MIN_FOR_TOPOLOGY
+    ):
+        p.error(
+            "addons.task_governance.version",
+            tg.version,
+            f"is too old for topology-aware scheduling; use {versions.TASK_GOVERNANCE_MIN_FOR_TOPOLOGY} or newer",
+        )
+
+
+def _check_governance(s: Settings, p: _Problems):
+    g = s.governance
+    if len(g.priority_classes) > 10:
+        p.error("governance.priority_classes", len(g.priority_classes), "entries; at most 10 are allowed")
+    for name in _duplicates(pc.name for pc in g.priority_classes):
+        p.error("governance.priority_classes", name, "is defined twice")
+    for i, pc in enumerate(g.priority_classes):
+        if not 0 <= pc.weight <= 100:
+            p.error(f"governance.priority_classes[{i}].weight", pc.weight, "must be 0 to 100")
+        if not naming.K8S_LABEL.match(naming.priority_class_name(pc.name)) or len(naming.priority_class_name(pc.name)) > naming.K8S_LABEL_MAX:
+            p.error(f"governance.priority_classes[{i}].name", pc.name, "must be lowercase letters, digits and hyphens (it becomes <name>-priority)")
+    if (g.teams or g.priority_classes) and not s.addons.task_governance.enabled:
+        p.error("addons.task_governance.enabled", False, "must be true when governance.teams or priority_classes are set")
+    capacity = s.capacity()
+    for name in _duplicates(t.name for t in g.teams):
+        p.error("governance.teams", name, "is defined twice")
+    demand: dict[str, list[tuple[str, int]]] = {}
+    for i, team in enumerate(g.teams):
+        path = f"governance.teams[{i}]"
+        names = naming.team_names(team.name)
+        if not naming.SAGEMAKER_NAME.match(team.name) or not naming.K8S_LABEL.match(team.name) or len(names.cluster_queue) > naming.K8S_LABEL_MAX:
+            p.error(
+                f"{path}.name",
+                team.name,
+                f"must be lowercase letters, digits and hyphens, short enough that {names.cluster_queue!r} is at most 63 characters",
+            )
+        if team.borrow_limit is not None and team.sharing != "LendAndBorrow":
+            p.error(f"{path}.borrow_limit", team.borrow_limit, "applies only with sharing 'LendAndBorrow'")
+        if team.borrow_limit is not None and not 1 <= team.borrow_limit <= 500:
+            p.error(f"{path}.borrow_limit", team.borrow_limit, "must be 1 to 500 (percent of the team's quota)")
+        for j, q in enumerate(team.quotas):
+            qpath = f"{path}.quotas[{j}]"
+            if q.instance_type not in capacity:
+                p.error(f"{qpath}.instance_type", q.instance_type, f"is provided by no instance group; groups have: {', '.join(sorted(capacity))}")
+                continue
+            if (q.count is None) == (q.accelerators is None):
+                p.error(qpath, q.model_dump(exclude_none=True), "needs exactly one of count or accelerators")
+                continue
+            spec = catalogue.lookup(q.instance_type)
+            have = capacity[q.instance_type]
+            asked = q.count if q.count is not None else -(-q.accelerators // max(spec.accelerators, 1))
+            if (q.count is not None and q.count < 1) or (q.accelerators is not None and q.accelerators < 1):
+                p.error(qpath, q.model_dump(exclude_none=True), "must ask for at least 1")
+            elif q.accelerators is not None and not spec.accelerators:
+                p.error(f"{qpath}.accelerators", q.accelerators, f"but {q.instance_type} has no accelerators; use count")
+            elif asked > have:
+                p.error(qpath, q.model_dump(exclude_none=True), f"is more than the cluster's {have} x {q.instance_type}")
+            else:
+                demand.setdefault(q.instance_type, []).append((team.name, asked))
+    for itype, asks in demand.items():
+        total = sum(n for _, n in asks)
+        if total > capacity[itype]:
+            teams = ", ".join(t for t, _ in asks)
+            line = f"governance.teams: quotas for {itype} add up to {total}, above the cluster's {capacity[itype]} (teams: {teams})"
+            if g.allow_oversubscription:
+                p.warn(line + "; allowed by governance.allow_oversubscription")
+            else:
+                p.errors.append(line + "; set governance.allow_oversubscription to intend it")
+    t = s.topology
+    if t.level not in TOPOLOGY_LEVELS:
+        p.error("topology.level", t.level, f"is not a topology level; allowed: {', '.join(TOPOLOGY_LEVELS)}")
+    if t.mode == "required":
+        for i, grp in enumerate(s.hyperpod.instance_groups):
+            spec = catalogue.lookup(grp.instance_type)
+            if spec and spec.is_accelerated and not spec.topology:
+                p.error(
+                    "topology.mode",
+                    "required",
+                    f"but hyperpod.instance_groups[{i}] ({grp.instance_type}) has no EC2 topology labels; use 'preferred'",
+                )
+
+
+def _check_sample_job(s: Settings, p: _Problems):
+    job = s.sample_job
+    if not job.enabled:
+        return
+    group = s.instance_group(job.instance_group)
+    if group is None:
+        p.error(
+            "sample_job.instance_group",
+            job.instance_group,
+            f"is not an instance group; groups: {', '.join(g.name for g in s.hyperpod.instance_groups)}",
+        )
+    elif job.nodes > group.count:
+        p.error("sample_job.nodes", job.nodes, f"is more than instance group {group.name!r} has ({group.count})")
+    elif catalogue.lookup(group.instance_type) and not group.spec.is_accelerated:
+        p.error("sample_job.instance_group", job.instance_group, f"is {group.instance_type}, which has no GPUs")
+    team_names = [t.name for t in s.governance.teams]
+    if job.team is not None and job.team not in team_names:
+        p.error("sample_job.team", job.team, f"is not a team; teams: {', '.join(team_names) or '(none)'}")
+    priorities = [pc.name for pc in s.governance.priority_classes]
+    if job.priority is not None and job.priority not in priorities:
+        p.error("sample_job.priority", job.priority, f"is not a priority class; classes: {', '.join(priorities) or '(none)'}")
+    if job.enabled and not s.addons.training_operator.enabled:
+        p.error("sample_job.enabled", True, "needs addons.training_operator.enabled (the job is a HyperPodPyTorchJob)")

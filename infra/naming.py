@@ -1,0 +1,58 @@
+"""Names derived from config, in one place so stacks, the sample job and the CLI agree."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Stacks in deploy order; each name is "<prefix>-<env>-<suffix>".
+STACK_SUFFIXES = ("network", "cluster", "hyperpod", "addons", "governance", "sample-job")
+
+# AWS::SageMaker::Cluster ClusterName and InstanceGroupName, and most SageMaker names.
+SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+# AWS::EKS::Cluster Name: 1-100 characters.
+EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+# CloudFormation stack names: letter first, alphanumerics and hyphens, at most 128.
+STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+# Kubernetes namespace (RFC 1123 label).
+K8S_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+K8S_LABEL_MAX = 63
+
+
+def stack_name(prefix: str, env: str, suffix: str) -> str:
+    return f"{prefix}-{env}-{suffix}"
+
+
+def default_eks_cluster_name(prefix: str, env: str) -> str:
+    return f"{prefix}-{env}"
+
+
+def default_hyperpod_cluster_name(prefix: str, env: str) -> str:
+    return f"{prefix}-{env}-hp"
+
+
+@dataclass(frozen=True)
+class TeamNames:
+    """What task governance creates for a team, and the labels a job uses to join it."""
+
+    team: str
+    namespace: str
+    local_queue: str
+    cluster_queue: str
+
+    def priority_class(self, priority: str) -> str:
+        return priority_class_name(priority)
+
+
+def team_names(team: str) -> TeamNames:
+    namespace = f"hyperpod-ns-{team}"
+    return TeamNames(
+        team=team,
+        namespace=namespace,
+        local_queue=f"{namespace}-localqueue",
+        cluster_queue=f"{namespace}-clusterqueue",
+    )
+
+
+def priority_class_name(priority: str) -> str:
+    return f"{priority}-priority"

@@ -1,0 +1,1 @@
+"""Kubernetes objects as plain data builders (no CDK import)."""

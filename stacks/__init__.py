@@ -1,0 +1,1 @@
+"""One module per deployable stack, in deploy order."""

@@ -1,0 +1,141 @@
+"""`<prefix>-<env>-cluster`: the EKS control plane HyperPod orchestrates through."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra import compliance, versions
+from infra.config import CoreAddon, Settings
+from infra.stack import PlatformStack
+from stacks.network import NetworkStack
+
+
+def kubectl_layer(scope: Construct, version: str):
+    module, cls, _ = versions.kubectl_layer_module(version)
+    return getattr(importlib.import_module(module), cls)(scope, "KubectlLayer")
+
+
+def _endpoint_access(settings: Settings) -> eks.EndpointAccess:
+    cidrs = [str(c) for c in settings.eks.public_access_cidrs]
+    if settings.eks.endpoint_access == "private":
+        return eks.EndpointAccess.PRIVATE
+    base = eks.EndpointAccess.PUBLIC if settings.eks.endpoint_access == "public" else eks.EndpointAccess.PUBLIC_AND_PRIVATE
+    return base.only_from(*cidrs)
+
+
+class ClusterStack(PlatformStack):
+    def __init__(self, scope: Construct, *, settings: Settings, network: NetworkStack):
+        super().__init__(scope, "cluster", settings=settings, description="EKS control plane for HyperPod")
+        self.network = network
+        self.secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            alias=f"alias/{settings.prefix}-{settings.env_name}-eks-secrets",
+            description="EKS envelope encryption of Kubernetes secrets",
+            enable_key_rotation=True,
+            removal_policy=self.data_removal_policy,
+        )
+        # Created ahead of the cluster so it gets our retention and key, not EKS's never-expire default.
+        self.control_plane_logs = self.log_group(
+            "ControlPlaneLogGroup", network.logs_key, f"/aws/eks/{settings.eks_cluster_name}/cluster"
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=settings.eks_cluster_name,
+            version=eks.KubernetesVersion.of(settings.eks.version),
+            vpc=network.vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnets=network.eks_subnets)],
+            # Control-plane ENIs share the node group so the API server and HyperPod nodes
+            # reach each other without extra rules.
+            security_group=network.efa_security_group,
+            endpoint_access=_endpoint_access(settings),
+            cluster_logging=[eks.ClusterLoggingTypes(_log_type(t)) for t in settings.eks.logging],
+            secrets_encryption_key=self.secrets_key,
+            # HyperPod provides every node: no Auto Mode, no managed node group.
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            # vpc-cni and kube-proxy come as managed add-ons below, so EKS must not also
+            # install its self-managed copies.
+            bootstrap_self_managed_addons=False,
+            bootstrap_cluster_creator_admin_permissions=False,
+            removal_policy=cdk.RemovalPolicy.RETAIN if settings.protection.retain_data else cdk.RemovalPolicy.DESTROY,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, settings.eks.version),
+                private_subnets=network.eks_subnets,
+            ),
+        )
+        self.cluster.node.add_dependency(self.control_plane_logs)
+        cfn_cluster: eks.CfnCluster = self.cluster.node.default_child
+        if settings.eks.authentication_mode != "API":
+            cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", settings.eks.authentication_mode)
+        self._admin_access_entries()
+        self.core_addons = self._core_addons()
+        self._acknowledge_cdk_internals()
+
+        cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)
+        cdk.CfnOutput(self, "EksClusterArn", value=self.cluster.cluster_arn)
+        cdk.CfnOutput(
+            self,
+            "UpdateKubeconfigCommand",
+            value=f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}",
+        )
+
+    def _admin_access_entries(self) -> None:
+        admin = eks.AccessPolicy.from_access_policy_name(
+            "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+        )
+        for arn in self.settings.eks.admin_principal_arns:
+            # Keyed by the principal, not its position, so reordering the list replaces nothing.
+            eks.AccessEntry(
+                self,
+                "Admin-" + re.sub(r"[^A-Za-z0-9]", "", arn.split(":", 4)[4]),
+                cluster=self.cluster,
+                principal=arn,
+                access_policies=[admin],
+            )
+
+    def _core_addons(self) -> dict[str, eks.Addon]:
+        core = self.settings.eks.core_addons
+        addons = {
+            "vpc-cni": self._addon("VpcCni", "vpc-cni", core.vpc_cni),
+            "kube-proxy": self._addon("KubeProxy", "kube-proxy", core.kube_proxy),
+        }
+        # The cluster's own agent, so anything that asks the cluster for it (Pod Identity
+        # service accounts) finds this one instead of installing a second.
+        agent = self.cluster.eks_pod_identity_agent
+        _pin(agent, core.pod_identity_agent)
+        addons["eks-pod-identity-agent"] = agent
+        return addons
+
+    def _addon(self, id_: str, name: str, pinned: CoreAddon) -> eks.Addon:
+        return eks.Addon(
+            self,
+            id_,
+            cluster=self.cluster,
+            addon_name=name,
+            addon_version=pinned.version,
+            configuration_values=pinned.configuration_values or None,
+        )
+
+    def _acknowledge_cdk_internals(self) -> None:
+        compliance.acknowledge_eks_internals(self.cluster)
+
+
+def _pin(addon: eks.Addon, pinned: CoreAddon) -> None:
+    cfn: eks.CfnAddon = addon.node.default_child
+    if pinned.version:
+        cfn.addon_version = pinned.version
+    if pinned.configuration_values:
+        cfn.configuration_values = cdk.Stack.of(addon).to_json_string(pinned.configuration_values)
+
+
+def _log_type(name: str) -> str:
+    return {"controllerManager": "CONTROLLER_MANAGER"}.get(name, name.upper())

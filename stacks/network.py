@@ -1,0 +1,215 @@
+"""`<prefix>-<env>-network`: the VPC, the HyperPod node subnets and the EFA security group."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra import compliance
+from infra.config import Settings
+from infra.stack import PlatformStack
+
+
+class NetworkStack(PlatformStack):
+    def __init__(self, scope: Construct, *, settings: Settings):
+        super().__init__(scope, "network", settings=settings, description="VPC, HyperPod subnets and EFA security group")
+        net = settings.network
+        self.logs_key = self._logs_key()
+        if settings.uses_existing_vpc:
+            self.vpc = self._import_vpc()
+            self.hyperpod_subnets = self._import_hyperpod_subnets()
+        else:
+            self.vpc = self._new_vpc()
+            self.hyperpod_subnets = self._new_hyperpod_subnets()
+            self._gateway_endpoint()
+            if net.flow_logs:
+                self._flow_logs()
+        self.eks_subnets = list(self.vpc.private_subnets)
+        self.efa_security_group = self._efa_security_group()
+        if net.interface_endpoints:
+            self._interface_endpoints()
+        self.hyperpod_subnet_by_az = {s.availability_zone: s for s in self.hyperpod_subnets}
+        cdk.CfnOutput(self, "VpcId", value=self.vpc.vpc_id)
+        cdk.CfnOutput(
+            self, "HyperPodSubnetIds", value=",".join(s.subnet_id for s in self.hyperpod_subnets)
+        )
+
+    # ------------------------------------------------------------------ keys and logs
+
+    def _logs_key(self) -> kms.Key:
+        key = kms.Key(
+            self,
+            "LogsKey",
+            alias=f"alias/{self.settings.prefix}-{self.settings.env_name}-logs",
+            description="Encrypts this environment's CloudWatch log groups",
+            enable_key_rotation=True,
+            removal_policy=self.data_removal_policy,
+        )
+        # CloudWatch Logs encrypts with the key on behalf of log groups in this account only.
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{self.partition}:logs:{self.region}:{self.account}:*"}
+                },
+            )
+        )
+        return key
+
+    # ------------------------------------------------------------------ new VPC
+
+    def _new_vpc(self) -> ec2.Vpc:
+        net = self.settings.network
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(str(net.vpc_cidr)),
+            availability_zones=list(self.settings.availability_zones),
+            nat_gateways=net.nat_gateways,
+            restrict_default_security_group=True,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=net.public_subnet_mask,
+                    map_public_ip_on_launch=False,
+                ),
+                ec2.SubnetConfiguration(
+                    name="eks", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=net.private_subnet_mask
+                ),
+            ],
+        )
+        for subnet in vpc.public_subnets:
+            compliance.acknowledge(
+                subnet,
+                "Public subnets hold only the NAT gateways, which need a default route to the internet gateway",
+                "NIST.800.53.R5-VPCNoUnrestrictedRouteToIGW",
+            )
+        self.secondary_cidr_blocks = [
+            ec2.CfnVPCCidrBlock(self, f"SecondaryCidr{i}", vpc_id=vpc.vpc_id, cidr_block=str(cidr))
+            for i, cidr in enumerate(net.secondary_cidrs)
+        ]
+        return vpc
+
+    def _nat_gateway_for(self, az: str) -> str:
+        with_nat = [s for s in self.vpc.public_subnets if s.node.try_find_child("NATGateway")]
+        same_az = [s for s in with_nat if s.availability_zone == az]
+        return (same_az or with_nat)[0].node.find_child("NATGateway").ref
+
+    def _new_hyperpod_subnets(self) -> list[ec2.ISubnet]:
+        net = self.settings.network
+        subnets = []
+        for sn in net.hyperpod_subnets:
+            subnet = ec2.PrivateSubnet(
+                self,
+                f"HyperPodSubnet-{sn.availability_zone}",
+                availability_zone=sn.availability_zone,
+                cidr_block=str(sn.cidr),
+                vpc_id=self.vpc.vpc_id,
+                map_public_ip_on_launch=False,
+            )
+            # A subnet in a secondary block can only be created once that block is attached.
+            for block, cidr in zip(self.secondary_cidr_blocks, net.secondary_cidrs):
+                if sn.cidr.subnet_of(cidr):
+                    subnet.node.add_dependency(block)
+            subnet.add_default_nat_route(self._nat_gateway_for(sn.availability_zone))
+            cdk.Tags.of(subnet).add("Name", f"{self.stack_name}/hyperpod-{sn.availability_zone}")
+            subnets.append(subnet)
+        return subnets
+
+    def _gateway_endpoint(self) -> None:
+        # Checkpoints, lifecycle scripts and ECR layers are S3 traffic: keep it off the NAT.
+        self.vpc.add_gateway_endpoint(
+            "S3Endpoint",
+            service=ec2.GatewayVpcEndpointAwsService.S3,
+            subnets=[ec2.SubnetSelection(subnets=[*self.vpc.private_subnets, *self.hyperpod_subnets])],
+        )
+
+    def _flow_logs(self) -> None:
+        group = self.log_group("FlowLogGroup", self.logs_key, f"/{self.settings.prefix}/{self.settings.env_name}/vpc-flow-logs")
+        flow_log = self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(group),
+            traffic_type=ec2.FlowLogTrafficType.ALL,
+        )
+        compliance.acknowledge(
+            flow_log,
+            "The flow-log role's inline policy is CDK's grant of write access to this one log group only",
+            "NIST.800.53.R5-IAMNoInlinePolicy",
+        )
+
+    # ------------------------------------------------------------------ existing VPC
+
+    def _import_vpc(self) -> ec2.IVpc:
+        ev = self.settings.network.existing_vpc
+        return ec2.Vpc.from_vpc_attributes(
+            self,
+            "Vpc",
+            vpc_id=ev.vpc_id,
+            vpc_cidr_block=str(ev.vpc_cidr),
+            availability_zones=list(self.settings.availability_zones),
+            private_subnet_ids=list(ev.private_subnet_ids),
+            private_subnet_route_table_ids=list(ev.private_subnet_route_table_ids),
+        )
+
+    def _import_hyperpod_subnets(self) -> list[ec2.ISubnet]:
+        return [
+            ec2.Subnet.from_subnet_attributes(
+                self,
+                f"HyperPodSubnet-{sn.availability_zone}",
+                subnet_id=sn.subnet_id,
+                availability_zone=sn.availability_zone,
+                route_table_id=sn.route_table_id,
+            )
+            for sn in self.settings.network.hyperpod_subnets
+        ]
+
+    # ------------------------------------------------------------------ security
+
+    def _efa_security_group(self) -> ec2.SecurityGroup:
+        sg = ec2.SecurityGroup(
+            self,
+            "EfaSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=False,
+            description="HyperPod nodes and EKS control plane; EFA needs all traffic to and from itself",
+        )
+        # EFA's OS-bypass traffic is only allowed by rules that name the group itself,
+        # in both directions; a 0.0.0.0/0 egress rule does not cover it.
+        sg.add_ingress_rule(sg, ec2.Port.all_traffic(), "EFA and node-to-node traffic within the group")
+        sg.add_egress_rule(sg, ec2.Port.all_traffic(), "EFA and node-to-node traffic within the group")
+        compliance.acknowledge(
+            sg,
+            "The only ingress rule's source is this security group itself (EFA requires it); nothing outside can reach it",
+            "NIST.800.53.R5-EC2RestrictedCommonPorts",
+        )
+        sg.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "AWS APIs, ECR and dataset downloads over HTTPS via NAT"
+        )
+        return sg
+
+    def _interface_endpoints(self) -> None:
+        cidrs = [str(self.settings.network.vpc_cidr), *map(str, self.settings.network.secondary_cidrs)]
+        if self.settings.uses_existing_vpc:
+            cidrs = [str(self.settings.network.existing_vpc.vpc_cidr)]
+        endpoint_sg = ec2.SecurityGroup(
+            self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False, description="Interface endpoints: HTTPS from the VPC"
+        )
+        for cidr in cidrs:
+            endpoint_sg.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(443), "HTTPS from inside the VPC")
+        # HyperPod nodes call the SageMaker API and EKS Auth (Pod Identity); with these they
+        # need no NAT for either.
+        for service in ("sagemaker.api", "eks-auth"):
+            self.vpc.add_interface_endpoint(
+                f"Endpoint-{service}",
+                service=ec2.InterfaceVpcEndpointService(f"com.amazonaws.{self.region}.{service}", 443),
+                private_dns_enabled=True,
+                security_groups=[endpoint_sg],
+                subnets=ec2.SubnetSelection(subnets=self.eks_subnets),
+            )
+

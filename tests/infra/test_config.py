@@ -1,0 +1,185 @@
+"""The config contract: what cdk.json may say, and the one-line errors when it is wrong."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from infra import config, versions
+from tests.conftest import CONTEXT, ENVIRONMENTS, patched_context
+
+
+def load(patch: dict | None = None, env: str = "dev"):
+    return config.load_settings(patched_context(env, patch) if patch else CONTEXT, env)
+
+
+def problems(patch: dict, env: str = "dev") -> list[str]:
+    with pytest.raises(config.ConfigError) as exc:
+        load(patch, env)
+    return exc.value.problems
+
+
+def test_dev_and_prod_exist_and_dev_is_the_default():
+    assert {"dev", "prod"} <= set(ENVIRONMENTS)
+    settings, _ = config.load_settings(CONTEXT, None)
+    assert settings.env_name == "dev"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_environment_in_cdk_json_is_valid(env):
+    settings, _ = config.load_settings(CONTEXT, env)
+    assert settings.eks.version == versions.DEFAULT_EKS_VERSION
+
+
+def test_environment_block_is_deep_merged_over_defaults():
+    prod, _ = config.load_settings(CONTEXT, "prod")
+    # from defaults, untouched by prod's network block
+    assert str(prod.network.vpc_cidr) == CONTEXT["defaults"]["network"]["vpc_cidr"]
+    assert prod.region == CONTEXT["defaults"]["region"]
+    # prod's own values
+    assert prod.network.nat_gateways == 3
+    assert prod.network.interface_endpoints is True
+    # lists replace rather than merge
+    assert [g.instance_type for g in prod.hyperpod.instance_groups] == ["ml.m5.8xlarge", "ml.p5.48xlarge"]
+
+
+def test_prod_is_four_p5_with_topology_and_protection():
+    prod, _ = config.load_settings(CONTEXT, "prod")
+    assert prod.capacity()["ml.p5.48xlarge"] == 4
+    assert prod.topology.mode == "required"
+    assert prod.protection.termination_protection and prod.protection.retain_data
+
+
+def test_settings_are_immutable():
+    settings, _ = load()
+    with pytest.raises(ValidationError):
+        settings.region = "eu-west-1"
+
+
+def test_unknown_environment_lists_the_valid_ones():
+    with pytest.raises(config.ConfigError) as exc:
+        config.load_settings(CONTEXT, "staging")
+    (line,) = exc.value.problems
+    assert "'staging'" in line and "dev" in line and "prod" in line
+
+
+@pytest.mark.parametrize(
+    "patch, path",
+    [
+        ({"typo_field": 1}, "typo_field"),
+        ({"network": {"nat_gateway": 2}}, "network.nat_gateway"),
+        ({"eks": {"endpoint": "private"}}, "eks.endpoint"),
+        ({"hyperpod": {"instance_groups": [{"name": "a", "instance_type": "ml.m5.4xlarge", "count": 1, "cnt": 2}]}},
+         "hyperpod.instance_groups[0].cnt"),
+    ],
+)
+def test_unknown_field_is_an_error_naming_its_path_and_the_allowed_keys(patch, path):
+    (line,) = [p for p in problems(patch) if path in p]
+    assert line.startswith(f"dev: {path}: unknown field; allowed here:")
+
+
+def test_unknown_nested_field_lists_allowed_keys_of_that_model():
+    (line,) = problems({"network": {"nat_gateway": 2}})
+    assert "nat_gateways" in line and "vpc_cidr" in line
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.20", "1.37"])
+def test_eks_version_outside_1_28_to_1_36_is_refused(version):
+    (line,) = problems({"eks": {"version": version}})
+    assert line.startswith(f"dev: eks.version: '{version}'") and "1.28 to 1.36" in line
+
+
+def test_eks_version_without_its_kubectl_layer_names_the_package_to_install():
+    lines = problems({"eks": {"version": "1.31"}})
+    assert any("aws-cdk.lambda-layer-kubectl-v31" in line for line in lines)
+
+
+def test_old_versions_warn_with_the_component_and_source():
+    warnings = versions.support_warnings("1.29")
+    assert any("EKS standard support" in w for w in warnings)
+    assert any("SageMaker HyperPod" in w and "1.30-1.35" in w and "source:" in w for w in warnings)
+    assert not any("training operator" in w for w in warnings)  # 1.29 is inside its 1.28-1.33
+    assert not [w for w in versions.support_warnings("1.35") if "standard support" in w]
+
+
+def test_default_version_warns_that_the_training_operator_documents_only_up_to_1_33():
+    _, warnings = load()
+    assert any("training operator" in w and "1.28-1.33" in w for w in warnings)
+
+
+def test_malformed_cidr_is_reported_with_its_value():
+    lines = problems({"network": {"vpc_cidr": "10.192.0/16"}})
+    assert any(line.startswith("dev: network.vpc_cidr: '10.192.0/16' is invalid") for line in lines)
+
+
+def test_hyperpod_subnet_outside_the_vpc_cidrs_is_refused():
+    lines = problems({"network": {"hyperpod_subnets": [{"availability_zone": "us-west-2a", "cidr": "172.16.0.0/16"}]}})
+    assert any("network.hyperpod_subnets[0].cidr: '172.16.0.0/16' is outside the VPC CIDRs" in line for line in lines)
+
+
+def test_hyperpod_subnet_overlapping_the_allocated_eks_subnets_is_refused():
+    lines = problems(
+        {"network": {"hyperpod_subnets": [{"availability_zone": "us-west-2a", "cidr": "10.192.0.0/20"}]}}
+    )
+    assert any("overlaps the EKS/public subnet" in line for line in lines)
+
+
+def test_vpc_too_small_for_its_subnets_is_refused():
+    lines = problems({"network": {"vpc_cidr": "10.192.0.0/20"}})
+    assert any(line.startswith("dev: network.vpc_cidr: '10.192.0.0/20' is too small") for line in lines)
+
+
+def test_secondary_cidr_overlapping_the_primary_is_refused():
+    lines = problems({"network": {"secondary_cidrs": ["10.192.128.0/17"], "hyperpod_subnets": [
+        {"availability_zone": "us-west-2a", "cidr": "10.192.128.0/17"}]}})
+    assert any("network.secondary_cidrs[0]" in line and "overlaps network.vpc_cidr" in line for line in lines)
+
+
+def test_availability_zone_of_another_region_is_refused():
+    lines = problems({"availability_zones": ["us-west-2a", "eu-west-1b"]})
+    assert any(line.startswith("dev: availability_zones[1]: 'eu-west-1b' must be a zone of region us-west-2") for line in lines)
+
+
+def test_more_nat_gateways_than_zones_is_refused():
+    lines = problems({"network": {"nat_gateways": 4}})
+    assert any("network.nat_gateways: 4 must be at most the number of AZs (3)" in line for line in lines)
+
+
+def test_prefix_breaking_the_stack_name_pattern_is_refused():
+    lines = problems({"prefix": "Hyper_Pod"})
+    assert any(line.startswith("dev: prefix: 'Hyper_Pod' is invalid") for line in lines)
+
+
+def test_hyperpod_cluster_name_too_long_is_refused():
+    lines = problems({"hyperpod": {"cluster_name": "h" * 64}})
+    assert any(line.startswith("dev: hyperpod.cluster_name:") and "1-63" in line for line in lines)
+
+
+def test_duplicate_instance_group_names_are_refused():
+    group = {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1}
+    lines = problems({"hyperpod": {"instance_groups": [group, group]}})
+    assert any("hyperpod.instance_groups: 'gpu' is used by two groups" in line for line in lines)
+
+
+def test_duplicate_admin_principals_are_refused():
+    arn = "arn:aws:iam::111111111111:role/Admin"
+    lines = problems({"eks": {"admin_principal_arns": [arn, arn]}})
+    assert any("eks.admin_principal_arns" in line and "listed twice" in line for line in lines)
+
+
+def test_every_problem_is_reported_not_just_the_first():
+    lines = problems({"network": {"nat_gateways": 5}, "hyperpod": {"cluster_name": "-bad-"}})
+    assert len(lines) >= 2
+
+
+def test_existing_vpc_needs_subnet_ids_not_cidrs():
+    lines = problems({"network": {"existing_vpc": {
+        "vpc_id": "vpc-0123456789abcdef0", "vpc_cidr": "10.50.0.0/16",
+        "private_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1", "subnet-0123456789abcdef2"],
+        "private_subnet_route_table_ids": ["rtb-0123456789abcdef0", "rtb-0123456789abcdef1", "rtb-0123456789abcdef2"]}}})
+    assert any("network.hyperpod_subnets[0]" in line and "needs subnet_id" in line for line in lines)
+
+
+def test_private_endpoint_with_public_cidrs_is_refused():
+    lines = problems({"eks": {"endpoint_access": "private", "public_access_cidrs": ["203.0.113.0/24"]}})
+    assert any(line.startswith("dev: eks.public_access_cidrs:") for line in lines)
