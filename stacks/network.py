@@ -209,6 +209,9 @@ class NetworkStack(PlatformStack):
                 f"Endpoint-{service}",
                 service=ec2.InterfaceVpcEndpointService(f"com.amazonaws.{self.region}.{service}", 443),
                 private_dns_enabled=True,
+                # Our group already admits HTTPS from every VPC block; CDK's `open` rule
+                # would add a token CIDR the scanners cannot evaluate.
+                open=False,
                 security_groups=[endpoint_sg],
                 subnets=ec2.SubnetSelection(subnets=self.eks_subnets),
             )
