@@ -8,9 +8,11 @@ import sys
 import aws_cdk as cdk
 
 from infra import compliance
+from infra.chart import ChartNotPrepared
 from infra.config import ConfigError, Settings, load_settings
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
+from stacks.hyperpod import HyperPodStack
 from stacks.network import NetworkStack
 
 
@@ -18,7 +20,8 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     """Build every stack of `settings` into `app`, in deploy order."""
     network = NetworkStack(app, settings=settings)
     cluster = ClusterStack(app, settings=settings, network=network)
-    return [network, cluster]
+    hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
+    return [network, cluster, hyperpod]
 
 
 def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
@@ -37,7 +40,11 @@ def main() -> int:
         return 2
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    compose(app, settings)
+    try:
+        compose(app, settings)
+    except ChartNotPrepared as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     compliance.add_packs(app)
     app.synth()
     return 0

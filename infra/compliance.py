@@ -33,33 +33,60 @@ def acknowledge(construct: IConstruct, reason: str, *rules: str) -> None:
 
 _MANAGED = "Policy::arn:<AWS::Partition>:iam::aws:policy/"
 
+# What every Lambda that aws-cdk-lib builds for a custom resource brings along.
+_CDK_LAMBDA = (
+    f"AwsSolutions-IAM4[{_MANAGED}service-role/AWSLambdaBasicExecutionRole]",
+    "AwsSolutions-L1",
+    "NIST.800.53.R5-IAMNoInlinePolicy",
+    "NIST.800.53.R5-LambdaConcurrency",
+    "NIST.800.53.R5-LambdaDLQ",
+)
+
+
+def cdk_asset_read(stack: cdk.Stack) -> tuple[str, ...]:
+    """The wildcard findings of CDK's grant to read this stack's file assets."""
+    return (
+        "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+        "AwsSolutions-IAM5[Action::s3:GetObject*]",
+        "AwsSolutions-IAM5[Action::s3:List*]",
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-{stack.account}-{stack.region}/*]",
+    )
+
+
+def acknowledge_cdk_lambda(construct: IConstruct, what: str, *extra_rules: str) -> None:
+    """A custom-resource Lambda that aws-cdk-lib builds and pins; `what` says which and why."""
+    acknowledge(
+        construct,
+        f"{what}; built by aws-cdk-lib, which pins its runtime and attaches the AWS-managed basic "
+        "execution policy and inline grants; we cannot change its function settings",
+        *_CDK_LAMBDA,
+        *extra_rules,
+    )
+
 
 def acknowledge_eks_internals(cluster) -> None:
     """Findings on constructs aws_eks_v2 builds for us, each with why it stays."""
+    stack = cdk.Stack.of(cluster)
     acknowledge(
         cluster.role,
         "EKS requires the AWS-managed AmazonEKSClusterPolicy on the cluster service role",
         f"AwsSolutions-IAM4[{_MANAGED}AmazonEKSClusterPolicy]",
     )
     provider = cluster.node.find_child("KubectlProvider")
-    handler_id = cdk.Stack.of(cluster).get_logical_id(provider.node.find_child("Handler").node.default_child)
-    ecr_public_condition = provider.node.find_child("Handler").node.find_child("HasEcrPublic")
-    condition_id = cdk.Stack.of(cluster).get_logical_id(ecr_public_condition)
+    handler = provider.node.find_child("Handler")
+    handler_id = stack.get_logical_id(handler.node.default_child)
+    condition_id = stack.get_logical_id(handler.node.find_child("HasEcrPublic"))
     ecr_public = (
         '{"Fn::If":["' + condition_id + '",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
         '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}'
     )
-    acknowledge(
+    acknowledge_cdk_lambda(
         provider,
-        "kubectl provider Lambda built by aws_eks_v2: it ships the AWS-managed Lambda execution, VPC access "
-        "and ECR read-only policies, an inline invoke policy, and the runtime CDK pins to its bundled kubectl",
-        f"AwsSolutions-IAM4[{_MANAGED}service-role/AWSLambdaBasicExecutionRole]",
+        "The kubectl provider of aws_eks_v2 (runs kubectl and helm in the VPC); it needs VPC access, "
+        "ECR read-only for chart images and read of the chart assets",
         f"AwsSolutions-IAM4[{_MANAGED}service-role/AWSLambdaVPCAccessExecutionRole]",
         f"AwsSolutions-IAM4[{_MANAGED}AmazonEC2ContainerRegistryReadOnly]",
         f"AwsSolutions-IAM4[Policy::{ecr_public}]",
         f"AwsSolutions-IAM5[Resource::<{handler_id}.Arn>:*]",
-        "AwsSolutions-L1",
-        "NIST.800.53.R5-IAMNoInlinePolicy",
-        "NIST.800.53.R5-LambdaConcurrency",
-        "NIST.800.53.R5-LambdaDLQ",
+        *cdk_asset_read(stack),
     )

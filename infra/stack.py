@@ -5,8 +5,10 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra import compliance
 from infra.config import Settings
 
 
@@ -46,3 +48,58 @@ class PlatformStack(cdk.Stack):
         # Config allows exactly the values CloudWatch accepts; the L2 wants an enum member.
         group.node.default_child.retention_in_days = self.settings.protection.log_retention_days
         return group
+
+    def data_key(self, id_: str, purpose: str) -> kms.Key:
+        return kms.Key(
+            self,
+            id_,
+            alias=f"alias/{self.settings.prefix}-{self.settings.env_name}-{purpose}",
+            description=f"hyperpod-cdk {self.settings.env_name}: {purpose}",
+            enable_key_rotation=True,
+            removal_policy=self.data_removal_policy,
+        )
+
+    def _bucket(self, id_: str, **kwargs) -> s3.Bucket:
+        retain = self.settings.protection.retain_data
+        return s3.Bucket(
+            self,
+            id_,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=self.data_removal_policy,
+            auto_delete_objects=not retain,
+            **kwargs,
+        )
+
+    def access_log_bucket(self, id_: str) -> s3.Bucket:
+        bucket = self._bucket(id_, encryption=s3.BucketEncryption.S3_MANAGED)
+        compliance.acknowledge(
+            bucket,
+            "This is the server-access-log target: S3 delivers access logs only to SSE-S3 buckets, "
+            "and logging the log bucket into itself would loop; it is not replicated for the same reason",
+            "AwsSolutions-S1",
+            "NIST.800.53.R5-S3BucketLoggingEnabled",
+            "NIST.800.53.R5-S3DefaultEncryptionKMS",
+            "NIST.800.53.R5-S3BucketReplicationEnabled",
+        )
+        return bucket
+
+    def data_bucket(self, id_: str, key: kms.IKey, access_logs: s3.IBucket, log_prefix: str) -> s3.Bucket:
+        """Encrypted with `key`, SSL-only, versioned, access-logged into `access_logs`."""
+        bucket = self._bucket(
+            id_,
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=key,
+            bucket_key_enabled=True,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix=log_prefix,
+        )
+        compliance.acknowledge(
+            bucket,
+            "Single-region platform bucket: its content is rebuilt from this repository or the job, "
+            "so cross-region replication would add cost without a recovery need",
+            "NIST.800.53.R5-S3BucketReplicationEnabled",
+        )
+        return bucket

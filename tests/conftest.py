@@ -56,7 +56,10 @@ def _synthesize(context: dict, env: str, outdir: Path) -> Synth:
     from infra import compliance
 
     settings, _ = config.load_settings(context, env)
-    app = cdk.App(outdir=str(outdir), context={k: v for k, v in context.items() if k.startswith("@")})
+    # Feature flags as cdk.json sets them; bundling skipped as for an offline synth, so the
+    # HyperPod chart need not be prepared.
+    flags = {k: v for k, v in context.items() if k.startswith("@")}
+    app = cdk.App(outdir=str(outdir), context={**flags, "aws:cdk:bundling-stacks": []})
     stacks = app_module.compose(app, settings)
     compliance.add_packs(app)
     try:

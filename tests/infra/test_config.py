@@ -113,13 +113,13 @@ def test_malformed_cidr_is_reported_with_its_value():
 
 
 def test_hyperpod_subnet_outside_the_vpc_cidrs_is_refused():
-    lines = problems({"network": {"hyperpod_subnets": [{"availability_zone": "us-west-2a", "cidr": "172.16.0.0/16"}]}})
+    lines = problems({"network": {"hyperpod_subnets": [{"availability_zone": "us-east-1a", "cidr": "172.16.0.0/16"}]}})
     assert any("network.hyperpod_subnets[0].cidr: '172.16.0.0/16' is outside the VPC CIDRs" in line for line in lines)
 
 
 def test_hyperpod_subnet_overlapping_the_allocated_eks_subnets_is_refused():
     lines = problems(
-        {"network": {"hyperpod_subnets": [{"availability_zone": "us-west-2a", "cidr": "10.192.0.0/20"}]}}
+        {"network": {"hyperpod_subnets": [{"availability_zone": "us-east-1a", "cidr": "10.192.0.0/20"}]}}
     )
     assert any("overlaps the EKS/public subnet" in line for line in lines)
 
@@ -131,13 +131,13 @@ def test_vpc_too_small_for_its_subnets_is_refused():
 
 def test_secondary_cidr_overlapping_the_primary_is_refused():
     lines = problems({"network": {"secondary_cidrs": ["10.192.128.0/17"], "hyperpod_subnets": [
-        {"availability_zone": "us-west-2a", "cidr": "10.192.128.0/17"}]}})
+        {"availability_zone": "us-east-1a", "cidr": "10.192.128.0/17"}]}})
     assert any("network.secondary_cidrs[0]" in line and "overlaps network.vpc_cidr" in line for line in lines)
 
 
 def test_availability_zone_of_another_region_is_refused():
-    lines = problems({"availability_zones": ["us-west-2a", "eu-west-1b"]})
-    assert any(line.startswith("dev: availability_zones[1]: 'eu-west-1b' must be a zone of region us-west-2") for line in lines)
+    lines = problems({"availability_zones": ["us-east-1a", "eu-west-1b"]})
+    assert any(line.startswith("dev: availability_zones[1]: 'eu-west-1b' must be a zone of region us-east-1") for line in lines)
 
 
 def test_more_nat_gateways_than_zones_is_refused():

@@ -31,7 +31,7 @@ def test_hyperpod_subnet_is_large_and_in_the_gpu_zone(synth):
     s = synth("dev")
     s.template("network").has_resource_properties(
         "AWS::EC2::Subnet",
-        {"AvailabilityZone": "us-west-2a", "CidrBlock": "10.1.0.0/16", "MapPublicIpOnLaunch": False},
+        {"AvailabilityZone": "us-east-1a", "CidrBlock": "10.1.0.0/16", "MapPublicIpOnLaunch": False},
     )
 
 
@@ -113,7 +113,7 @@ EXISTING_VPC = {
             "private_subnet_ids": ["subnet-0a000000000000001", "subnet-0a000000000000002", "subnet-0a000000000000003"],
             "private_subnet_route_table_ids": ["rtb-0a000000000000001", "rtb-0a000000000000002", "rtb-0a000000000000003"],
         },
-        "hyperpod_subnets": [{"availability_zone": "us-west-2a", "subnet_id": "subnet-0b000000000000001"}],
+        "hyperpod_subnets": [{"availability_zone": "us-east-1a", "subnet_id": "subnet-0b000000000000001"}],
     },
     "eks": {
         "authentication_mode": "API_AND_CONFIG_MAP",

@@ -1,0 +1,282 @@
+"""`<prefix>-<env>-hyperpod`: the SageMaker HyperPod cluster and what must exist before it.
+
+Order inside the stack: lifecycle scripts in S3 and the HyperPod dependencies Helm chart
+in kube-system first, then the `AWS::SageMaker::Cluster` with one instance group per
+config entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_s3_deployment as s3_deployment
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from infra import chart, compliance
+from infra.config import InstanceGroup, Settings, deep_merge
+from infra.stack import PlatformStack
+from stacks.cluster import ClusterStack
+from stacks.network import NetworkStack
+
+LIFECYCLE_SCRIPTS = Path(__file__).parent / "lifecycle_scripts"
+UNPREPARED_CHART = Path(__file__).parent / "hyperpod_chart_unprepared"
+ON_CREATE = "on_create.sh"
+INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
+
+
+def scripts_digest(folder: Path | None = None) -> str:
+    """Content hash of the lifecycle scripts: a new version gets a new S3 prefix."""
+    folder = folder or LIFECYCLE_SCRIPTS
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def chart_values(settings: Settings) -> dict:
+    """Values for the dependencies chart: device plugins and health tooling on, and
+    cert-manager off, because the cert-manager EKS add-on provides it."""
+    ours = {
+        "global": {"region": settings.region},
+        "cert-manager": {"enabled": False},
+        "nvidia-device-plugin": {"devicePlugin": {"enabled": True}},
+        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": True}},
+        "neuron-device-plugin": {"devicePlugin": {"enabled": True}},
+        "health-monitoring-agent": {"enabled": True},
+        "deep-health-check": {"enabled": True},
+        "job-auto-restart": {"enabled": True},
+    }
+    return deep_merge(ours, settings.hyperpod.helm_chart.values)
+
+
+class HyperPodStack(PlatformStack):
+    def __init__(self, scope: Construct, *, settings: Settings, network: NetworkStack, cluster: ClusterStack):
+        super().__init__(scope, "hyperpod", settings=settings, description="SageMaker HyperPod cluster on EKS")
+        self.network = network
+        self.eks_cluster = cluster.cluster
+        self.bucket_key = self.data_key("DataKey", "data")
+        self.access_logs = self.access_log_bucket("AccessLogsBucket")
+        self.lifecycle_bucket = self.data_bucket("LifecycleBucket", self.bucket_key, self.access_logs, "lifecycle-bucket/")
+        self.lifecycle_uri, scripts = self._lifecycle_scripts()
+        self.execution_role = self._execution_role()
+        self.dependencies_chart = self._dependencies_chart()
+        self.cluster = self._hyperpod_cluster()
+        # Nodes boot with the chart's device plugins and health agents already in place,
+        # and find their lifecycle scripts in S3.
+        self.cluster.node.add_dependency(self.dependencies_chart, scripts)
+
+        cdk.CfnOutput(self, "HyperPodClusterName", value=settings.hyperpod_cluster_name)
+        cdk.CfnOutput(self, "HyperPodClusterArn", value=self.cluster.attr_cluster_arn)
+        cdk.CfnOutput(self, "EksClusterName", value=settings.eks_cluster_name)
+        cdk.CfnOutput(
+            self,
+            "UpdateKubeconfigCommand",
+            value=f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}",
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _lifecycle_scripts(self) -> tuple[str, s3_deployment.BucketDeployment]:
+        prefix = f"lifecycle/{scripts_digest()}/"
+        deployment = s3_deployment.BucketDeployment(
+            self,
+            "LifecycleScripts",
+            sources=[s3_deployment.Source.asset(str(LIFECYCLE_SCRIPTS))],
+            destination_bucket=self.lifecycle_bucket,
+            destination_key_prefix=prefix,
+            # Earlier versions stay: nodes replaced mid-update still find the scripts
+            # their instance group points at.
+            prune=False,
+            retain_on_delete=self.settings.protection.retain_data,
+        )
+        bucket_id = self.get_logical_id(self.lifecycle_bucket.node.default_child)
+        compliance.acknowledge_cdk_lambda(
+            # The upload Lambda is a stack-level singleton, not a child of the deployment.
+            next(c for c in self.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")),
+            "BucketDeployment's upload Lambda copies the lifecycle scripts from the CDK asset bucket into "
+            "ours; it runs outside the VPC because it only talks to S3",
+            "NIST.800.53.R5-LambdaInsideVPC",
+            *compliance.cdk_asset_read(self),
+            "AwsSolutions-IAM5[Action::s3:Abort*]",
+            "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+        )
+        return f"s3://{self.lifecycle_bucket.bucket_name}/{prefix}", deployment
+
+    # ------------------------------------------------------------------ execution role
+
+    def _execution_role(self) -> iam.Role:
+        role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="HyperPod instance groups: node bootstrap, VPC CNI, image pulls, Pod Identity",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(INSTANCE_ROLE_POLICY)],
+        )
+        arn = f"arn:{self.partition}:ec2:{self.region}:{self.account}"
+        statements = [
+            # The VPC CNI on each node attaches ENIs and assigns pod IPs. EC2 has no
+            # resource-level scoping for Describe*, and ENIs are created at run time.
+            iam.PolicyStatement(
+                sid="VpcCniDescribe",
+                actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DescribeTags"],
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
+                sid="VpcCniEni",
+                actions=[
+                    "ec2:AssignPrivateIpAddresses",
+                    "ec2:AttachNetworkInterface",
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:DetachNetworkInterface",
+                    "ec2:ModifyNetworkInterfaceAttribute",
+                    "ec2:UnassignPrivateIpAddresses",
+                ],
+                resources=[f"{arn}:network-interface/*", f"{arn}:instance/*", f"{arn}:subnet/*", f"{arn}:security-group/*"],
+            ),
+            iam.PolicyStatement(
+                sid="VpcCniTagEni",
+                actions=["ec2:CreateTags"],
+                resources=[f"{arn}:network-interface/*"],
+            ),
+            iam.PolicyStatement(sid="EcrAuth", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            iam.PolicyStatement(
+                sid="EcrPull",
+                actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                resources=[f"arn:{self.partition}:ecr:{self.region}:{self.account}:repository/*"],
+            ),
+            iam.PolicyStatement(
+                sid="PodIdentity",
+                actions=["eks-auth:AssumeRoleForPodIdentity"],
+                resources=[self.eks_cluster.cluster_arn],
+            ),
+        ]
+        policy = iam.ManagedPolicy(self, "ExecutionPolicy", statements=statements, roles=[role])
+        self.lifecycle_bucket.grant_read(policy)
+        compliance.acknowledge(
+            role,
+            "HyperPod requires the AWS-managed AmazonSageMakerClusterInstanceRolePolicy on instance-group roles",
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{INSTANCE_ROLE_POLICY}]",
+        )
+        compliance.acknowledge(
+            policy,
+            "Node needs: EC2 Describe* and ecr:GetAuthorizationToken support no resource scoping; the VPC CNI "
+            "creates ENIs at run time (ids unknown); images come from any repository of this account; "
+            "lifecycle scripts are read from a versioned prefix of our bucket",
+            "AwsSolutions-IAM5[Resource::*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:network-interface/*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:instance/*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:subnet/*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:security-group/*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecr:{self.region}:{self.account}:repository/*]",
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+            "AwsSolutions-IAM5[Action::s3:GetObject*]",
+            "AwsSolutions-IAM5[Action::s3:List*]",
+            f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.lifecycle_bucket.node.default_child)}.Arn>/*]",
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+        )
+        return role
+
+    # ------------------------------------------------------------------ chart
+
+    def _dependencies_chart(self) -> eks.HelmChart:
+        source = self.settings.hyperpod.helm_chart
+        if chart.is_prepared(source.revision):
+            asset = s3_assets.Asset(self, "DependenciesChartAsset", path=str(chart.prepared_dir(source.revision)))
+        elif self.bundling_required:
+            # This synth stages assets for deploy (cdk deploy/diff, or a full synth): stop
+            # here, before anything is written or deployed, with the command to run.
+            raise chart.ChartNotPrepared(chart.not_prepared_message(self.settings.env_name, source.revision))
+        else:
+            # CDK skips bundling for this stack (offline synth, tests): the asset is never
+            # staged, so the stand-in folder and the revision-derived hash are enough.
+            asset = s3_assets.Asset(
+                self,
+                "DependenciesChartAsset",
+                path=str(UNPREPARED_CHART),
+                asset_hash_type=cdk.AssetHashType.CUSTOM,
+                asset_hash=f"hyperpod-chart-{source.revision}",
+            )
+        return eks.HelmChart(
+            self,
+            "DependenciesChart",
+            cluster=self.eks_cluster,
+            chart_asset=asset,
+            release=source.release,
+            # HyperPod looks for its device plugins and health agents in kube-system.
+            namespace="kube-system",
+            create_namespace=False,
+            values=chart_values(self.settings),
+            wait=False,
+        )
+
+    # ------------------------------------------------------------------ cluster
+
+    def _instance_group(self, group: InstanceGroup) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        override = None
+        if group.availability_zone and group.availability_zone != self._default_subnet.availability_zone:
+            override = sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[self.network.efa_security_group.security_group_id],
+                subnets=[self.network.hyperpod_subnet_by_az[group.availability_zone].subnet_id],
+            )
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=group.name,
+            instance_type=group.instance_type,
+            instance_count=group.count,
+            execution_role=self.execution_role.role_arn,
+            threads_per_core=group.threads_per_core,
+            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+                source_s3_uri=self.lifecycle_uri, on_create=ON_CREATE
+            ),
+            instance_storage_configs=[
+                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(volume_size_in_gb=group.ebs_volume_gb)
+                )
+            ],
+            on_start_deep_health_checks=list(group.health_checks) or None,
+            kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
+                labels=dict(group.labels) or None,
+                taints=[
+                    sagemaker.CfnCluster.ClusterKubernetesTaintProperty(key=t.key, value=t.value, effect=t.effect)
+                    for t in group.taints
+                ]
+                or None,
+            )
+            if group.labels or group.taints
+            else None,
+            training_plan_arn=group.training_plan_arn,
+            override_vpc_config=override,
+        )
+
+    @property
+    def _default_subnet(self):
+        return self.network.hyperpod_subnets[0]
+
+    def _hyperpod_cluster(self) -> sagemaker.CfnCluster:
+        hp = self.settings.hyperpod
+        return sagemaker.CfnCluster(
+            self,
+            "Cluster",
+            cluster_name=self.settings.hyperpod_cluster_name,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.eks_cluster.cluster_arn)
+            ),
+            node_recovery=hp.node_recovery,
+            node_provisioning_mode="Continuous" if hp.continuous_provisioning else None,
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[self.network.efa_security_group.security_group_id],
+                subnets=[self._default_subnet.subnet_id],
+            ),
+            instance_groups=[self._instance_group(g) for g in hp.instance_groups],
+        )

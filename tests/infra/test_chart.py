@@ -1,0 +1,71 @@
+"""make hyperpod-chart: fetch a pinned revision, build dependencies, publish atomically."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infra import chart
+from infra.config import HelmChartSource
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def chart_repo(tmp_path):
+    """A local git repository laid out like aws/sagemaker-hyperpod-cli."""
+    repo = tmp_path / "upstream"
+    chart_dir = repo / "helm_chart" / "HyperPodHelmChart"
+    chart_dir.mkdir(parents=True)
+    (chart_dir / "Chart.yaml").write_text("apiVersion: v2\nname: hyperpod-helm-chart\nversion: 0.1.0\n")
+    _git(repo, "init", "-q")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "chart")
+    _git(repo, "config", "uploadpack.allowAnySHA1InWant", "true")
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    return repo, rev
+
+
+@pytest.fixture
+def helm(tmp_path):
+    """Stands in for helm: `dependency build` writes charts/ like the real one does."""
+    tool = tmp_path / "helm"
+    tool.write_text('#!/bin/sh\n[ "$1 $2" = "dependency build" ] || exit 2\nmkdir -p "$3/charts" && touch "$3/charts/built"\n')
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def test_prepare_fetches_the_pinned_revision_and_builds_dependencies(tmp_path, chart_repo, helm):
+    repo, rev = chart_repo
+    source = HelmChartSource(repository=f"file://{repo}", revision=rev)
+    root = tmp_path / "build"
+    assert not chart.is_prepared(rev, root)
+    out = chart.prepare(source, root=root, helm=helm)
+    assert out == chart.prepared_dir(rev, root)
+    assert (out / "Chart.yaml").is_file() and (out / "charts" / "built").exists()
+    assert chart.is_prepared(rev, root)
+    assert not (out / ".git").exists() and [p.name for p in (root / rev).iterdir()] == ["HyperPodHelmChart"]
+
+
+def test_a_revision_that_does_not_exist_fails_with_the_git_error_and_leaves_nothing(tmp_path, chart_repo, helm):
+    repo, _ = chart_repo
+    source = HelmChartSource(repository=f"file://{repo}", revision="0" * 40)
+    root = tmp_path / "build"
+    with pytest.raises(chart.ChartNotPrepared, match="git fetch"):
+        chart.prepare(source, root=root, helm=helm)
+    assert not chart.is_prepared("0" * 40, root)
+    assert [p for p in root.iterdir()] == []
+
+
+def test_a_missing_helm_is_reported_before_anything_is_fetched(tmp_path, chart_repo):
+    repo, rev = chart_repo
+    with pytest.raises(chart.ChartNotPrepared, match="helm-that-is-not-installed is not on PATH"):
+        chart.prepare(HelmChartSource(repository=f"file://{repo}", revision=rev), root=tmp_path / "b", helm="helm-that-is-not-installed")
+
+
+def test_status_message_says_what_to_run():
+    assert "make hyperpod-chart ENV=prod" in chart.not_prepared_message("prod", "a" * 40)

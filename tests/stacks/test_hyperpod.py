@@ -1,0 +1,247 @@
+"""HyperPod stack: lifecycle scripts, execution role, dependencies chart, the cluster."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from aws_cdk.assertions import Match
+
+from stacks import hyperpod as hyperpod_module
+from tests.conftest import ENVIRONMENTS
+
+
+def _cluster(s) -> dict:
+    (cluster,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    return cluster
+
+
+def _groups(s) -> dict:
+    return {g["InstanceGroupName"]: g for g in _cluster(s)["Properties"]["InstanceGroups"]}
+
+
+def _logical_id(s, suffix, type_, prefix):
+    (lid,) = [k for k, r in s.templates[suffix]["Resources"].items() if r["Type"] == type_ and k.startswith(prefix)]
+    return lid
+
+
+# ---------------------------------------------------------------- lifecycle scripts
+
+
+def test_lifecycle_bucket_is_kms_encrypted_ssl_only_versioned_and_access_logged(synth):
+    s = synth("dev")
+    t = s.template("hyperpod")
+    bucket_id = _logical_id(s, "hyperpod", "AWS::S3::Bucket", "LifecycleBucket")
+    props = s.templates["hyperpod"]["Resources"][bucket_id]["Properties"]
+    sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    assert sse["SSEAlgorithm"] == "aws:kms" and "KMSMasterKeyID" in sse
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert "DestinationBucketName" in props["LoggingConfiguration"]
+    assert props["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
+    t.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "Bucket": {"Ref": bucket_id},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            },
+        },
+    )
+
+
+def test_instance_groups_run_our_on_create_script_from_a_content_versioned_prefix(synth):
+    s = synth("dev")
+    digest = hyperpod_module.scripts_digest()
+    for group in _groups(s).values():
+        lifecycle = group["LifeCycleConfig"]
+        assert lifecycle["OnCreate"] == "on_create.sh"
+        assert f"/lifecycle/{digest}/" in json.dumps(lifecycle["SourceS3Uri"])
+    deployment = s.resources("hyperpod", "Custom::CDKBucketDeployment")
+    (props,) = [d["Properties"] for d in deployment.values()]
+    assert props["DestinationBucketKeyPrefix"] == f"lifecycle/{digest}/"
+    assert props["Prune"] is False
+
+
+def test_changing_a_script_changes_its_version_prefix(tmp_path):
+    copy = tmp_path / "scripts"
+    shutil.copytree(hyperpod_module.LIFECYCLE_SCRIPTS, copy)
+    before = hyperpod_module.scripts_digest(copy)
+    (copy / "on_create.sh").write_text((copy / "on_create.sh").read_text() + "\n# changed\n")
+    assert hyperpod_module.scripts_digest(copy) != before
+
+
+# ---------------------------------------------------------------- execution role
+
+
+def _execution_statements(s) -> list[dict]:
+    policies = s.resources("hyperpod", "AWS::IAM::ManagedPolicy")
+    (policy,) = [p for k, p in policies.items() if k.startswith("ExecutionPolicy")]
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_execution_role_trusts_sagemaker_and_carries_the_cluster_instance_policy(synth):
+    s = synth("dev")
+    s.template("hyperpod").has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": {
+                "Statement": [Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"})]
+            },
+            "ManagedPolicyArns": [Match.object_like({"Fn::Join": Match.array_with([Match.array_with([
+                ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"])])})],
+        },
+    )
+
+
+def test_execution_role_grants_only_cni_ecr_pod_identity_and_lifecycle_read(synth):
+    actions = set()
+    for st in _execution_statements(synth("dev")):
+        assert st["Effect"] == "Allow"
+        acts = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        actions |= set(acts)
+    services = {a.split(":")[0] for a in actions}
+    assert services == {"ec2", "ecr", "eks-auth", "s3", "kms"}
+    assert "eks-auth:AssumeRoleForPodIdentity" in actions
+    assert {"ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:GetAuthorizationToken"} <= actions
+    assert {"ec2:CreateNetworkInterface", "ec2:AssignPrivateIpAddresses"} <= actions
+    assert not [a for a in actions if a.startswith("s3:") and not a.startswith(("s3:Get", "s3:List"))]
+    assert not [a for a in actions if a.startswith("kms:") and a not in ("kms:Decrypt", "kms:DescribeKey")]
+
+
+def test_wildcard_resources_are_only_on_actions_without_resource_scoping(synth):
+    for st in _execution_statements(synth("dev")):
+        if st["Resource"] == "*":
+            acts = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+            assert all(a.startswith("ec2:Describe") or a == "ecr:GetAuthorizationToken" for a in acts), acts
+
+
+def test_pod_identity_is_scoped_to_this_eks_cluster(synth):
+    (st,) = [st for st in _execution_statements(synth("dev")) if st["Action"] == "eks-auth:AssumeRoleForPodIdentity"]
+    assert "Fn::ImportValue" in st["Resource"] and "Cluster" in json.dumps(st["Resource"])
+
+
+# ---------------------------------------------------------------- dependencies chart
+
+
+def _chart(s) -> dict:
+    (chart,) = s.resources("hyperpod", "Custom::AWSCDK-EKS-HelmChart").values()
+    return chart
+
+
+def test_dependencies_chart_goes_into_kube_system_with_device_plugins_on_and_cert_manager_off(synth):
+    props = _chart(synth("dev"))["Properties"]
+    assert props["Namespace"] == "kube-system"
+    values = json.loads(props["Values"]) if isinstance(props["Values"], str) else props["Values"]
+    assert values["cert-manager"]["enabled"] is False
+    assert values["nvidia-device-plugin"]["devicePlugin"]["enabled"] is True
+    assert values["aws-efa-k8s-device-plugin"]["devicePlugin"]["enabled"] is True
+    assert values["health-monitoring-agent"]["enabled"] is True
+    assert values["deep-health-check"]["enabled"] is True
+    assert values["job-auto-restart"]["enabled"] is True
+
+
+def test_hyperpod_cluster_is_created_after_the_chart_and_the_scripts(synth):
+    s = synth("dev")
+    depends = _cluster(s)["DependsOn"]
+    chart_id = _logical_id(s, "hyperpod", "Custom::AWSCDK-EKS-HelmChart", "DependenciesChart")
+    scripts_id = _logical_id(s, "hyperpod", "Custom::CDKBucketDeployment", "LifecycleScripts")
+    assert chart_id in depends and scripts_id in depends
+
+
+def test_chart_values_from_config_are_merged_over_ours(synth):
+    s = synth("dev", {"hyperpod": {"helm_chart": {"values": {"mpi-operator": {"enabled": False}}}}})
+    values = _chart(s)["Properties"]["Values"]
+    values = json.loads(values) if isinstance(values, str) else values
+    assert values["mpi-operator"] == {"enabled": False} and values["cert-manager"]["enabled"] is False
+
+
+# ---------------------------------------------------------------- the cluster
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_cluster_is_orchestrated_by_the_eks_cluster_in_the_hyperpod_subnet(synth, env):
+    props = _cluster(synth(env))["Properties"]
+    assert "Cluster" in json.dumps(props["Orchestrator"]["Eks"]["ClusterArn"])
+    assert props["NodeRecovery"] == "Automatic"
+    assert "HyperPodSubnet" in json.dumps(props["VpcConfig"]["Subnets"])
+    assert "EfaSecurityGroup" in json.dumps(props["VpcConfig"]["SecurityGroupIds"])
+    assert props["ClusterName"] == f"hyperpod-{env}-hp"
+
+
+def test_prod_uses_continuous_provisioning_dev_does_not(synth):
+    assert _cluster(synth("prod"))["Properties"]["NodeProvisioningMode"] == "Continuous"
+    assert "NodeProvisioningMode" not in _cluster(synth("dev"))["Properties"]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_instance_groups_come_from_config(synth, env):
+    s = synth(env)
+    groups = _groups(s)
+    assert list(groups) == [g.name for g in s.settings.hyperpod.instance_groups]
+    for g in s.settings.hyperpod.instance_groups:
+        props = groups[g.name]
+        assert props["InstanceType"] == g.instance_type
+        assert props["InstanceCount"] == g.count
+        assert props["ThreadsPerCore"] == g.threads_per_core
+        assert props["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": g.ebs_volume_gb}}]
+
+
+def test_every_default_environment_has_a_4xlarge_or_larger_system_group(synth):
+    for env in ENVIRONMENTS:
+        s = synth(env)
+        assert any(not g.spec.is_accelerated and g.spec.vcpus >= 16 for g in s.settings.hyperpod.instance_groups)
+
+
+def test_deep_health_checks_are_on_for_p5_and_off_where_unsupported(synth):
+    prod = _groups(synth("prod"))
+    assert prod["gpu"]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert "OnStartDeepHealthChecks" not in prod["system"]
+    assert "OnStartDeepHealthChecks" not in _groups(synth("dev"))["gpu"]  # g5 does not support them
+
+
+EXTRA_GROUP = {
+    "network": {
+        "hyperpod_subnets": [
+            {"availability_zone": "us-east-1a", "cidr": "10.1.0.0/17"},
+            {"availability_zone": "us-east-1b", "cidr": "10.1.128.0/17"},
+        ]
+    },
+    "hyperpod": {
+        "instance_groups": [
+            {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+            {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1},
+            {
+                "name": "reserved",
+                "instance_type": "ml.p5.48xlarge",
+                "count": 2,
+                "labels": {"team": "research"},
+                "taints": [{"key": "dedicated", "value": "research", "effect": "NoSchedule"}],
+                "training_plan_arn": "arn:aws:sagemaker:us-east-1:111111111111:training-plan/p5-weekly",
+                "availability_zone": "us-east-1b",
+            },
+        ]
+    },
+}
+
+
+def test_labels_taints_training_plan_and_zone_override_come_from_config(synth):
+    s = synth("dev", EXTRA_GROUP)
+    reserved = _groups(s)["reserved"]
+    assert reserved["KubernetesConfig"] == {
+        "Labels": {"team": "research"},
+        "Taints": [{"Key": "dedicated", "Value": "research", "Effect": "NoSchedule"}],
+    }
+    assert reserved["TrainingPlanArn"].endswith("training-plan/p5-weekly")
+    assert "us-east-1b" in json.dumps(reserved["OverrideVpcConfig"]["Subnets"]).replace("useast1b", "us-east-1b")
+    assert "OverrideVpcConfig" not in _groups(s)["gpu"]
+
+
+def test_outputs_give_names_arn_and_the_kubeconfig_command(synth):
+    outputs = synth("dev").templates["hyperpod"]["Outputs"]
+    assert outputs["HyperPodClusterName"]["Value"] == "hyperpod-dev-hp"
+    assert "Fn::GetAtt" in outputs["HyperPodClusterArn"]["Value"]
+    assert outputs["EksClusterName"]["Value"] == "hyperpod-dev"
+    assert outputs["UpdateKubeconfigCommand"]["Value"] == "aws eks update-kubeconfig --region us-east-1 --name hyperpod-dev"
