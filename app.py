@@ -11,6 +11,7 @@ from infra import compliance
 from infra.chart import ChartNotPrepared
 from infra.config import ConfigError, Settings, load_settings
 from infra.stack import PlatformStack
+from stacks.addons import AddonsStack
 from stacks.cluster import ClusterStack
 from stacks.hyperpod import HyperPodStack
 from stacks.network import NetworkStack
@@ -21,7 +22,8 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     network = NetworkStack(app, settings=settings)
     cluster = ClusterStack(app, settings=settings, network=network)
     hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
-    return [network, cluster, hyperpod]
+    addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
+    return [network, cluster, hyperpod, addons]
 
 
 def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
@@ -29,22 +31,27 @@ def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
     return load_settings(context, app.node.try_get_context("env"))
 
 
+def _refuse(problems: list[str]) -> int:
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    print(f"{len(problems)} problem(s); nothing was synthesized", file=sys.stderr)
+    return 2
+
+
 def main() -> int:
     app = cdk.App()
     try:
         settings, warnings = settings_from(app)
     except ConfigError as err:
-        for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
-        print(f"config has {len(err.problems)} problem(s); nothing was synthesized", file=sys.stderr)
-        return 2
+        return _refuse(err.problems)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
     try:
         compose(app, settings)
+    except ConfigError as err:  # found while composing, e.g. an add-on's requirement
+        return _refuse(err.problems)
     except ChartNotPrepared as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _refuse([str(err)])
     compliance.add_packs(app)
     app.synth()
     return 0

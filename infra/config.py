@@ -207,12 +207,13 @@ class ObservabilityMetrics(_Model):
 
 
 class GrafanaSettings(_Model):
-    """Amazon Managed Grafana needs IAM Identity Center enabled in the account."""
+    """Amazon Managed Grafana: AWS_SSO needs IAM Identity Center enabled in the account;
+    SAML needs the identity provider's metadata URL. Users and groups are assigned after
+    deploy (CloudFormation has no resource for Grafana permissions)."""
 
     enabled: bool = False
-    authentication_providers: tuple[Literal["AWS_SSO", "SAML"], ...] = ("AWS_SSO",)
-    # Identity Center group IDs given the Grafana ADMIN role.
-    admin_group_ids: tuple[str, ...] = ()
+    authentication_providers: tuple[Literal["AWS_SSO", "SAML"], ...] = Field(default=("AWS_SSO",), min_length=1)
+    saml_metadata_url: Optional[str] = Field(default=None, pattern=r"^https://\S+$")
 
 
 class ObservabilityAddon(AddonSwitch):
@@ -694,12 +695,14 @@ def _check_addons(s: Settings, p: _Problems):
                 "needs an instance group of 4xlarge (16 vCPUs) or larger for its collectors; add one or turn it off",
             )
         grafana = a.observability.grafana
-        if grafana.enabled and "AWS_SSO" in grafana.authentication_providers and not grafana.admin_group_ids:
+        if grafana.enabled and "SAML" in grafana.authentication_providers and not grafana.saml_metadata_url:
             p.error(
-                "addons.observability.grafana.admin_group_ids",
-                [],
-                "must name at least one IAM Identity Center group when Grafana uses AWS_SSO",
+                "addons.observability.grafana.saml_metadata_url",
+                None,
+                "is required when Grafana authenticates with SAML (the identity provider's metadata URL)",
             )
+    elif a.observability.grafana.enabled:
+        p.error("addons.observability.grafana.enabled", True, "needs addons.observability.enabled (Grafana reads its Prometheus workspace)")
     tg, to = a.task_governance, a.training_operator
     if tg.enabled and to.enabled and tg.version and not versions.addon_version_at_least(
         tg.version, versions.TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR
@@ -814,3 +817,22 @@ def _check_sample_job(s: Settings, p: _Problems):
         p.error("sample_job.priority", job.priority, f"is not a priority class; classes: {', '.join(priorities) or '(none)'}")
     if job.enabled and not s.addons.training_operator.enabled:
         p.error("sample_job.enabled", True, "needs addons.training_operator.enabled (the job is a HyperPodPyTorchJob)")
+
+
+def field_paths(model: type[BaseModel] | None = None, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every config field as (dotted path, default), nested models expanded; for the README."""
+    out = []
+    for name, field in (model or Settings).model_fields.items():
+        if name == "env_name":
+            continue
+        path = f"{prefix}{name}"
+        default = "(required)" if field.is_required() else field.get_default()
+        nested = _model_of(field.annotation)
+        if nested is None:
+            out.append((path, default))
+            continue
+        is_list = "tuple" in str(field.annotation)
+        if is_list or default is None:
+            out.append((path, default))
+        out += field_paths(nested, f"{path}[]." if is_list else f"{path}.")
+    return out

@@ -1,0 +1,145 @@
+"""The one contract every add-on honours, and the pieces two or more of them share.
+
+An add-on has a `key` (its block under `addons` in config), the add-ons it `requires`
+(a missing one is a config error), the ones it must merely come `after` when they are on,
+and a `build` that puts it into the addons stack and returns the construct others wait
+for. `addons.registry.plan` orders the enabled ones; the stack wires the dependencies.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IConstruct
+
+from infra.config import AddonSwitch, Settings
+
+
+@dataclass(frozen=True)
+class AddonContext:
+    """What an add-on may build against."""
+
+    scope: cdk.Stack
+    settings: Settings
+    cluster: eks.ICluster
+    # The cluster stack's own Pod Identity agent: reused, never installed twice.
+    pod_identity_agent: IConstruct
+
+
+class Addon(ABC):
+    key: ClassVar[str]
+    title: ClassVar[str]
+    requires: ClassVar[tuple[type["Addon"], ...]] = ()
+    after: ClassVar[tuple[type["Addon"], ...]] = ()
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    @property
+    def config(self) -> AddonSwitch:
+        return getattr(self.settings.addons, self.key)
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    @abstractmethod
+    def build(self, ctx: AddonContext) -> IConstruct:
+        """Build into ctx.scope; return the construct that dependents must wait for."""
+
+
+class ManagedAddon(Addon):
+    """An EKS add-on by name, with the config's pinned version and extra values merged
+    over the ones the add-on computes."""
+
+    eks_name: ClassVar[str]
+
+    def configuration(self, ctx: AddonContext) -> dict:
+        return {}
+
+    def prerequisites(self, ctx: AddonContext) -> list[IConstruct]:
+        """Resources the add-on itself must be created after (its Pod Identity association)."""
+        return []
+
+    def build(self, ctx: AddonContext) -> eks.Addon:
+        from infra.config import deep_merge
+
+        prerequisites = self.prerequisites(ctx)
+        values = deep_merge(self.configuration(ctx), self.config.configuration_values)
+        addon = eks.Addon(
+            ctx.scope,
+            type(self).__name__,
+            cluster=ctx.cluster,
+            addon_name=self.eks_name,
+            addon_version=self.config.version,
+            configuration_values=values or None,
+            # Deleting the add-on removes what it installed, so cdk destroy leaves no
+            # orphaned controllers in the cluster.
+            preserve_on_delete=False,
+        )
+        for resource in prerequisites:
+            addon.node.add_dependency(resource)
+        return addon
+
+
+def pod_identity_role(
+    ctx: AddonContext,
+    id_: str,
+    *,
+    namespace: str,
+    service_account: str,
+    description: str,
+    managed_policies: tuple[str, ...] = (),
+    statements: tuple[iam.PolicyStatement, ...] = (),
+) -> tuple[iam.Role, eks.CfnPodIdentityAssociation]:
+    """A role that only Pod Identity in this account and this cluster may assume, and its
+    standalone association with `namespace/service_account`.
+
+    Standalone, not the add-on's inline `podIdentityAssociations`: the training operator
+    add-on (v1.2.1) rejects inline associations, and one shape for all keeps it simple.
+    """
+    scope: Construct = ctx.scope
+    account = cdk.Stack.of(scope).account
+    role = iam.Role(
+        scope,
+        f"{id_}Role",
+        description=description,
+        # Pod Identity tags its sessions (namespace, service account): sts:TagSession too.
+        assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com")
+        .with_conditions(
+            {"StringEquals": {"aws:SourceAccount": account}, "ArnEquals": {"aws:SourceArn": ctx.cluster.cluster_arn}}
+        )
+        .with_session_tags(),
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in managed_policies],
+    )
+    if statements:
+        iam.ManagedPolicy(scope, f"{id_}Policy", statements=list(statements), roles=[role])
+    association = eks.CfnPodIdentityAssociation(
+        scope,
+        f"{id_}PodIdentity",
+        cluster_name=ctx.cluster.cluster_name,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=role.role_arn,
+    )
+    return role, association
+
+
+def hyperpod_tolerations(settings: Settings) -> list[dict]:
+    """Tolerations for system add-ons: HyperPod marks nodes under deep health checks or
+    recovery with the node-health-status taint, and config may taint whole groups."""
+    tolerations = [
+        {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal", "value": "Unschedulable", "effect": "NoSchedule"}
+    ]
+    seen = set()
+    for group in settings.hyperpod.instance_groups:
+        for taint in group.taints:
+            if (taint.key, taint.effect) not in seen:
+                seen.add((taint.key, taint.effect))
+                tolerations.append({"key": taint.key, "operator": "Exists", "effect": taint.effect})
+    return tolerations

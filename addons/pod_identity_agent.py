@@ -1,0 +1,27 @@
+"""The EKS Pod Identity agent: installed by the cluster stack, referenced here.
+
+It is part of the contract so that add-ons can require it and wait for it, but it is
+never installed a second time.
+"""
+
+from __future__ import annotations
+
+from constructs import IConstruct
+
+from addons.base import Addon, AddonContext
+
+
+class PodIdentityAgentAddon(Addon):
+    key = "pod_identity_agent"
+    title = "EKS Pod Identity agent"
+
+    @property
+    def config(self):
+        return self.settings.eks.core_addons.pod_identity_agent
+
+    @property
+    def enabled(self) -> bool:
+        return True  # always installed with the cluster
+
+    def build(self, ctx: AddonContext) -> IConstruct:
+        return ctx.pod_identity_agent

@@ -1,0 +1,63 @@
+"""Every add-on this package knows, and the one pass that orders the enabled ones.
+
+The order is a topological sort over `requires` and `after`; it never depends on the
+order of this list. A required add-on that is switched off is a config error naming both.
+"""
+
+from __future__ import annotations
+
+from addons.base import Addon
+from addons.cert_manager import CertManagerAddon
+from addons.core_dns import CoreDnsAddon
+from addons.observability import ObservabilityAddon
+from addons.pod_identity_agent import PodIdentityAgentAddon
+from addons.task_governance import TaskGovernanceAddon
+from addons.training_operator import TrainingOperatorAddon
+from infra.config import ConfigError, Settings
+
+ALL: tuple[type[Addon], ...] = (
+    PodIdentityAgentAddon,
+    CoreDnsAddon,
+    CertManagerAddon,
+    TaskGovernanceAddon,
+    TrainingOperatorAddon,
+    ObservabilityAddon,
+)
+
+
+def plan(settings: Settings) -> list[Addon]:
+    """The enabled add-ons, each after everything it requires or must follow."""
+    enabled = {cls: cls(settings) for cls in ALL if cls(settings).enabled}
+    problems = [
+        f"{settings.env_name}: addons.{cls.key}.enabled: true requires addons.{dep.key} ({dep.title}), which is off; "
+        f"turn {dep.key} on or {cls.key} off"
+        for cls in enabled
+        for dep in cls.requires
+        if dep not in enabled
+    ]
+    if problems:
+        raise ConfigError(problems)
+    ordered: list[Addon] = []
+    state: dict[type[Addon], str] = {}
+
+    def visit(cls: type[Addon]) -> None:
+        if state.get(cls) == "done":
+            return
+        if state.get(cls) == "visiting":
+            raise ConfigError([f"addons: {cls.key} depends on itself through {', '.join(c.key for c in state)}"])
+        state[cls] = "visiting"
+        for dep in (*cls.requires, *cls.after):
+            if dep in enabled:
+                visit(dep)
+        state[cls] = "done"
+        ordered.append(enabled[cls])
+
+    for cls in enabled:
+        visit(cls)
+    return ordered
+
+
+def dependencies(addon: Addon, enabled: list[Addon]) -> list[type[Addon]]:
+    """The enabled add-ons `addon` must wait for."""
+    on = {type(a) for a in enabled}
+    return [dep for dep in (*addon.requires, *addon.after) if dep in on]

@@ -1,0 +1,42 @@
+"""HyperPod training operator (`amazon-sagemaker-hyperpod-training-operator`): runs
+HyperPodPyTorchJobs with log-based hang and fault detection and partial restarts."""
+
+from __future__ import annotations
+
+from addons.base import AddonContext, ManagedAddon, pod_identity_role
+from addons.cert_manager import CertManagerAddon
+from addons.pod_identity_agent import PodIdentityAgentAddon
+from addons.task_governance import TaskGovernanceAddon
+
+NAMESPACE = "aws-hyperpod"
+SERVICE_ACCOUNT = "hp-training-operator-controller-manager"
+MANAGED_POLICY = "AmazonSageMakerHyperPodTrainingOperatorAccess"
+
+
+class TrainingOperatorAddon(ManagedAddon):
+    key = "training_operator"
+    title = "HyperPod training operator"
+    eks_name = "amazon-sagemaker-hyperpod-training-operator"
+    requires = (CertManagerAddon, PodIdentityAgentAddon)
+    # Not a requirement, but when task governance is on it must be there first: the
+    # operator refuses a task governance older than v1.3.0 it finds at start.
+    after = (TaskGovernanceAddon,)
+
+    def prerequisites(self, ctx: AddonContext):
+        from infra import compliance
+
+        self.role, association = pod_identity_role(
+            ctx,
+            "TrainingOperator",
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            description="HyperPod training operator controller (Pod Identity)",
+            managed_policies=(MANAGED_POLICY,),
+        )
+        compliance.acknowledge(
+            self.role,
+            "The training operator add-on documents the AWS-managed AmazonSageMakerHyperPodTrainingOperatorAccess "
+            "policy as its required permissions",
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{MANAGED_POLICY}]",
+        )
+        return [association]

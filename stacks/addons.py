@@ -1,0 +1,38 @@
+"""`<prefix>-<env>-addons`: the EKS add-ons that make HyperPod a training platform.
+
+One pass: `addons.registry.plan` orders the enabled add-ons and checks requirements,
+then each is built and made to depend on the ones it requires or must follow.
+"""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from addons import registry
+from addons.base import AddonContext
+from infra.config import Settings
+from infra.stack import PlatformStack
+from stacks.cluster import ClusterStack
+from stacks.hyperpod import HyperPodStack
+
+
+class AddonsStack(PlatformStack):
+    def __init__(self, scope: Construct, *, settings: Settings, cluster: ClusterStack, hyperpod: HyperPodStack):
+        super().__init__(scope, "addons", settings=settings, description="EKS add-ons for HyperPod")
+        # Every add-on here runs pods, and pods need the HyperPod nodes.
+        self.add_stack_dependency(hyperpod)
+        ctx = AddonContext(
+            scope=self,
+            settings=settings,
+            cluster=cluster.cluster,
+            pod_identity_agent=cluster.core_addons["eks-pod-identity-agent"],
+        )
+        self.plan = registry.plan(settings)
+        self.built = {}
+        for addon in self.plan:
+            construct = addon.build(ctx)
+            # Across stacks (the Pod Identity agent) this becomes the stack dependency it already is.
+            for dep in registry.dependencies(addon, self.plan):
+                construct.node.add_dependency(self.built[dep])
+            self.built[type(addon)] = construct
+        self.addons = {type(a): a for a in self.plan}

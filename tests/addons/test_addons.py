@@ -1,0 +1,221 @@
+"""The add-on contract, proven on the synthesized templates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from addons import registry
+from addons.cert_manager import CertManagerAddon
+from addons.training_operator import TrainingOperatorAddon
+from infra import config
+from tests.conftest import ENVIRONMENTS, patched_context
+
+
+def _addons(s) -> dict:
+    """EKS add-on name -> (logical id, resource) in the addons stack."""
+    return {r["Properties"]["AddonName"]: (k, r) for k, r in s.templates["addons"]["Resources"].items() if r["Type"] == "AWS::EKS::Addon"}
+
+
+def _depends(s, name) -> set:
+    return set(_addons(s)[name][1].get("DependsOn", []))
+
+
+def _id(s, name) -> str:
+    return _addons(s)[name][0]
+
+
+def _of_type(s, type_) -> dict:
+    return s.resources("addons", type_)
+
+
+OPERATOR = "amazon-sagemaker-hyperpod-training-operator"
+GOVERNANCE = "amazon-sagemaker-hyperpod-taskgovernance"
+OBSERVABILITY = "amazon-sagemaker-hyperpod-observability"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_training_operator_waits_for_cert_manager_and_task_governance(synth, env):
+    s = synth(env)
+    assert {_id(s, "cert-manager"), _id(s, GOVERNANCE)} <= _depends(s, OPERATOR)
+
+
+def test_training_operator_waits_for_its_pod_identity_association(synth):
+    s = synth("dev")
+    (assoc_id, assoc), = [(k, r) for k, r in _of_type(s, "AWS::EKS::PodIdentityAssociation").items() if k.startswith("TrainingOperator")]
+    assert assoc_id in _depends(s, OPERATOR)
+    assert assoc["Properties"]["Namespace"] == "aws-hyperpod"
+    assert assoc["Properties"]["ServiceAccount"] == "hp-training-operator-controller-manager"
+
+
+def test_pod_identity_agent_comes_from_the_cluster_stack_and_is_installed_once(synth):
+    s = synth("dev")
+    everywhere = [
+        r for t in s.templates.values() for r in t["Resources"].values()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "eks-pod-identity-agent"
+    ]
+    assert len(everywhere) == 1
+    assert "eks-pod-identity-agent" not in _addons(s)
+
+
+def test_every_addon_waits_for_the_hyperpod_cluster(synth):
+    s = synth("dev")
+    manifest = json.loads((s.outdir / "manifest.json").read_text())
+    assert "hyperpod-dev-hyperpod" in manifest["artifacts"]["hyperpod-dev-addons"]["dependencies"]
+
+
+def test_coredns_is_installed_after_nodes_exist_not_with_the_control_plane(synth):
+    s = synth("dev")
+    assert "coredns" in _addons(s)
+    assert not [r for r in s.resources("cluster", "AWS::EKS::Addon").values() if r["Properties"]["AddonName"] == "coredns"]
+    assert _id(s, "coredns") in _depends(s, "cert-manager")
+
+
+def test_prometheus_comes_before_observability_and_is_its_target(synth):
+    s = synth("dev")
+    (prom_id,) = _of_type(s, "AWS::APS::Workspace")
+    values = json.dumps(_addons(s)[OBSERVABILITY][1]["Properties"]["ConfigurationValues"])
+    assert f'"Fn::GetAtt": ["{prom_id}", "PrometheusEndpoint"]' in values
+    assert f'"Fn::GetAtt": ["{prom_id}", "Arn"]' in values
+
+
+def test_prometheus_workspace_is_encrypted_and_tagged(synth):
+    s = synth("dev")
+    (ws,) = _of_type(s, "AWS::APS::Workspace").values()
+    assert "KmsKeyArn" in ws["Properties"]
+    assert {"Key": "environment", "Value": "dev"} in ws["Properties"]["Tags"]
+
+
+def test_observability_values_come_from_config(synth):
+    s = synth("dev", {"addons": {"observability": {"scrape_interval_seconds": 60, "metrics": {"training": "ADVANCED"}, "logging": False}}})
+    raw = _addons(s)[OBSERVABILITY][1]["Properties"]["ConfigurationValues"]["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "TOKEN" for p in raw)  # tokens sit inside JSON strings
+    values = json.loads(text)
+    assert values["metricsProvider"]["trainingMetrics"] == {"level": "ADVANCED", "scrapeInterval": 60}
+    assert values["metricsProvider"]["nodeMetrics"]["scrapeInterval"] == 60
+    assert values["logging"] == {"enabled": False}
+    assert "amgWorkspace" not in values
+
+
+def test_cert_manager_tolerates_hyperpod_taints(synth):
+    s = synth("dev", {"hyperpod": {"instance_groups": [
+        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+        {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1, "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+    ]}})
+    values = json.loads(_addons(s)["cert-manager"][1]["Properties"]["ConfigurationValues"])
+    keys = {t["key"] for t in values["tolerations"]}
+    assert {"sagemaker.amazonaws.com/node-health-status", "nvidia.com/gpu"} <= keys
+    assert values["webhook"]["tolerations"] == values["tolerations"]
+
+
+def test_pinned_version_and_extra_values_come_from_config(synth):
+    s = synth("dev", {"addons": {"cert_manager": {"version": "v1.18.2-eksbuild.3", "configuration_values": {"replicaCount": 2}}}})
+    props = _addons(s)["cert-manager"][1]["Properties"]
+    assert props["AddonVersion"] == "v1.18.2-eksbuild.3"
+    values = json.loads(props["ConfigurationValues"])
+    assert values["replicaCount"] == 2 and values["tolerations"]
+
+
+# ------------------------------------------------------------------ roles
+
+
+def _role(s, prefix) -> dict:
+    (role,) = [r for k, r in _of_type(s, "AWS::IAM::Role").items() if k.startswith(prefix)]
+    return role["Properties"]
+
+
+def _trust_is_pod_identity_for_this_cluster(props):
+    (st,) = props["AssumeRolePolicyDocument"]["Statement"]
+    assert st["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(st["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert st["Condition"]["StringEquals"] == {"aws:SourceAccount": "111111111111"}
+    assert "Cluster" in json.dumps(st["Condition"]["ArnEquals"]["aws:SourceArn"])
+
+
+def test_training_operator_role_has_only_its_managed_policy(synth):
+    s = synth("dev")
+    props = _role(s, "TrainingOperatorRole")
+    _trust_is_pod_identity_for_this_cluster(props)
+    (arn,) = props["ManagedPolicyArns"]
+    assert "AmazonSageMakerHyperPodTrainingOperatorAccess" in json.dumps(arn)
+    assert "Policies" not in props
+    assert not [p for k, p in _of_type(s, "AWS::IAM::ManagedPolicy").items() if k.startswith("TrainingOperator")]
+
+
+def test_collector_role_writes_only_to_this_workspace_and_cluster_logs(synth):
+    s = synth("dev")
+    _trust_is_pod_identity_for_this_cluster(_role(s, "ObservabilityCollectorRole"))
+    (policy,) = [p for k, p in _of_type(s, "AWS::IAM::ManagedPolicy").items() if k.startswith("ObservabilityCollector")]
+    statements = {st["Sid"]: st for st in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert set(statements) == {"RemoteWrite", "ClusterLogs"}
+    (prom_id,) = _of_type(s, "AWS::APS::Workspace")
+    assert statements["RemoteWrite"]["Action"] == "aps:RemoteWrite"
+    assert statements["RemoteWrite"]["Resource"] == {"Fn::GetAtt": [prom_id, "Arn"]}
+    assert all(":log-group:/aws/sagemaker/Clusters/*" in json.dumps(r) for r in statements["ClusterLogs"]["Resource"])
+    assert all(a.startswith("logs:") for a in statements["ClusterLogs"]["Action"])
+
+
+def test_collector_association_targets_the_otel_collector(synth):
+    (assoc,) = [r for k, r in _of_type(synth("dev"), "AWS::EKS::PodIdentityAssociation").items() if k.startswith("ObservabilityCollector")]
+    assert assoc["Properties"]["Namespace"] == "hyperpod-observability"
+    assert assoc["Properties"]["ServiceAccount"] == "hyperpod-observability-operator-otel-collector"
+
+
+# ------------------------------------------------------------------ switches
+
+
+OBSERVABILITY_ONLY = {"Prometheus", "ObservabilityCollector", "ObservabilityAddon", "MetricsKey"}
+
+
+def _ids(s) -> set:
+    return set(s.templates["addons"]["Resources"])
+
+
+def test_switching_observability_off_removes_it_and_only_what_it_needed(synth):
+    on, off = synth("dev"), synth("dev", {"addons": {"observability": {"enabled": False}}})
+    removed = _ids(on) - _ids(off)
+    assert removed and all(any(r.startswith(p) for p in OBSERVABILITY_ONLY) for r in removed)
+    assert not [r for r in _ids(off) if any(r.startswith(p) for p in OBSERVABILITY_ONLY)]
+    assert _ids(off) <= _ids(on)
+    assert "PrometheusEndpoint" not in off.templates["addons"].get("Outputs", {})
+
+
+def test_switching_the_training_operator_off_keeps_cert_manager(synth):
+    off = synth("dev", {"addons": {"training_operator": {"enabled": False}}, "sample_job": {"enabled": False}})
+    assert OPERATOR not in _addons(off) and "cert-manager" in _addons(off)
+    assert not [k for k in _ids(off) if k.startswith("TrainingOperator")]
+    assert _ids(off) <= _ids(synth("dev"))
+
+
+def test_a_missing_requirement_is_a_config_error_naming_both_addons():
+    settings, _ = config.load_settings(patched_context("dev", {"addons": {"cert_manager": {"enabled": False}}}), "dev")
+    with pytest.raises(config.ConfigError) as exc:
+        registry.plan(settings)
+    (line,) = exc.value.problems
+    assert "addons.training_operator.enabled" in line and "addons.cert_manager" in line
+
+
+def test_order_follows_requirements_not_list_position():
+    settings, _ = config.load_settings(patched_context("dev", {}), "dev")
+    order = [type(a) for a in registry.plan(settings)]
+    assert order.index(CertManagerAddon) < order.index(TrainingOperatorAddon)
+    keys = [a.key for a in registry.plan(settings)]
+    assert keys.index("task_governance") < keys.index("training_operator")
+
+
+def test_grafana_when_enabled_is_wired_into_observability(synth):
+    s = synth("dev", {"addons": {"observability": {"grafana": {"enabled": True}}}})
+    (ws,) = _of_type(s, "AWS::Grafana::Workspace").values()
+    assert ws["Properties"]["AuthenticationProviders"] == ["AWS_SSO"]
+    assert "amgWorkspace" in json.dumps(_addons(s)[OBSERVABILITY][1]["Properties"]["ConfigurationValues"])
+    assert "GrafanaUrl" in s.templates["addons"]["Outputs"]
+    (grafana_policy,) = [p for k, p in _of_type(s, "AWS::IAM::ManagedPolicy").items() if k.startswith("GrafanaPolicy")]
+    (st,) = grafana_policy["Properties"]["PolicyDocument"]["Statement"]
+    assert all(a.startswith("aps:") for a in st["Action"]) and "Fn::GetAtt" in st["Resource"]
+
+
+def test_grafana_with_saml_needs_the_metadata_url():
+    with pytest.raises(config.ConfigError) as exc:
+        config.load_settings(patched_context("dev", {"addons": {"observability": {"grafana": {"enabled": True, "authentication_providers": ["SAML"]}}}}), "dev")
+    assert any("addons.observability.grafana.saml_metadata_url" in p for p in exc.value.problems)
