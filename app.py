@@ -13,6 +13,7 @@ from infra.config import ConfigError, Settings, load_settings
 from infra.stack import PlatformStack
 from stacks.addons import AddonsStack
 from stacks.cluster import ClusterStack
+from stacks.governance import GovernanceStack
 from stacks.hyperpod import HyperPodStack
 from stacks.network import NetworkStack
 
@@ -23,7 +24,10 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     cluster = ClusterStack(app, settings=settings, network=network)
     hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
     addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
-    return [network, cluster, hyperpod, addons]
+    stacks = [network, cluster, hyperpod, addons]
+    if settings.addons.task_governance.enabled:
+        stacks.append(GovernanceStack(app, settings=settings, hyperpod=hyperpod, addons=addons))
+    return stacks
 
 
 def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:

@@ -748,6 +748,9 @@ def _check_governance(s: Settings, p: _Problems):
                 team.name,
                 f"must be lowercase letters, digits and hyphens, short enough that {names.cluster_queue!r} is at most 63 characters",
             )
+        quota_name = f"{s.prefix}-{s.env_name}-{team.name}"
+        if not naming.SAGEMAKER_NAME.match(quota_name):
+            p.error(f"{path}.name", team.name, f"makes compute-quota name {quota_name!r}, longer than 63 characters")
         if team.borrow_limit is not None and team.sharing != "LendAndBorrow":
             p.error(f"{path}.borrow_limit", team.borrow_limit, "applies only with sharing 'LendAndBorrow'")
         if team.borrow_limit is not None and not 1 <= team.borrow_limit <= 500:

@@ -1,0 +1,84 @@
+"""Governance stack: the scheduler policy and one quota per team, after task governance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra import naming
+from tests.conftest import ENVIRONMENTS
+
+
+def _scheduler(s) -> dict:
+    (r,) = s.resources("governance", "AWS::SageMaker::ClusterSchedulerConfig").values()
+    return r
+
+
+def _quotas(s) -> dict:
+    return {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: r for r in s.resources("governance", "AWS::SageMaker::ComputeQuota").values()}
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_scheduler_config_carries_priority_classes_fair_share_and_idle_sharing(synth, env):
+    s = synth(env)
+    props = _scheduler(s)["Properties"]
+    assert props["SchedulerConfig"]["PriorityClasses"] == [
+        {"Name": pc.name, "Weight": pc.weight} for pc in s.settings.governance.priority_classes
+    ]
+    assert props["SchedulerConfig"]["FairShare"] == "Enabled"
+    assert props["SchedulerConfig"]["IdleResourceSharing"] == "Enabled"
+    assert "Cluster" in json.dumps(props["ClusterArn"]) and "hyperpod" in json.dumps(props["ClusterArn"])
+
+
+def test_governance_waits_for_the_task_governance_addon(synth):
+    s = synth("dev")
+    manifest = json.loads((s.outdir / "manifest.json").read_text())
+    assert "hyperpod-dev-addons" in manifest["artifacts"]["hyperpod-dev-governance"]["dependencies"]
+    for quota in _quotas(s).values():
+        assert "SchedulerConfig" in quota["DependsOn"][0]
+
+
+def test_prod_has_two_teams_that_lend_and_borrow(synth):
+    quotas = _quotas(synth("prod"))
+    assert set(quotas) == {"ml-research", "ml-production"}
+    research = quotas["ml-research"]["Properties"]
+    assert research["ComputeQuotaConfig"]["ComputeQuotaResources"] == [{"InstanceType": "ml.p5.48xlarge", "Count": 2}]
+    assert research["ComputeQuotaConfig"]["ResourceSharingConfig"] == {"Strategy": "LendAndBorrow", "BorrowLimit": 100}
+    assert research["ComputeQuotaConfig"]["PreemptTeamTasks"] == "LowerPriority"
+    assert research["ComputeQuotaTarget"] == {"TeamName": "ml-research", "FairShareWeight": 50}
+    assert research["ActivationState"] == "Enabled"
+    assert research["Name"] == "hyperpod-prod-ml-research"
+
+
+def test_quota_by_accelerators_and_inactive_team(synth):
+    s = synth("dev", {"governance": {"fair_share": False, "teams": [
+        {"name": "ml-research", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}], "sharing": "DontLend",
+         "preempt": "Never", "active": False}]}})
+    props = _quotas(s)["ml-research"]["Properties"]
+    assert props["ComputeQuotaConfig"]["ComputeQuotaResources"] == [{"InstanceType": "ml.g5.8xlarge", "Accelerators": 1}]
+    assert props["ComputeQuotaConfig"]["ResourceSharingConfig"] == {"Strategy": "DontLend"}
+    assert props["ActivationState"] == "Disabled"
+    assert _scheduler(s)["Properties"]["SchedulerConfig"]["FairShare"] == "Disabled"
+
+
+def test_team_names_follow_what_task_governance_creates():
+    names = naming.team_names("ml-research")
+    assert names.namespace == "hyperpod-ns-ml-research"
+    assert names.local_queue == "hyperpod-ns-ml-research-localqueue"
+    assert names.cluster_queue == "hyperpod-ns-ml-research-clusterqueue"
+    assert names.priority_class("training") == "training-priority"
+
+
+def test_queue_outputs_name_namespace_and_local_queue(synth):
+    outputs = synth("prod").templates["governance"]["Outputs"]
+    assert {o["Value"] for o in outputs.values()} == {
+        "hyperpod-ns-ml-research/hyperpod-ns-ml-research-localqueue",
+        "hyperpod-ns-ml-production/hyperpod-ns-ml-production-localqueue",
+    }
+
+
+def test_turning_task_governance_off_drops_the_stack(synth):
+    s = synth("dev", {"addons": {"task_governance": {"enabled": False}}, "governance": {"teams": [], "priority_classes": []},
+                      "sample_job": {"team": None, "priority": None}})
+    assert "governance" not in s.templates
