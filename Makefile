@@ -16,6 +16,9 @@ install: $(VENV)/.installed node_modules/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@# The official HyperPodPyTorchJob models, for the manifest tests. --no-deps: the
+	@# package pulls awscli, hydra and more; its model file needs only pydantic.
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'sagemaker-hyperpod==3.12.0'
 	touch $@
 
 node_modules/.installed: package.json package-lock.json $(VENV)/.installed

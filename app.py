@@ -16,6 +16,7 @@ from stacks.cluster import ClusterStack
 from stacks.governance import GovernanceStack
 from stacks.hyperpod import HyperPodStack
 from stacks.network import NetworkStack
+from stacks.sample_job import SampleJobStack
 
 
 def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
@@ -27,6 +28,8 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     stacks = [network, cluster, hyperpod, addons]
     if settings.addons.task_governance.enabled:
         stacks.append(GovernanceStack(app, settings=settings, hyperpod=hyperpod, addons=addons))
+    if settings.sample_job.enabled:
+        stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod, after=stacks[3:]))
     return stacks
 
 

@@ -14,8 +14,7 @@ from typing import ClassVar
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
-from constructs import Construct, IConstruct
+from constructs import IConstruct
 
 from infra.config import AddonSwitch, Settings
 
@@ -85,49 +84,6 @@ class ManagedAddon(Addon):
         for resource in prerequisites:
             addon.node.add_dependency(resource)
         return addon
-
-
-def pod_identity_role(
-    ctx: AddonContext,
-    id_: str,
-    *,
-    namespace: str,
-    service_account: str,
-    description: str,
-    managed_policies: tuple[str, ...] = (),
-    statements: tuple[iam.PolicyStatement, ...] = (),
-) -> tuple[iam.Role, eks.CfnPodIdentityAssociation]:
-    """A role that only Pod Identity in this account and this cluster may assume, and its
-    standalone association with `namespace/service_account`.
-
-    Standalone, not the add-on's inline `podIdentityAssociations`: the training operator
-    add-on (v1.2.1) rejects inline associations, and one shape for all keeps it simple.
-    """
-    scope: Construct = ctx.scope
-    account = cdk.Stack.of(scope).account
-    role = iam.Role(
-        scope,
-        f"{id_}Role",
-        description=description,
-        # Pod Identity tags its sessions (namespace, service account): sts:TagSession too.
-        assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com")
-        .with_conditions(
-            {"StringEquals": {"aws:SourceAccount": account}, "ArnEquals": {"aws:SourceArn": ctx.cluster.cluster_arn}}
-        )
-        .with_session_tags(),
-        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in managed_policies],
-    )
-    if statements:
-        iam.ManagedPolicy(scope, f"{id_}Policy", statements=list(statements), roles=[role])
-    association = eks.CfnPodIdentityAssociation(
-        scope,
-        f"{id_}PodIdentity",
-        cluster_name=ctx.cluster.cluster_name,
-        namespace=namespace,
-        service_account=service_account,
-        role_arn=role.role_arn,
-    )
-    return role, association
 
 
 def hyperpod_tolerations(settings: Settings) -> list[dict]:

@@ -9,7 +9,8 @@ from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 
-from addons.base import AddonContext, ManagedAddon, pod_identity_role
+from addons.base import AddonContext, ManagedAddon
+from infra.pod_identity import pod_identity_role
 from addons.core_dns import CoreDnsAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 
@@ -56,8 +57,9 @@ class ObservabilityAddon(ManagedAddon):
         self.prometheus.apply_removal_policy(stack.data_removal_policy)
         self.grafana = self._grafana(ctx, name) if obs.grafana.enabled else None
         logs_arn = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*"
-        self.role, association = pod_identity_role(
-            ctx,
+        identity = pod_identity_role(
+            ctx.scope,
+            ctx.cluster,
             "ObservabilityCollector",
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
@@ -76,7 +78,7 @@ class ObservabilityAddon(ManagedAddon):
         from infra import compliance
 
         compliance.acknowledge(
-            stack.node.find_child("ObservabilityCollectorPolicy"),
+            identity.policy,
             "HyperPod names each cluster's log groups /aws/sagemaker/Clusters/<cluster>/<id> at run time, "
             "so the collector's CloudWatch Logs access is scoped to that prefix, not one group",
             f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*]",
@@ -84,7 +86,7 @@ class ObservabilityAddon(ManagedAddon):
         )
         cdk.CfnOutput(stack, "PrometheusEndpoint", value=self.prometheus.attr_prometheus_endpoint)
         # The add-on's configuration references the workspace, which orders them already.
-        return [association]
+        return [identity.association]
 
     def configuration(self, ctx: AddonContext) -> dict:
         obs = self.settings.addons.observability

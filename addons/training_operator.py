@@ -3,7 +3,8 @@ HyperPodPyTorchJobs with log-based hang and fault detection and partial restarts
 
 from __future__ import annotations
 
-from addons.base import AddonContext, ManagedAddon, pod_identity_role
+from addons.base import AddonContext, ManagedAddon
+from infra.pod_identity import pod_identity_role
 from addons.cert_manager import CertManagerAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
@@ -25,8 +26,9 @@ class TrainingOperatorAddon(ManagedAddon):
     def prerequisites(self, ctx: AddonContext):
         from infra import compliance
 
-        self.role, association = pod_identity_role(
-            ctx,
+        identity = pod_identity_role(
+            ctx.scope,
+            ctx.cluster,
             "TrainingOperator",
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
@@ -34,9 +36,9 @@ class TrainingOperatorAddon(ManagedAddon):
             managed_policies=(MANAGED_POLICY,),
         )
         compliance.acknowledge(
-            self.role,
+            identity.role,
             "The training operator add-on documents the AWS-managed AmazonSageMakerHyperPodTrainingOperatorAccess "
             "policy as its required permissions",
             f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{MANAGED_POLICY}]",
         )
-        return [association]
+        return [identity.association]

@@ -1,6 +1,7 @@
 """`hyperpod-cdk`: the operator CLI.
 
   hyperpod-cdk topology [--from FILE] [--format mermaid|html] [--output FILE] [--summary]
+  hyperpod-cdk render-job [-c env=NAME] [--nodes N] [--team T] [--priority P] [--image URI] ...
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
 """
@@ -14,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra import topology
+from infra import config, topology
 
 ROOT = Path(__file__).resolve().parent.parent
 MERMAID_JS = ROOT / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
@@ -58,6 +59,52 @@ def cmd_topology(args) -> int:
     return 0
 
 
+def load_context() -> dict:
+    return json.loads((ROOT / "cdk.json").read_text())["context"]
+
+
+def env_from(args) -> str:
+    """-c env=NAME (as for cdk) or --env NAME; default dev."""
+    for item in args.context or []:
+        key, _, value = item.partition("=")
+        if key == "env":
+            return value
+    return args.env or config.DEFAULT_ENV
+
+
+def _settings(env: str) -> tuple[config.Settings, list[str]]:
+    return config.load_settings(load_context(), env)
+
+
+def cmd_render_job(args) -> int:
+    from manifests import job as job_manifest
+
+    settings, _ = _settings(env_from(args))
+    overrides = {
+        k: v
+        for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps}.items()
+        if v is not None
+    }
+    update = {"sample_job": settings.sample_job.model_copy(update={**overrides, "enabled": True})}
+    if args.preferred_topology or args.required_topology:
+        mode = "preferred" if args.preferred_topology else "required"
+        update["topology"] = config.TopologySettings(mode=mode, level=args.preferred_topology or args.required_topology)
+    settings = settings.model_copy(update=update)
+    for line in config.check(settings):  # the same rules as cdk synth
+        print(f"warning: {line}", file=sys.stderr)
+    image = args.image or settings.sample_job.image_uri
+    if not image:
+        raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
+    objects = [job_manifest.service_account(settings), job_manifest.build(settings, image=image, checkpoint_uri=args.checkpoint_uri)]
+    sys.stdout.write(job_manifest.to_yaml(objects))
+    return 0
+
+
+def _env_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--context", action="append", metavar="env=NAME", help="environment, as for cdk (default dev)")
+    parser.add_argument("--env", help="environment name (same as -c env=NAME)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hyperpod-cdk", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +124,27 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--summary", action="store_true", help="per layer-3 network node: nodes, schedulable nodes, GPUs")
     topo.add_argument("--cluster-name", default="HyperPod cluster", help="label of the diagram's root")
     topo.set_defaults(func=cmd_topology)
+
+    render = sub.add_parser(
+        "render-job",
+        help="print the sample HyperPodPyTorchJob as YAML for kubectl apply -f -",
+        description="Render the sample job from config, with overrides, validated by the same rules as cdk synth.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  hyperpod-cdk render-job -c env=prod --image 111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1 | kubectl apply -f -\n"
+        "  hyperpod-cdk render-job -c env=prod --nodes 4 --team ml-production --priority inference --image URI\n"
+        "  hyperpod-cdk render-job -c env=prod --preferred-topology topology.k8s.aws/network-node-layer-2 --image URI",
+    )
+    _env_args(render)
+    render.add_argument("--nodes", type=int, help="replicas (nodes); at most the instance group's count")
+    render.add_argument("--team", help="team whose local queue the job joins")
+    render.add_argument("--priority", help="priority class (without -priority)")
+    topo_group = render.add_mutually_exclusive_group()
+    topo_group.add_argument("--preferred-topology", metavar="LEVEL", help="e.g. topology.k8s.aws/network-node-layer-3")
+    topo_group.add_argument("--required-topology", metavar="LEVEL", help="e.g. topology.k8s.aws/network-node-layer-3")
+    render.add_argument("--image", help="training image URI (default: sample_job.image_uri)")
+    render.add_argument("--max-steps", type=int, help="training steps")
+    render.add_argument("--checkpoint-uri", help="s3://bucket/prefix (default: the node's local NVMe)")
+    render.set_defaults(func=cmd_render_job)
     return parser
 
 
@@ -86,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except CliError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except config.ConfigError as err:
+        for line in err.problems:
+            print(f"error: {line}", file=sys.stderr)
         return 2
 
 

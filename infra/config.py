@@ -10,6 +10,7 @@ Nothing below app.py reads context: stacks get the `Settings` this module return
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import ipaddress
 import re
 import typing
@@ -295,6 +296,13 @@ class SampleJobSettings(_Model):
     model: Literal["llama3.1-8b", "tiny"] = "llama3.1-8b"
     image_uri: Optional[str] = None
     dataset: DatasetSettings = DatasetSettings()
+    # Ungated by default. The real LLaMA 3.1 tokenizer (meta-llama/Llama-3.1-8B) is gated:
+    # name it here and put the token in the Kubernetes secret `hf_token_secret`.
+    tokenizer: str = "hf-internal-testing/llama-tokenizer"
+    hf_token_secret: Optional[str] = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    # Unset: from the instance catalogue. Set, they must match the instance type.
+    gpus_per_node: Optional[int] = None
+    efa_per_node: Optional[int] = None
     max_steps: int = Field(default=100, ge=1, le=10_000_000)
     checkpoint_interval_steps: int = Field(default=50, ge=1)
     # Checkpoints go to this S3 prefix in the job's own bucket when true, else to local NVMe.
@@ -402,10 +410,17 @@ def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[S
         settings = Settings.model_validate({**raw, "env_name": env})
     except ValidationError as exc:
         raise ConfigError([f"{env}: {line}" for line in _pydantic_lines(exc)]) from None
+    return settings, check(settings)
+
+
+def check(settings: Settings) -> list[str]:
+    """Run the cross-field rules on already-parsed settings (also after CLI overrides):
+    raise ConfigError on errors, return the warnings."""
+    env = settings.env_name
     errors, warnings = _cross_checks(settings)
     if errors:
         raise ConfigError([f"{env}: {line}" for line in errors])
-    return settings, [f"{env}: {line}" for line in warnings]
+    return [f"{env}: {line}" for line in warnings]
 
 
 # --------------------------------------------------------------------------- error text
@@ -633,10 +648,10 @@ def _check_eks(s: Settings, p: _Problems):
         return
     for line in versions.support_warnings(s.eks.version):
         p.warn(line)
-    module, cls, package = versions.kubectl_layer_module(s.eks.version)
-    try:
-        __import__(module)
-    except ImportError:
+    _, _, package = versions.kubectl_layer_module(s.eks.version)
+    try:  # by its distribution, so validation never imports aws_cdk
+        importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
         p.error("eks.version", s.eks.version, f"needs the kubectl layer package: pip install {package}")
     if s.eks.endpoint_access == "private" and s.eks.public_access_cidrs not in ((), EksSettings().public_access_cidrs):
         p.error("eks.public_access_cidrs", [str(c) for c in s.eks.public_access_cidrs], "must be empty with endpoint_access 'private'")
@@ -812,6 +827,12 @@ def _check_sample_job(s: Settings, p: _Problems):
         p.error("sample_job.nodes", job.nodes, f"is more than instance group {group.name!r} has ({group.count})")
     elif catalogue.lookup(group.instance_type) and not group.spec.is_accelerated:
         p.error("sample_job.instance_group", job.instance_group, f"is {group.instance_type}, which has no GPUs")
+    elif catalogue.lookup(group.instance_type):
+        spec = group.spec
+        if job.gpus_per_node is not None and job.gpus_per_node != spec.accelerators:
+            p.error("sample_job.gpus_per_node", job.gpus_per_node, f"does not match {spec.name}, which has {spec.accelerators}")
+        if job.efa_per_node is not None and job.efa_per_node != spec.efa_interfaces:
+            p.error("sample_job.efa_per_node", job.efa_per_node, f"does not match {spec.name}, which has {spec.efa_interfaces} EFA interfaces")
     team_names = [t.name for t in s.governance.teams]
     if job.team is not None and job.team not in team_names:
         p.error("sample_job.team", job.team, f"is not a team; teams: {', '.join(team_names) or '(none)'}")

@@ -1,0 +1,105 @@
+"""`<prefix>-<env>-sample-job`: the LLaMA FSDP HyperPodPyTorchJob in a team's queue.
+
+The image is built from training/ at deploy (a CDK Docker image asset; synth only stages
+the folder), unless config names one. Checkpoints go to an S3 bucket through a Pod
+Identity role bound to the job's service account. The stack depends on the governance
+and addons stacks, so `cdk destroy` removes the job before the operator and the queues.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from infra import compliance
+from infra.config import Settings
+from infra.pod_identity import pod_identity_role
+from infra.stack import PlatformStack
+from manifests import job as job_manifest
+from stacks.cluster import ClusterStack
+from stacks.hyperpod import HyperPodStack
+
+TRAINING_DIR = Path(__file__).resolve().parent.parent / "training"
+
+
+class SampleJobStack(PlatformStack):
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        settings: Settings,
+        cluster: ClusterStack,
+        hyperpod: HyperPodStack,
+        after: list[PlatformStack],
+    ):
+        super().__init__(scope, "sample-job", settings=settings, description="Sample LLaMA 3.1 8B FSDP HyperPodPyTorchJob")
+        for stack in after:  # the operator and the team's queue exist before the job
+            self.add_stack_dependency(stack)
+        job = settings.sample_job
+        if job.image_uri:
+            image = job.image_uri
+        else:
+            asset = ecr_assets.DockerImageAsset(
+                self, "TrainingImage", directory=str(TRAINING_DIR), platform=ecr_assets.Platform.LINUX_AMD64
+            )
+            image = asset.image_uri
+        checkpoint_uri = None
+        identity = None
+        if job.checkpoint_to_s3:
+            self.checkpoint_bucket = self.data_bucket(
+                "CheckpointBucket", hyperpod.bucket_key, hyperpod.access_logs, "checkpoint-bucket/"
+            )
+            checkpoint_uri = f"s3://{self.checkpoint_bucket.bucket_name}/{job.name}/checkpoints"
+            identity = pod_identity_role(
+                self,
+                cluster.cluster,
+                "SampleJob",
+                namespace=job_manifest.namespace(settings),
+                service_account=job_manifest.SERVICE_ACCOUNT,
+                description="Sample training job: read and write its checkpoints",
+                statements=(),
+            )
+            policy = self._checkpoint_policy(identity.role)
+            compliance.acknowledge(
+                policy,
+                "Checkpoints are many objects under the job's prefix of its own bucket, written by every rank; "
+                "the grant is S3 object read/write there plus the data key, nothing else",
+                "AwsSolutions-IAM5[Action::s3:Abort*]",
+                "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
+                "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+                "AwsSolutions-IAM5[Action::s3:GetObject*]",
+                "AwsSolutions-IAM5[Action::s3:List*]",
+                "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+                "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+                f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.checkpoint_bucket.node.default_child)}.Arn>/{job.name}/*]",
+            )
+        self.job = job_manifest.build(settings, image=image, checkpoint_uri=checkpoint_uri)
+        self.manifest = eks.KubernetesManifest(
+            self,
+            "Job",
+            cluster=cluster.cluster,
+            manifest=[job_manifest.service_account(settings), self.job],
+            overwrite=True,
+        )
+        if identity is not None:
+            # Pods get credentials only once the association exists.
+            self.manifest.node.add_dependency(identity.association)
+        cdk.CfnOutput(self, "JobName", value=f"{job_manifest.namespace(settings)}/{job.name}")
+        cdk.CfnOutput(
+            self,
+            "WatchCommand",
+            value=f"kubectl get hyperpodpytorchjobs -n {job_manifest.namespace(settings)} {job.name} -w",
+        )
+        if checkpoint_uri:
+            cdk.CfnOutput(self, "CheckpointUri", value=checkpoint_uri)
+
+    def _checkpoint_policy(self, role):
+        from aws_cdk import aws_iam as iam
+
+        policy = iam.ManagedPolicy(self, "SampleJobCheckpointPolicy", roles=[role])
+        self.checkpoint_bucket.grant_read_write(policy, f"{self.settings.sample_job.name}/*")
+        return policy

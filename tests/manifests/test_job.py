@@ -1,0 +1,199 @@
+"""The sample job manifest: the official CRD models accept it, and it says what config says."""
+
+from __future__ import annotations
+
+import copy
+import importlib.metadata
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from infra import cli, config, naming
+from manifests import job as job_manifest
+from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
+
+MODEL_FILE = "sagemaker/hyperpod/training/config/hyperpod_pytorch_job_unified_config.py"
+
+
+@pytest.fixture(scope="module")
+def crd_model():
+    """_HyperPodPytorchJob from the official sagemaker-hyperpod package, loaded by path."""
+    path = importlib.metadata.distribution("sagemaker-hyperpod").locate_file(MODEL_FILE)
+    spec = importlib.util.spec_from_file_location("hyperpod_pytorch_job_unified_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._HyperPodPytorchJob
+
+
+def _job(env="dev", patch=None):
+    ctx = patched_context(env, patch) if patch else CONTEXT
+    settings, _ = config.load_settings(ctx, env)
+    return settings, job_manifest.build(settings, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1")
+
+
+def _validate(model, manifest):
+    assert set(manifest) == {"apiVersion", "kind", "metadata", "spec"}  # the top level ignores extras: check here
+    assert manifest["apiVersion"] == "sagemaker.amazonaws.com/v1" and manifest["kind"] == "HyperPodPyTorchJob"
+    return model.model_validate(manifest["spec"], by_alias=False, by_name=True)
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_rendered_spec_validates_against_the_official_models_strictly(crd_model, env):
+    _, manifest = _job(env)
+    parsed = _validate(crd_model, manifest)
+    assert parsed.replicaSpecs[0].template.spec.containers[0].name == "pytorch"
+
+
+@pytest.mark.parametrize(
+    "path, typo",
+    [
+        (("spec", "replicaSpecs", 0, "template", "spec", "containers", 0), "volumeMount"),
+        (("spec", "runPolicy"), "jobMaxRetries"),
+        (("spec", "runPolicy", "logMonitoringConfiguration", 0), "expectedStartCutoffInSeconds"),
+    ],
+)
+def test_a_misspelled_field_is_caught(crd_model, path, typo):
+    _, manifest = _job()
+    broken = copy.deepcopy(manifest)
+    node = broken
+    for part in path:
+        node = node[part]
+    node[typo] = 1
+    with pytest.raises(ValidationError, match=typo):
+        _validate(crd_model, broken)
+
+
+def test_queue_priority_and_namespace_come_from_the_team_naming_function():
+    settings, manifest = _job("prod")
+    names = naming.team_names("ml-research")
+    assert manifest["metadata"]["namespace"] == names.namespace
+    for labels in (manifest["metadata"]["labels"], manifest["spec"]["replicaSpecs"][0]["template"]["metadata"]["labels"]):
+        assert labels["kueue.x-k8s.io/queue-name"] == names.local_queue
+        assert labels["kueue.x-k8s.io/priority-class"] == "training-priority"
+
+
+def test_topology_annotation_is_on_the_pod_template():
+    _, manifest = _job("prod")
+    template = manifest["spec"]["replicaSpecs"][0]["template"]
+    assert template["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"
+    }
+    assert "annotations" not in manifest["metadata"]
+    _, dev = _job("dev")
+    assert "annotations" not in dev["spec"]["replicaSpecs"][0]["template"]["metadata"]
+
+
+def test_replicas_gpus_and_efa_come_from_the_instance_catalogue():
+    _, manifest = _job("prod")
+    replica = manifest["spec"]["replicaSpecs"][0]
+    container = replica["template"]["spec"]["containers"][0]
+    assert replica["replicas"] == 2 and manifest["spec"]["nprocPerNode"] == "8"
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+    assert "--nnodes=2" in container["command"] and "--nproc-per-node=8" in container["command"]
+    _, dev = _job("dev")
+    assert dev["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"] == {
+        "nvidia.com/gpu": 1, "vpc.amazonaws.com/efa": 1}
+
+
+def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
+    _, manifest = _job("prod")
+    pod = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "In", "values": ["Schedulable"]} in term["matchExpressions"]
+    assert {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["ml.p5.48xlarge"]} in term["matchExpressions"]
+    mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts == {"/dev/shm", "/local"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["shm"]["emptyDir"]["medium"] == "Memory" and volumes["local"]["hostPath"]["path"] == "/opt/sagemaker"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert pod["containers"][0]["command"][0] == "hyperpodrun"
+
+
+def test_run_policy_restarts_partially_first_and_watches_the_logs():
+    _, manifest = _job("dev")
+    run = manifest["spec"]["runPolicy"]
+    assert run["jobMaxRetryCount"] > 0 and run["cleanPodPolicy"] == "None"
+    assert run["restartPolicy"]["numRestartBeforeFullJobRestart"] >= 1
+    rules = {r["name"]: r for r in run["logMonitoringConfiguration"]}
+    assert rules["JobStart"]["expectedStartCutOffInSeconds"] == 240
+    assert rules["JobHangingDetection"]["expectedRecurringFrequencyInSeconds"] > 0
+    assert rules["CheckpointCadence"]["expectedRecurringFrequencyInSeconds"] == 600
+
+
+def test_the_gated_tokenizer_token_comes_from_a_secret_never_from_config():
+    _, manifest = _job("dev", {"sample_job": {"tokenizer": "meta-llama/Llama-3.1-8B", "hf_token_secret": "hf-token"}})
+    env = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]
+    (token,) = [e for e in env if e["name"] == "HF_TOKEN"]
+    assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+
+
+def test_gpu_or_efa_counts_that_do_not_match_the_type_are_refused():
+    with pytest.raises(config.ConfigError) as exc:
+        config.load_settings(patched_context("prod", {"sample_job": {"gpus_per_node": 4, "efa_per_node": 4}}), "prod")
+    assert any("sample_job.gpus_per_node: 4 does not match ml.p5.48xlarge, which has 8" in p for p in exc.value.problems)
+    assert any("sample_job.efa_per_node: 4 does not match ml.p5.48xlarge, which has 32 EFA" in p for p in exc.value.problems)
+
+
+def test_the_builder_needs_no_cdk():
+    code = "import sys, manifests.job, infra.cli; assert 'aws_cdk' not in sys.modules and 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+# ------------------------------------------------------------------ render-job
+
+
+def _render(capsys, *args):
+    rc = cli.main(["render-job", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_render_job_prints_the_same_manifest_as_the_stack(capsys):
+    import yaml
+
+    rc, out, _ = _render(capsys, "-c", "env=prod", "--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1")
+    assert rc == 0
+    sa, manifest = list(yaml.safe_load_all(out))
+    assert sa["kind"] == "ServiceAccount"
+    assert manifest == _job("prod")[1]
+
+
+def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
+    import yaml
+
+    rc, out, _ = _render(capsys, "-c", "env=prod", "--image", "img:1", "--nodes", "4", "--team", "ml-production",
+                         "--priority", "inference", "--preferred-topology", "topology.k8s.aws/network-node-layer-2", "--max-steps", "10")
+    assert rc == 0
+    manifest = list(yaml.safe_load_all(out))[1]
+    _validate(crd_model, manifest)
+    assert manifest["spec"]["replicaSpecs"][0]["replicas"] == 4
+    assert manifest["metadata"]["namespace"] == "hyperpod-ns-ml-production"
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "inference-priority"
+    annotations = manifest["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"]
+    assert annotations == {"kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-2"}
+    assert "--max-steps=10" in json.dumps(manifest)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--nodes", "9"], "sample_job.nodes: 9 is more than instance group 'gpu' has (4)"),
+        (["--team", "nobody"], "sample_job.team: 'nobody' is not a team"),
+        (["--priority", "urgent"], "sample_job.priority: 'urgent' is not a priority class"),
+        (["--required-topology", "topology.k8s.aws/rack"], "topology.level: 'topology.k8s.aws/rack' is not a topology level"),
+    ],
+)
+def test_render_job_overrides_are_validated_by_the_same_rules(capsys, args, message):
+    rc, out, err = _render(capsys, "-c", "env=prod", "--image", "img:1", *args)
+    assert rc == 2 and out == ""
+    assert message in err and "Traceback" not in err
+
+
+def test_render_job_needs_an_image(capsys):
+    rc, _, err = _render(capsys, "-c", "env=dev")
+    assert rc == 2 and "--image is required" in err

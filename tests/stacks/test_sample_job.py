@@ -1,0 +1,72 @@
+"""Sample-job stack: the job applied after governance, its image, its checkpoint access."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ENVIRONMENTS
+
+
+def _manifest(s) -> list:
+    (res,) = s.resources("sample-job", "Custom::AWSCDK-EKS-KubernetesResource").values()
+    raw = res["Properties"]["Manifest"]
+    text = raw if isinstance(raw, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in raw["Fn::Join"][1])
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_job_is_applied_after_governance_and_the_addons(synth, env):
+    s = synth(env)
+    manifest = json.loads((s.outdir / "manifest.json").read_text())
+    deps = manifest["artifacts"][f"hyperpod-{env}-sample-job"]["dependencies"]
+    assert f"hyperpod-{env}-governance" in deps and f"hyperpod-{env}-addons" in deps
+
+
+def test_manifest_applies_the_service_account_and_the_job(synth):
+    objects = _manifest(synth("prod"))
+    assert [o["kind"] for o in objects] == ["ServiceAccount", "HyperPodPyTorchJob"]
+    job = objects[1]
+    assert job["metadata"]["namespace"] == "hyperpod-ns-ml-research"
+    command = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    assert any(a.startswith("--checkpoint-dir=s3://") for a in command)
+
+
+def test_image_is_built_from_training_unless_config_names_one(synth):
+    s = synth("dev")
+    job = _manifest(s)[1]
+    image = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"]
+    assert "TOKEN" in image or "dkr.ecr" in image
+    assets = json.loads((s.outdir / "hyperpod-dev-sample-job.assets.json").read_text())
+    assert assets["dockerImages"]
+    given = synth("dev", {"sample_job": {"image_uri": "public.ecr.aws/example/train:1"}})
+    assert _manifest(given)[1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == "public.ecr.aws/example/train:1"
+    assert not json.loads((given.outdir / "hyperpod-dev-sample-job.assets.json").read_text()).get("dockerImages")
+
+
+def test_checkpoint_bucket_is_encrypted_versioned_and_only_the_job_prefix_is_granted(synth):
+    s = synth("dev")
+    buckets = s.resources("sample-job", "AWS::S3::Bucket")
+    (bucket_id, bucket), = buckets.items()
+    assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    (policy,) = s.resources("sample-job", "AWS::IAM::ManagedPolicy").values()
+    object_resources = [
+        json.dumps(st["Resource"]) for st in policy["Properties"]["PolicyDocument"]["Statement"] if any("s3:PutObject" in a for a in st["Action"])
+    ]
+    assert object_resources and all("/llama3-1-8b-fsdp/*" in r for r in object_resources)
+
+
+def test_job_role_is_pod_identity_for_the_job_service_account(synth):
+    s = synth("dev")
+    (assoc,) = s.resources("sample-job", "AWS::EKS::PodIdentityAssociation").values()
+    assert assoc["Properties"]["Namespace"] == "hyperpod-ns-ml-research"
+    assert assoc["Properties"]["ServiceAccount"] == "sample-job"
+    (res_id,) = s.resources("sample-job", "Custom::AWSCDK-EKS-KubernetesResource")
+    assert any(d.startswith("SampleJobPodIdentity") for d in s.templates["sample-job"]["Resources"][res_id]["DependsOn"])
+
+
+def test_switching_the_job_off_deploys_the_platform_without_it(synth):
+    s = synth("dev", {"sample_job": {"enabled": False}})
+    assert "sample-job" not in s.templates and "governance" in s.templates

@@ -1,0 +1,15 @@
+"""The lines train.py prints and the regexes the job's log-monitoring rules use.
+
+One module, imported by train.py (in the image) and by manifests/job.py (which builds the
+HyperPodPyTorchJob's logMonitoringConfiguration), so the rules match what is printed.
+No third-party imports: the manifest builder runs without torch.
+"""
+
+LOSS_LINE = "step={step} loss={loss:.4f} lr={lr:.3e} tokens_per_s={tps:.1f}"
+CHECKPOINT_LINE = "checkpoint saved step={step} path={path} seconds={seconds:.1f}"
+
+# Any loss line; a non-finite loss ("nan", "inf") does not match, so it stops the clock.
+LOSS_PATTERN = r".*step=\d+ loss=[0-9]+\.[0-9]+ .*"
+# The same line with the loss value captured (a metric for threshold rules).
+LOSS_VALUE_PATTERN = r".*step=\d+ loss=([0-9]+\.[0-9]+) .*"
+CHECKPOINT_PATTERN = r".*checkpoint saved step=\d+ .*"
