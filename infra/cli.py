@@ -2,6 +2,9 @@
 
   hyperpod-cdk topology [--from FILE] [--format mermaid|html] [--output FILE] [--summary]
   hyperpod-cdk render-job [-c env=NAME] [--nodes N] [--team T] [--priority P] [--image URI] ...
+  hyperpod-cdk validate [-c env=NAME | --all]
+  hyperpod-cdk review [--env NAME | --all] [--against DIR]
+  hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
 """
@@ -100,6 +103,60 @@ def cmd_render_job(args) -> int:
     return 0
 
 
+def _environments(args) -> list[str]:
+    return config.environment_names(load_context()) if getattr(args, "all", False) else [env_from(args)]
+
+
+def cmd_validate(args) -> int:
+    """Config and add-on requirements of each environment; no synth, no AWS."""
+    from addons import registry
+
+    context = load_context()
+    failed = 0
+    for env in _environments(args):
+        try:
+            settings, warnings = config.load_settings(context, env)
+            registry.plan(settings)
+        except config.ConfigError as err:
+            failed += 1
+            for line in err.problems:
+                print(f"error: {line}")
+            continue
+        for line in warnings:
+            print(f"warning: {line}")
+        print(f"ok: {env}")
+    return 1 if failed else 0
+
+
+def cmd_review(args) -> int:
+    from infra import review
+    from infra.synth import synthesize
+
+    context = load_context()
+    out_root = Path(args.outdir)
+    status = 0
+    for env in _environments(args):
+        outdir = out_root / f"review-{env}"
+        shutil.rmtree(outdir, ignore_errors=True)
+        synthesize(context, env, outdir)
+        report = review.build(outdir, against=Path(args.against) if args.against else None)
+        text = review.to_markdown(report)
+        md, js = review.write(report, out_root / f"review-{env}")
+        print(text)
+        print(f"(written to {md} and {js})")
+        status |= 0 if report["pass"] else 1
+    return status
+
+
+def cmd_preflight(args) -> int:
+    from infra import preflight
+
+    settings, _ = _settings(env_from(args))
+    results = preflight.run(settings, region=args.region, profile=args.profile)
+    print(preflight.table(results))
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
 def _env_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--context", action="append", metavar="env=NAME", help="environment, as for cdk (default dev)")
     parser.add_argument("--env", help="environment name (same as -c env=NAME)")
@@ -145,10 +202,52 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--max-steps", type=int, help="training steps")
     render.add_argument("--checkpoint-uri", help="s3://bucket/prefix (default: the node's local NVMe)")
     render.set_defaults(func=cmd_render_job)
+
+    validate = sub.add_parser(
+        "validate",
+        help="check the config of one or all environments (no synth, no AWS)",
+        description="Validate config: every problem on its own line; exit 1 on any error.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  hyperpod-cdk validate\n  hyperpod-cdk validate -c env=prod\n  hyperpod-cdk validate --all",
+    )
+    _env_args(validate)
+    validate.add_argument("--all", action="store_true", help="every environment in cdk.json")
+    validate.set_defaults(func=cmd_validate)
+
+    rev = sub.add_parser(
+        "review",
+        help="synthesize and print the review report (also cdk.out/review-<env>.md and .json)",
+        description="Synthesize offline, then report: stacks in deploy order, template sizes against CloudFormation's "
+        "limits, cdk-nag and cfn-lint findings, IAM roles and wildcards, an estimated deploy plan, and with --against "
+        "the changes per resource (replacements judged from cfn-lint's create-only properties).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  hyperpod-cdk review\n  hyperpod-cdk review --env prod --against deployed/prod.out\n  hyperpod-cdk review --all",
+    )
+    _env_args(rev)
+    rev.add_argument("--all", action="store_true", help="every environment in cdk.json")
+    rev.add_argument("--against", metavar="DIR", help="an earlier cloud assembly (e.g. the committed output of the last deploy)")
+    rev.add_argument("--outdir", default=str(ROOT / "cdk.out"), help="where review-<env>/ and its .md/.json go (default cdk.out)")
+    rev.set_defaults(func=cmd_review)
+
+    pre = sub.add_parser(
+        "preflight",
+        help="read-only checks against the real account before a deploy",
+        description="Read-only AWS checks (boto3): account, AZs, SageMaker cluster-usage quotas, name clashes, EKS version, "
+        "admin principals, CDK bootstrap. Exit 1 if any check fails.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  hyperpod-cdk preflight -c env=prod\n  hyperpod-cdk preflight -c env=prod --profile prod-admin --region us-east-1",
+    )
+    _env_args(pre)
+    pre.add_argument("--region", help="default: the environment's region")
+    pre.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
+    pre.set_defaults(func=cmd_preflight)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from infra.synth import use_venv_node
+
+    use_venv_node()  # before anything imports aws_cdk
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

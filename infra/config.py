@@ -326,6 +326,9 @@ class Settings(_Model):
     account: str = Field(pattern=r"^\d{12}$")
     region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
     availability_zones: tuple[str, ...] = Field(min_length=2, max_length=6)
+    # The zone IDs those names map to in this account (e.g. use1-az4), checked by preflight:
+    # names are shuffled per account, IDs are not, and GPU capacity is bought per zone ID.
+    availability_zone_ids: Optional[tuple[str, ...]] = None
     prefix: str = Field(pattern=r"^[a-z][a-z0-9-]{0,19}$")
     tags: dict[str, str] = {}
     protection: ProtectionSettings = ProtectionSettings()
@@ -525,6 +528,9 @@ def _check_names(s: Settings, p: _Problems):
         p.error(
             "hyperpod.cluster_name", hp_name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric"
         )
+    bucket = naming.lifecycle_bucket_name(s.prefix, s.env_name, s.account, s.region)
+    if not naming.S3_BUCKET.match(bucket):
+        p.error("prefix", s.prefix, f"with env {s.env_name!r} makes lifecycle bucket {bucket!r}, over S3's 63 characters")
     for key, value in s.tags.items():
         if not 1 <= len(key) <= 128 or len(value) > 256 or key.lower().startswith("aws:"):
             p.error(f"tags.{key}", value, "tag keys are 1-128 characters, not starting 'aws:'; values at most 256")
@@ -536,6 +542,12 @@ def _az_checks(s: Settings, p: _Problems):
             p.error(f"availability_zones[{i}]", az, f"must be a zone of region {s.region}, like {s.region}a")
     for az in _duplicates(s.availability_zones):
         p.error("availability_zones", az, "is listed twice")
+    ids = s.availability_zone_ids
+    if ids is not None and len(ids) != len(s.availability_zones):
+        p.error("availability_zone_ids", list(ids), f"needs one zone ID per availability zone ({len(s.availability_zones)}), same order")
+    for i, zid in enumerate(ids or ()):
+        if not re.fullmatch(r"[a-z]{2,5}\d-az\d+", zid):
+            p.error(f"availability_zone_ids[{i}]", zid, "is not a zone ID like use1-az4")
 
 
 def _planned_primary_subnets(s: Settings) -> list[ipaddress.IPv4Network] | None:

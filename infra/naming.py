@@ -56,3 +56,12 @@ def team_names(team: str) -> TeamNames:
 
 def priority_class_name(priority: str) -> str:
     return f"{priority}-priority"
+
+
+def lifecycle_bucket_name(prefix: str, env: str, account: str, region: str) -> str:
+    """HyperPod reads lifecycle scripts from buckets named sagemaker-* (the prefix the
+    AmazonSageMakerClusterInstanceRolePolicy grants and the service validates)."""
+    return f"sagemaker-{prefix}-{env}-lc-{account}-{region}"
+
+
+S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

@@ -1,8 +1,12 @@
 """Read a synthesized cloud assembly and summarize it for a human reviewer.
 
-`python -m infra.review cdk.out` prints the stacks in deploy order with resource counts,
-the cdk-nag results (and every acknowledgment with its reason) and the cfn-lint findings.
-It exits non-zero on any unacknowledged nag error or cfn-lint error.
+`python -m infra.review cdk.out [--against DIR]` prints (and writes as review.md and
+review.json in the assembly): the stacks in deploy order with resource counts and their
+size against CloudFormation's limits, the cdk-nag results with every acknowledgment and
+its reason, the cfn-lint findings, the IAM roles with their managed policies and
+wildcards, an estimated deploy plan, and with --against the per-resource changes, with
+replacements judged from cfn-lint's create-only properties. It exits non-zero on any
+unacknowledged nag error or cfn-lint error.
 """
 
 from __future__ import annotations
@@ -137,45 +141,165 @@ def _level(rule_id: str) -> str:
     return {"E": "error", "W": "warning", "I": "info"}.get(rule_id[0], "error")
 
 
-def render(outdir: Path, *, with_lint: bool = True) -> tuple[str, bool]:
-    """The review text, and whether the assembly passes (no nag or lint errors)."""
+# CloudFormation's per-template limits.
+MAX_RESOURCES = 500
+MAX_TEMPLATE_BYTES = 1_000_000
+WARN_AT = 0.8
+
+
+def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) -> dict:
+    """Every section of the review as plain data (what review.json holds)."""
+    from infra import deploy_plan, diff, iam_audit
+
     stacks = load_stacks(outdir)
     nag = load_nag(outdir)
     findings = lint(outdir, stacks) if with_lint else []
-    out = [f"Review of {outdir}", "", "Stacks in deploy order:"]
-    for i, stack in enumerate(stacks, 1):
-        counts = stack.counts()
-        top = ", ".join(f"{t.split('::', 1)[1]} {n}" for t, n in counts.most_common(6))
-        out.append(f"  {i}. {stack.name}: {sum(counts.values())} resources ({top})")
-    out += ["", f"cdk-nag ({', '.join(PACK_NAMES)}): {len(nag.errors)} unacknowledged errors, {len(nag.acknowledged)} acknowledged"]
-    for pack, rule, path in nag.errors:
-        out.append(f"  ERROR {rule} at {path}")
-    by_reason = Counter((rule.split("[")[0], reason) for _, rule, _, reason in nag.acknowledged)
-    for (rule, reason), n in sorted(by_reason.items()):
-        out.append(f"  ack {rule} x{n}: {reason}")
-    lint_errors = [f for f in findings if f.level == "error"]
-    other = [f for f in findings if f.level != "error" and not f.accepted]
-    accepted = Counter(f.rule for f in findings if f.accepted)
-    out += ["", f"cfn-lint: {len(lint_errors)} errors, {len(other)} warnings, {sum(accepted.values())} accepted warnings"]
-    for f in lint_errors + other:
-        out.append(f"  {f.rule} {f.stack} {f.path}: {f.message}")
+    roles = iam_audit.audit({s.name: s.template for s in stacks})
+    total, path = deploy_plan.plan(stacks)
+    with_wildcards, role_count = iam_audit.wildcard_figure(roles)
+    report = {
+        "assembly": str(outdir),
+        "stacks": [
+            {
+                "name": s.name,
+                "resources": sum(s.counts().values()),
+                "by_type": dict(sorted(s.counts().items())),
+                "bytes": (outdir / f"{s.name}.template.json").stat().st_size,
+            }
+            for s in stacks
+        ],
+        "nag": {
+            "errors": [{"pack": p, "rule": r, "construct": c} for p, r, c in nag.errors],
+            "acknowledged": [{"pack": p, "rule": r, "construct": c, "reason": why} for p, r, c, why in nag.acknowledged],
+        },
+        "cfn_lint": [
+            {"rule": f.rule, "level": f.level, "stack": f.stack, "path": f.path, "message": f.message, "accepted": f.accepted}
+            for f in findings
+        ],
+        "iam": {
+            "roles_with_wildcards": with_wildcards,
+            "roles": role_count,
+            "detail": [
+                {
+                    "stack": r.stack,
+                    "role": r.path,
+                    "managed_policies": r.managed_policies,
+                    "wildcards": [
+                        {"actions": st.actions, "resources": st.resources}
+                        for st in r.statements
+                        if st.wildcard_actions or st.wildcard_resources
+                    ],
+                }
+                for r in roles
+            ],
+        },
+        "deploy_plan": {
+            "minutes": round(total, 1),
+            "critical_path": [
+                {"stack": st.stack, "resource": st.logical_id, "type": st.type, "start": round(st.start, 1), "minutes": st.minutes}
+                for st in path
+                if st.minutes >= 1.0
+            ],
+        },
+    }
+    if against is not None:
+        region = _region_of(next(outdir.glob("*.template.json")))
+        changes = diff.compare(load_stacks(against), stacks, region)
+        report["changes"] = [
+            {"stack": c.stack, "resource": c.logical_id, "type": c.type, "action": c.action, "because": list(c.because), "critical": c.critical}
+            for c in changes
+        ]
+    report["pass"] = not report["nag"]["errors"] and not [f for f in findings if f.level == "error"]
+    return report
+
+
+def _size_line(stack: dict) -> str:
+    r, b = stack["resources"] / MAX_RESOURCES, stack["bytes"] / MAX_TEMPLATE_BYTES
+    flag = "  WARNING: above 80% of a CloudFormation limit" if max(r, b) >= WARN_AT else ""
+    return f"{stack['resources']}/{MAX_RESOURCES} resources ({r:.0%}), {stack['bytes'] / 1000:.0f}/{MAX_TEMPLATE_BYTES // 1000} KB ({b:.0%}){flag}"
+
+
+def to_markdown(report: dict) -> str:
+    out = [f"# Review of {report['assembly']}", ""]
+    changes = report.get("changes")
+    if changes is not None:
+        critical = [c for c in changes if c["critical"]]
+        for c in critical:
+            out.append(f"**{c['action'].upper()}: {c['type']} {c['resource']} in {c['stack']}** ({', '.join(c['because']) or 'removed'})")
+        if critical:
+            out.append("")
+    out += ["## Stacks in deploy order", ""]
+    for i, st in enumerate(report["stacks"], 1):
+        out.append(f"{i}. `{st['name']}`: {_size_line(st)}")
+        out.append("   " + ", ".join(f"{t.split('::', 1)[1]} {n}" for t, n in st["by_type"].items()))
+    nag = report["nag"]
+    out += ["", f"## cdk-nag ({', '.join(PACK_NAMES)})", "", f"{len(nag['errors'])} unacknowledged errors, {len(nag['acknowledged'])} acknowledged findings.", ""]
+    by_rule = Counter((e["pack"], e["rule"]) for e in nag["errors"])
+    for (pack, rule), n in sorted(by_rule.items()):
+        out.append(f"- ERROR {pack} {rule} x{n}")
+    by_reason: dict[str, Counter] = {}
+    for a in nag["acknowledged"]:
+        by_reason.setdefault(a["reason"], Counter())[a["rule"].split("[")[0]] += 1
+    for reason, rules in sorted(by_reason.items()):
+        out.append(f"- acknowledged ({', '.join(f'{r} x{n}' for r, n in sorted(rules.items()))}): {reason}")
+    lint_rows = report["cfn_lint"]
+    errors = [f for f in lint_rows if f["level"] == "error"]
+    other = [f for f in lint_rows if f["level"] != "error" and not f["accepted"]]
+    accepted = Counter(f["rule"] for f in lint_rows if f["accepted"])
+    out += ["", "## cfn-lint", "", f"{len(errors)} errors, {len(other)} warnings, {sum(accepted.values())} accepted warnings.", ""]
+    for f in errors + other:
+        out.append(f"- {f['rule']} {f['stack']} {f['path']}: {f['message']}")
     for rule, n in sorted(accepted.items()):
-        out.append(f"  accepted {rule} x{n}: {ACCEPTED_LINT_WARNINGS[rule]}")
-    ok = not nag.errors and not lint_errors
-    out += ["", "PASS" if ok else "FAIL"]
-    return "\n".join(out), ok
+        out.append(f"- accepted {rule} x{n}: {ACCEPTED_LINT_WARNINGS[rule]}")
+    iam = report["iam"]
+    out += ["", "## IAM roles", "", f"Roles with any wildcard: {iam['roles_with_wildcards']} of {iam['roles']}.", ""]
+    for r in iam["detail"]:
+        managed = ", ".join(m for p in r["managed_policies"] for m in re.findall(r"policy/(?:service-role/)?([\w-]+)", p)) or "none"
+        out.append(f"- `{r['role']}`: managed policies {managed}")
+        for w in r["wildcards"]:
+            out.append(f"  - wildcard: {', '.join(w['actions'])} on {', '.join(w['resources'])}")
+    plan = report["deploy_plan"]
+    out += ["", "## Estimated deploy plan", "", f"About {plan['minutes']:.0f} minutes of wall-clock time (typical creation times, infra/deploy_plan.py). It waits on:", ""]
+    for st in plan["critical_path"]:
+        out.append(f"- {st['start']:>5.1f} min: {st['type']} `{st['resource']}` in {st['stack']} (~{st['minutes']:.0f} min)")
+    if changes is not None:
+        out += ["", "## Changes against the earlier synth", ""]
+        if not changes:
+            out.append("No resource changes.")
+        for c in changes:
+            why = f" (create-only: {', '.join(c['because'])})" if c["because"] else ""
+            out.append(f"- {c['action']}: {c['type']} `{c['resource']}` in {c['stack']}{why}")
+    out += ["", "PASS" if report["pass"] else "FAIL", ""]
+    return "\n".join(out)
+
+
+def render(outdir: Path, *, with_lint: bool = True, against: Path | None = None) -> tuple[str, bool]:
+    """The review text, and whether the assembly passes (no nag or lint errors)."""
+    report = build(outdir, against=against, with_lint=with_lint)
+    return to_markdown(report), report["pass"]
+
+
+def write(report: dict, base: Path) -> tuple[Path, Path]:
+    """review.md and review.json beside the assembly (`base` without suffix)."""
+    md, js = base.with_suffix(".md"), base.with_suffix(".json")
+    md.write_text(to_markdown(report))
+    js.write_text(json.dumps(report, indent=2))
+    return md, js
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.review", description=__doc__.splitlines()[0])
     parser.add_argument("outdir", nargs="?", default="cdk.out", type=Path)
+    parser.add_argument("--against", type=Path, help="an earlier assembly to compare with")
     args = parser.parse_args(argv)
     if not (args.outdir / "manifest.json").exists():
         print(f"error: {args.outdir} has no manifest.json; synthesize first (make synth)", file=sys.stderr)
         return 2
-    text, ok = render(args.outdir)
-    print(text)
-    return 0 if ok else 1
+    report = build(args.outdir, against=args.against)
+    print(to_markdown(report))
+    md, js = write(report, args.outdir / "review")
+    print(f"(written to {md} and {js})")
+    return 0 if report["pass"] else 1
 
 
 if __name__ == "__main__":

@@ -86,10 +86,13 @@ class PlatformStack(cdk.Stack):
         )
         return bucket
 
-    def data_bucket(self, id_: str, key: kms.IKey, access_logs: s3.IBucket, log_prefix: str) -> s3.Bucket:
+    def data_bucket(
+        self, id_: str, key: kms.IKey, access_logs: s3.IBucket, log_prefix: str, bucket_name: str | None = None
+    ) -> s3.Bucket:
         """Encrypted with `key`, SSL-only, versioned, access-logged into `access_logs`."""
         bucket = self._bucket(
             id_,
+            bucket_name=bucket_name,
             encryption=s3.BucketEncryption.KMS,
             encryption_key=key,
             bucket_key_enabled=True,

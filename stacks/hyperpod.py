@@ -18,7 +18,7 @@ from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from infra import chart, compliance
+from infra import chart, compliance, naming
 from infra.config import InstanceGroup, Settings, deep_merge
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
@@ -63,7 +63,13 @@ class HyperPodStack(PlatformStack):
         self.eks_cluster = cluster.cluster
         self.bucket_key = self.data_key("DataKey", "data")
         self.access_logs = self.access_log_bucket("AccessLogsBucket")
-        self.lifecycle_bucket = self.data_bucket("LifecycleBucket", self.bucket_key, self.access_logs, "lifecycle-bucket/")
+        self.lifecycle_bucket = self.data_bucket(
+            "LifecycleBucket",
+            self.bucket_key,
+            self.access_logs,
+            "lifecycle-bucket/",
+            bucket_name=naming.lifecycle_bucket_name(settings.prefix, settings.env_name, settings.account, settings.region),
+        )
         self.lifecycle_uri, scripts = self._lifecycle_scripts()
         self.execution_role = self._execution_role()
         self.dependencies_chart = self._dependencies_chart()

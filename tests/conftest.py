@@ -50,23 +50,9 @@ class Synth:
 
 
 def _synthesize(context: dict, env: str, outdir: Path) -> Synth:
-    import aws_cdk as cdk
+    from infra.synth import synthesize
 
-    import app as app_module
-    from infra import compliance
-
-    settings, _ = config.load_settings(context, env)
-    # Feature flags as cdk.json sets them; bundling skipped as for an offline synth, so the
-    # HyperPod chart need not be prepared.
-    flags = {k: v for k, v in context.items() if k.startswith("@")}
-    app = cdk.App(outdir=str(outdir), context={**flags, "aws:cdk:bundling-stacks": []})
-    stacks = app_module.compose(app, settings)
-    compliance.add_packs(app)
-    try:
-        app.synth()
-    except RuntimeError as err:  # nag errors: templates and report are written anyway
-        if "ValidationFailed" not in str(err):
-            raise
+    settings, stacks = synthesize(context, env, outdir)
     prefix = f"{settings.prefix}-{env}-"
     templates = {
         s.stack_name[len(prefix):]: json.loads((outdir / f"{s.artifact_id}.template.json").read_text()) for s in stacks

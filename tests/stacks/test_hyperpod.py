@@ -39,6 +39,8 @@ def test_lifecycle_bucket_is_kms_encrypted_ssl_only_versioned_and_access_logged(
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     assert "DestinationBucketName" in props["LoggingConfiguration"]
     assert props["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
+    # HyperPod accepts lifecycle scripts only from buckets named sagemaker-*.
+    assert props["BucketName"] == "sagemaker-hyperpod-dev-lc-111111111111-us-east-1"
     t.has_resource_properties(
         "AWS::S3::BucketPolicy",
         {

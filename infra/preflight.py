@@ -1,0 +1,222 @@
+"""Read-only checks against the real account, so a deploy does not fail 40 minutes in.
+
+Every call here is a Describe/Get/List. Each check returns pass, warn or fail with what
+to do about it; `hyperpod-cdk preflight` exits non-zero when any fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.config import Settings
+
+CDK_TOOLKIT_STACK = "CDKToolkit"
+STACK_TAG = "aws:cloudformation:stack-name"
+
+
+@dataclass(frozen=True)
+class Result:
+    check: str
+    status: str  # pass | warn | fail
+    detail: str
+    action: str = ""
+
+
+class Clients:
+    """One boto3 client per service, from a session; tests may hand in stubbed ones."""
+
+    def __init__(self, session, region: str, overrides: dict | None = None):
+        self.session, self.region = session, region
+        self.cache = dict(overrides or {})
+
+    def __call__(self, service: str):
+        if service not in self.cache:
+            self.cache[service] = self.session.client(service, region_name=self.region)
+        return self.cache[service]
+
+
+def _error_code(err) -> str:
+    return getattr(err, "response", {}).get("Error", {}).get("Code", type(err).__name__)
+
+
+def check_account(settings: Settings, aws: Clients) -> list[Result]:
+    account = aws("sts").get_caller_identity()["Account"]
+    if account == settings.account:
+        return [Result("account", "pass", f"credentials are for {account}")]
+    return [
+        Result(
+            "account",
+            "fail",
+            f"credentials are for {account}, config says {settings.account}",
+            f"use credentials for {settings.account}, or set `account` for env {settings.env_name}",
+        )
+    ]
+
+
+def check_zones(settings: Settings, aws: Clients) -> list[Result]:
+    zones = {z["ZoneName"]: z["ZoneId"] for z in aws("ec2").describe_availability_zones(AllAvailabilityZones=False)["AvailabilityZones"]}
+    results = []
+    expected = dict(zip(settings.availability_zones, settings.availability_zone_ids or ()))
+    for az in settings.availability_zones:
+        if az not in zones:
+            results.append(Result(f"zone {az}", "fail", f"not offered in {aws.region}", f"pick zones from: {', '.join(sorted(zones))}"))
+        elif az in expected and zones[az] != expected[az]:
+            results.append(
+                Result(
+                    f"zone {az}",
+                    "fail",
+                    f"is {zones[az]} in this account, config expects {expected[az]}",
+                    f"use the zone name that maps to {expected[az]} (zone names differ per account)",
+                )
+            )
+        elif az in expected:
+            results.append(Result(f"zone {az}", "pass", f"is {zones[az]} as expected"))
+        else:
+            results.append(
+                Result(f"zone {az}", "warn", f"is {zones[az]} in this account", "pin it in availability_zone_ids to catch a remapped account")
+            )
+    return results
+
+
+def _quotas(aws: Clients) -> dict[str, float]:
+    by_name = {}
+    for page in aws("service-quotas").get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker"):
+        for quota in page["Quotas"]:
+            by_name[quota["QuotaName"]] = quota["Value"]
+    return by_name
+
+
+def check_quotas(settings: Settings, aws: Clients) -> list[Result]:
+    """The quota "<type> for cluster usage" covers the sum over instance groups, per type."""
+    quotas = _quotas(aws)
+    results = []
+    for itype, needed in sorted(settings.capacity().items()):
+        name = f"{itype} for cluster usage"
+        if name not in quotas:
+            results.append(Result(f"quota {itype}", "warn", f"no SageMaker quota named '{name}' found", "check Service Quotas > Amazon SageMaker"))
+        elif quotas[name] < needed:
+            results.append(
+                Result(
+                    f"quota {itype}",
+                    "fail",
+                    f"'{name}' is {quotas[name]:g}, instance groups need {needed}",
+                    f"request an increase of '{name}' to {needed} in Service Quotas (ResourceLimitExceeded otherwise)",
+                )
+            )
+        else:
+            results.append(Result(f"quota {itype}", "pass", f"'{name}' is {quotas[name]:g}, need {needed}"))
+    return results
+
+
+def check_eks_name(settings: Settings, aws: Clients) -> list[Result]:
+    name, ours = settings.eks_cluster_name, settings.stack_name("cluster")
+    try:
+        cluster = aws("eks").describe_cluster(name=name)["cluster"]
+    except Exception as err:  # noqa: BLE001 - boto3 error classes are per client
+        if _error_code(err) == "ResourceNotFoundException":
+            return [Result("EKS name", "pass", f"no EKS cluster named {name}")]
+        raise
+    owner = cluster.get("tags", {}).get(STACK_TAG)
+    if owner == ours:
+        return [Result("EKS name", "pass", f"{name} exists and belongs to {ours} (an update)")]
+    return [Result("EKS name", "fail", f"an EKS cluster {name} exists (stack: {owner or 'none'})", "set eks.cluster_name, or delete the other cluster")]
+
+
+def check_hyperpod_name(settings: Settings, aws: Clients) -> list[Result]:
+    name, ours = settings.hyperpod_cluster_name, settings.stack_name("hyperpod")
+    sagemaker = aws("sagemaker")
+    try:
+        arn = sagemaker.describe_cluster(ClusterName=name)["ClusterArn"]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) in ("ResourceNotFound", "ValidationException"):
+            return [Result("HyperPod name", "pass", f"no HyperPod cluster named {name}")]
+        raise
+    tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=arn).get("Tags", [])}
+    if tags.get(STACK_TAG) == ours:
+        return [Result("HyperPod name", "pass", f"{name} exists and belongs to {ours} (an update)")]
+    return [
+        Result("HyperPod name", "fail", f"a HyperPod cluster {name} exists (stack: {tags.get(STACK_TAG, 'none')})", "set hyperpod.cluster_name")
+    ]
+
+
+def check_eks_version(settings: Settings, aws: Clients) -> list[Result]:
+    version = settings.eks.version
+    offered = aws("eks").describe_cluster_versions(clusterVersions=[version]).get("clusterVersions", [])
+    if not offered:
+        return [Result("EKS version", "fail", f"{version} is not offered in {aws.region}", "choose an offered eks.version")]
+    status = offered[0].get("versionStatus", offered[0].get("status", "UNKNOWN"))
+    if status in ("STANDARD_SUPPORT", "standard-support"):
+        return [Result("EKS version", "pass", f"{version} is in standard support")]
+    return [Result("EKS version", "warn", f"{version} is offered ({status})", "extended support costs extra per cluster-hour")]
+
+
+def check_admins(settings: Settings, aws: Clients) -> list[Result]:
+    iam = aws("iam")
+    results = []
+    if not settings.eks.admin_principal_arns:
+        return [Result("admin principals", "warn", "eks.admin_principal_arns is empty", "add your role, or nobody can use kubectl")]
+    for arn in settings.eks.admin_principal_arns:
+        kind, _, path_name = arn.split(":", 5)[5].partition("/")
+        name = path_name.rsplit("/", 1)[-1]
+        try:
+            iam.get_role(RoleName=name) if kind == "role" else iam.get_user(UserName=name)
+            results.append(Result(f"admin {name}", "pass", f"{kind} exists"))
+        except Exception as err:  # noqa: BLE001
+            if _error_code(err) != "NoSuchEntity":
+                raise
+            results.append(Result(f"admin {name}", "fail", f"{arn} does not exist", "fix eks.admin_principal_arns"))
+    return results
+
+
+def check_bootstrap(settings: Settings, aws: Clients) -> list[Result]:
+    try:
+        stack = aws("cloudformation").describe_stacks(StackName=CDK_TOOLKIT_STACK)["Stacks"][0]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) != "ValidationError":
+            raise
+        return [
+            Result("CDK bootstrap", "fail", f"no {CDK_TOOLKIT_STACK} stack in {aws.region}", f"cdk bootstrap aws://{settings.account}/{aws.region}")
+        ]
+    if stack["StackStatus"].endswith("_COMPLETE") and "ROLLBACK" not in stack["StackStatus"]:
+        return [Result("CDK bootstrap", "pass", f"{CDK_TOOLKIT_STACK} is {stack['StackStatus']}")]
+    return [Result("CDK bootstrap", "fail", f"{CDK_TOOLKIT_STACK} is {stack['StackStatus']}", "re-run cdk bootstrap")]
+
+
+CHECKS = (
+    check_account,
+    check_zones,
+    check_quotas,
+    check_eks_name,
+    check_hyperpod_name,
+    check_eks_version,
+    check_admins,
+    check_bootstrap,
+)
+
+
+def run(settings: Settings, *, region: str | None = None, profile: str | None = None, session=None, clients: dict | None = None) -> list[Result]:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    region = region or settings.region
+    session = session or boto3.Session(profile_name=profile, region_name=region)
+    aws = Clients(session, region, clients)
+    results = []
+    for check in CHECKS:
+        try:
+            results += check(settings, aws)
+        except (BotoCoreError, ClientError) as err:
+            results.append(Result(check.__name__.removeprefix("check_"), "fail", f"could not check: {err}", "check credentials and permissions"))
+    return results
+
+
+def table(results: list[Result]) -> str:
+    width = max([len(r.check) for r in results] + [5])
+    lines = [f"{'check':<{width}}  status  detail"]
+    for r in results:
+        lines.append(f"{r.check:<{width}}  {r.status:<6}  {r.detail}")
+        if r.action and r.status != "pass":
+            lines.append(f"{'':<{width}}          -> {r.action}")
+    failed = sum(r.status == "fail" for r in results)
+    lines.append(f"{len(results)} checks: {failed} failed, {sum(r.status == 'warn' for r in results)} warnings")
+    return "\n".join(lines)

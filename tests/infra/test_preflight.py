@@ -1,0 +1,178 @@
+"""preflight: each check passes and fails against moto, or a botocore Stubber with real
+response shapes where moto does not serve the API."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from infra import config, preflight
+from tests.conftest import patched_context
+
+REGION = "us-east-1"
+
+
+def _settings(patch=None, env="dev"):
+    return config.load_settings(patched_context(env, patch or {}), env)[0]
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("MOTO_ACCOUNT_ID", "111111111111")
+    with mock_aws():
+        yield preflight.Clients(boto3.Session(region_name=REGION), REGION)
+
+
+def _status(results):
+    return [r.status for r in results]
+
+
+def test_account_matches(aws):
+    assert _status(preflight.check_account(_settings(), aws)) == ["pass"]
+
+
+def test_account_mismatch_fails(aws):
+    (r,) = preflight.check_account(_settings({"account": "222222222222"}), aws)
+    assert r.status == "fail" and "222222222222" in r.detail and r.action
+
+
+def test_zones_that_map_to_the_expected_ids_pass(aws):
+    zones = {z["ZoneName"]: z["ZoneId"] for z in aws("ec2").describe_availability_zones()["AvailabilityZones"]}
+    s = _settings({"availability_zone_ids": [zones[a] for a in ("us-east-1a", "us-east-1b", "us-east-1c")]})
+    assert _status(preflight.check_zones(s, aws)) == ["pass", "pass", "pass"]
+
+
+def test_a_remapped_or_missing_zone_fails(aws):
+    results = preflight.check_zones(_settings({"availability_zone_ids": ["use1-az9", "use1-az9", "use1-az9"]}), aws)
+    assert _status(results) == ["fail", "fail", "fail"] and "config expects use1-az9" in results[0].detail
+    s = _settings({"availability_zones": ["us-east-1a", "us-east-1z"], "network": {"nat_gateways": 1}})
+    assert _status(preflight.check_zones(s, aws)) == ["warn", "fail"]
+
+
+def _quota_client(values: dict):
+    client = boto3.client("service-quotas", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_response(
+        "list_service_quotas",
+        {
+            "Quotas": [
+                {"ServiceCode": "sagemaker", "ServiceName": "Amazon SageMaker", "QuotaCode": f"L-{i:08d}",
+                 "QuotaName": f"{t} for cluster usage", "Value": float(v), "Unit": "None", "Adjustable": True, "GlobalQuota": False}
+                for i, (t, v) in enumerate(values.items())
+            ]
+        },
+        {"ServiceCode": "sagemaker"},
+    )
+    stub.activate()
+    return client
+
+
+def test_quotas_covering_every_type_pass():
+    aws = preflight.Clients(None, REGION, {"service-quotas": _quota_client({"ml.m5.4xlarge": 4, "ml.g5.8xlarge": 2})})
+    assert _status(preflight.check_quotas(_settings(), aws)) == ["pass", "pass"]
+
+
+def test_a_short_quota_fails_and_an_unnamed_one_warns():
+    aws = preflight.Clients(None, REGION, {"service-quotas": _quota_client({"ml.g5.8xlarge": 0})})
+    results = {r.check: r for r in preflight.check_quotas(_settings(), aws)}
+    assert results["quota ml.g5.8xlarge"].status == "fail"
+    assert "request an increase of 'ml.g5.8xlarge for cluster usage' to 1" in results["quota ml.g5.8xlarge"].action
+    assert results["quota ml.m5.4xlarge"].status == "warn"
+
+
+def _eks_cluster(aws, tags):
+    aws("eks").create_cluster(
+        name="hyperpod-dev", roleArn="arn:aws:iam::111111111111:role/eks", resourcesVpcConfig={"subnetIds": []}, tags=tags
+    )
+
+
+def test_no_eks_cluster_or_our_own_passes(aws):
+    assert _status(preflight.check_eks_name(_settings(), aws)) == ["pass"]
+    _eks_cluster(aws, {preflight.STACK_TAG: "hyperpod-dev-cluster"})
+    (r,) = preflight.check_eks_name(_settings(), aws)
+    assert r.status == "pass" and "an update" in r.detail
+
+
+def test_someone_elses_eks_cluster_with_the_name_fails(aws):
+    _eks_cluster(aws, {preflight.STACK_TAG: "another-stack"})
+    (r,) = preflight.check_eks_name(_settings(), aws)
+    assert r.status == "fail" and "another-stack" in r.detail
+
+
+def _hyperpod_cluster(aws, stack):
+    aws("sagemaker").create_cluster(
+        ClusterName="hyperpod-dev-hp",
+        InstanceGroups=[{"InstanceGroupName": "g", "InstanceType": "ml.m5.4xlarge", "InstanceCount": 1, "ThreadsPerCore": 1,
+                         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-x/p", "OnCreate": "on_create.sh"},
+                         "ExecutionRole": "arn:aws:iam::111111111111:role/x"}],
+        Tags=[{"Key": preflight.STACK_TAG, "Value": stack}],
+    )
+
+
+def test_hyperpod_name_free_or_ours_passes(aws):
+    assert _status(preflight.check_hyperpod_name(_settings(), aws)) == ["pass"]
+    _hyperpod_cluster(aws, "hyperpod-dev-hyperpod")
+    assert _status(preflight.check_hyperpod_name(_settings(), aws)) == ["pass"]
+
+
+def test_hyperpod_name_taken_by_another_stack_fails(aws):
+    _hyperpod_cluster(aws, "someone-else")
+    (r,) = preflight.check_hyperpod_name(_settings(), aws)
+    assert r.status == "fail" and "someone-else" in r.detail
+
+
+def _versions_client(versions: list[dict]):
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_response("describe_cluster_versions", {"clusterVersions": versions}, {"clusterVersions": ["1.35"]})
+    stub.activate()
+    return client
+
+
+def test_offered_version_in_standard_support_passes():
+    aws = preflight.Clients(None, REGION, {"eks": _versions_client([{"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT"}])})
+    assert _status(preflight.check_eks_version(_settings(), aws)) == ["pass"]
+
+
+def test_version_not_offered_fails():
+    aws = preflight.Clients(None, REGION, {"eks": _versions_client([])})
+    (r,) = preflight.check_eks_version(_settings(), aws)
+    assert r.status == "fail" and "1.35 is not offered" in r.detail
+
+
+ADMIN = "arn:aws:iam::111111111111:role/PlatformAdmin"
+
+
+def test_existing_admin_role_passes(aws):
+    aws("iam").create_role(RoleName="PlatformAdmin", AssumeRolePolicyDocument="{}")
+    assert _status(preflight.check_admins(_settings({"eks": {"admin_principal_arns": [ADMIN]}}), aws)) == ["pass"]
+
+
+def test_missing_admin_role_fails(aws):
+    (r,) = preflight.check_admins(_settings({"eks": {"admin_principal_arns": [ADMIN]}}), aws)
+    assert r.status == "fail" and ADMIN in r.detail
+
+
+def test_bootstrapped_account_passes(aws):
+    aws("cloudformation").create_stack(
+        StackName="CDKToolkit", TemplateBody='{"Resources": {"B": {"Type": "AWS::S3::Bucket"}}}'
+    )
+    assert _status(preflight.check_bootstrap(_settings(), aws)) == ["pass"]
+
+
+def test_missing_bootstrap_fails_with_the_command(aws):
+    (r,) = preflight.check_bootstrap(_settings(), aws)
+    assert r.status == "fail" and r.action == "cdk bootstrap aws://111111111111/us-east-1"
+
+
+def test_run_reports_a_table_and_turns_api_errors_into_failures(aws):
+    results = preflight.run(_settings(), session=aws.session, clients={"service-quotas": _quota_client({"ml.m5.4xlarge": 1, "ml.g5.8xlarge": 1}),
+                                                                        "eks": aws("eks")})
+    text = preflight.table(results)
+    assert "checks:" in text.splitlines()[-1]
+    (version,) = [r for r in results if r.check == "eks_version"]
+    assert version.status == "fail" and "could not check" in version.detail  # moto has no DescribeClusterVersions

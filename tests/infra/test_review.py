@@ -1,0 +1,100 @@
+"""The review report, section by section, on real synthesized assemblies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra import cli, deploy_plan, diff, review
+
+
+def test_stacks_are_listed_in_deploy_order_with_counts_by_type(synth):
+    report = review.build(synth("dev").outdir, with_lint=False)
+    names = [s["name"] for s in report["stacks"]]
+    assert names == [f"hyperpod-dev-{x}" for x in ("network", "cluster", "hyperpod", "addons", "governance", "sample-job")]
+    hyperpod = report["stacks"][2]
+    assert hyperpod["by_type"]["AWS::SageMaker::Cluster"] == 1
+    assert hyperpod["resources"] == sum(hyperpod["by_type"].values())
+
+
+def test_template_sizes_are_measured_against_cloudformation_limits(synth):
+    report = review.build(synth("dev").outdir, with_lint=False)
+    text = review.to_markdown(report)
+    assert "/500 resources (" in text and "/1000 KB (" in text
+    big = {"name": "x", "resources": 450, "bytes": 100_000}
+    assert "WARNING" in review._size_line(big) and "WARNING" not in review._size_line({"name": "x", "resources": 10, "bytes": 100})
+
+
+def test_nag_section_lists_acknowledgments_with_their_reasons(synth):
+    report = review.build(synth("dev").outdir, with_lint=False)
+    assert report["nag"]["errors"] == []
+    text = review.to_markdown(report)
+    assert "AmazonEKSClusterPolicy" in text and "acknowledged (AwsSolutions-IAM4" in text
+
+
+def test_iam_section_shows_managed_policies_wildcards_and_the_figure(synth):
+    report = review.build(synth("dev").outdir, with_lint=False)
+    iam = report["iam"]
+    assert 0 < iam["roles_with_wildcards"] <= iam["roles"]
+    (execution,) = [r for r in iam["detail"] if "ExecutionRole" in r["role"]]
+    assert any("AmazonSageMakerClusterInstanceRolePolicy" in p for p in execution["managed_policies"])
+    assert any("*" in w["resources"] for w in execution["wildcards"])
+    assert f"Roles with any wildcard: {iam['roles_with_wildcards']} of {iam['roles']}" in review.to_markdown(report)
+
+
+def test_deploy_plan_follows_the_critical_path_through_both_clusters(synth):
+    report = review.build(synth("dev").outdir, with_lint=False)
+    path = [s["type"] for s in report["deploy_plan"]["critical_path"]]
+    assert path.index("AWS::EKS::Cluster") < path.index("AWS::SageMaker::Cluster")
+    assert report["deploy_plan"]["minutes"] >= deploy_plan.TYPICAL_MINUTES["AWS::EKS::Cluster"] + deploy_plan.TYPICAL_MINUTES["AWS::SageMaker::Cluster"]
+
+
+def test_renaming_the_hyperpod_cluster_is_called_out_as_a_replacement(synth):
+    base, renamed = synth("dev"), synth("dev", {"hyperpod": {"cluster_name": "renamed-hp"}})
+    report = review.build(renamed.outdir, against=base.outdir, with_lint=False)
+    (hp,) = [c for c in report["changes"] if c["type"] == "AWS::SageMaker::Cluster"]
+    assert hp["action"] == "replaced" and hp["because"] == ["/properties/ClusterName"] and hp["critical"]
+    text = review.to_markdown(report)
+    assert text.splitlines()[2].startswith("**REPLACED: AWS::SageMaker::Cluster Cluster")
+
+
+def test_changing_an_instance_count_modifies_without_replacing(synth):
+    base = synth("dev")
+    more = synth("dev", {"hyperpod": {"instance_groups": [
+        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+        {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 3}]}})
+    changes = diff.compare(review.load_stacks(base.outdir), review.load_stacks(more.outdir))
+    (hp,) = [c for c in changes if c.type == "AWS::SageMaker::Cluster"]
+    assert hp.action == "modified" and not hp.critical
+    assert not [c for c in changes if c.critical]
+
+
+def test_cli_review_writes_markdown_and_json(tmp_path, capsys):
+    assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "## Estimated deploy plan" in out and out.rstrip().endswith(f"review-dev.json)")
+    data = json.loads((tmp_path / "review-dev.json").read_text())
+    assert data["pass"] is True and data["cfn_lint"] is not None
+    assert (tmp_path / "review-dev.md").read_text().startswith("# Review of")
+
+
+def test_cli_validate_reports_every_problem_and_exits_non_zero(tmp_path, capsys, monkeypatch):
+    from tests.conftest import patched_context
+
+    monkeypatch.setattr(cli, "load_context", lambda: patched_context("dev", {"network": {"nat_gateways": 4}, "eks": {"version": "1.2"}}))
+    assert cli.main(["validate", "-c", "env=dev"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any(l.startswith("error: dev: eks.version") for l in lines)
+    assert any(l.startswith("error: dev: network.nat_gateways") for l in lines)
+    monkeypatch.undo()
+    assert cli.main(["validate", "--all"]) == 0
+    assert "ok: prod" in capsys.readouterr().out
+
+
+def test_every_command_has_help(capsys):
+    for command in ("topology", "render-job", "validate", "review", "preflight"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main([command, "--help"])
+        assert exc.value.code == 0
+        assert "examples:" in capsys.readouterr().out
