@@ -11,7 +11,7 @@ CDK = $(RUN) node_modules/.bin/cdk
 
 .PHONY: install synth test bench hyperpod-chart clean
 
-install: $(VENV)/.installed node_modules/.installed
+install: $(VENV)/.installed node_modules/.installed .venv-checkov/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,12 @@ $(VENV)/.installed: pyproject.toml
 	@# The official HyperPodPyTorchJob models, for the manifest tests. --no-deps: the
 	@# package pulls awscli, hydra and more; its model file needs only pydantic.
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'sagemaker-hyperpod==3.12.0'
+	touch $@
+
+## checkov in its own venv: it pins boto3 and packaging below what the project needs.
+.venv-checkov/.installed:
+	test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check 'checkov>=3.3,<4'
 	touch $@
 
 node_modules/.installed: package.json package-lock.json $(VENV)/.installed

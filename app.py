@@ -7,6 +7,7 @@ import sys
 
 import aws_cdk as cdk
 
+from addons import registry
 from infra import compliance
 from infra.chart import ChartNotPrepared
 from infra.config import ConfigError, Settings, load_settings
@@ -34,8 +35,12 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
 
 
 def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
+    """The chosen environment's settings, with every config rule checked, including the
+    add-ons' requirements (so nothing is composed from a config that cannot deploy)."""
     context = {key: app.node.try_get_context(key) for key in ("defaults", "environments")}
-    return load_settings(context, app.node.try_get_context("env"))
+    settings, warnings = load_settings(context, app.node.try_get_context("env"))
+    registry.plan(settings)
+    return settings, warnings
 
 
 def _refuse(problems: list[str]) -> int:
@@ -45,8 +50,9 @@ def _refuse(problems: list[str]) -> int:
     return 2
 
 
-def main() -> int:
-    app = cdk.App()
+def main(context: dict | None = None) -> int:
+    """`context` stands in for what the CDK CLI passes (tests run many configs in one process)."""
+    app = cdk.App(context=context) if context is not None else cdk.App()
     try:
         settings, warnings = settings_from(app)
     except ConfigError as err:
@@ -59,7 +65,7 @@ def main() -> int:
         return _refuse(err.problems)
     except ChartNotPrepared as err:
         return _refuse([str(err)])
-    compliance.add_packs(app)
+    compliance.apply(app)
     app.synth()
     return 0
 

@@ -98,8 +98,7 @@ def cmd_render_job(args) -> int:
     image = args.image or settings.sample_job.image_uri
     if not image:
         raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
-    objects = [job_manifest.service_account(settings), job_manifest.build(settings, image=image, checkpoint_uri=args.checkpoint_uri)]
-    sys.stdout.write(job_manifest.to_yaml(objects))
+    sys.stdout.write(job_manifest.to_yaml(job_manifest.objects(settings, image=image, checkpoint_uri=args.checkpoint_uri)))
     return 0
 
 

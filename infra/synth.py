@@ -38,7 +38,7 @@ def synthesize(context: dict, env: str, outdir: Path):
         context={**flags, "aws:cdk:bundling-stacks": [], "aws:cdk:enable-path-metadata": True},
     )
     stacks = app_module.compose(app, settings)
-    compliance.add_packs(app)
+    compliance.apply(app)
     try:
         app.synth()
     except RuntimeError as err:  # nag errors: templates and the report are written anyway

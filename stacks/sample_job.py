@@ -77,14 +77,8 @@ class SampleJobStack(PlatformStack):
                 "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
                 f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.checkpoint_bucket.node.default_child)}.Arn>/{job.name}/*]",
             )
-        self.job = job_manifest.build(settings, image=image, checkpoint_uri=checkpoint_uri)
-        self.manifest = eks.KubernetesManifest(
-            self,
-            "Job",
-            cluster=cluster.cluster,
-            manifest=[job_manifest.service_account(settings), self.job],
-            overwrite=True,
-        )
+        self.objects = job_manifest.objects(settings, image=image, checkpoint_uri=checkpoint_uri)
+        self.manifest = eks.KubernetesManifest(self, "Job", cluster=cluster.cluster, manifest=self.objects, overwrite=True)
         if identity is not None:
             # Pods get credentials only once the association exists.
             self.manifest.node.add_dependency(identity.association)

@@ -38,11 +38,20 @@ move_to_data_root() {
   log "bound $dir to $target (persisted in $FSTAB)"
 }
 
+# Jobs run as non-root users: give them a sticky, world-writable folder (like /tmp).
+prepare_job_dir() {
+  mkdir -p "$DATA_ROOT/jobs"
+  chmod 1777 "$DATA_ROOT/jobs"
+  log "job folder $DATA_ROOT/jobs ready"
+}
+
 log "starting; data root $DATA_ROOT"
 if ! mountpoint -q "$DATA_ROOT"; then
   log "$DATA_ROOT is not a mount point (no local NVMe or secondary volume); containerd and kubelet stay on the root volume"
+  prepare_job_dir
   exit 0
 fi
+prepare_job_dir
 
 restart=()
 for svc in kubelet containerd; do

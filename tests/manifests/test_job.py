@@ -79,12 +79,20 @@ def test_queue_priority_and_namespace_come_from_the_team_naming_function():
 def test_topology_annotation_is_on_the_pod_template():
     _, manifest = _job("prod")
     template = manifest["spec"]["replicaSpecs"][0]["template"]
-    assert template["metadata"]["annotations"] == {
-        "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"
-    }
+    topology = {k: v for k, v in template["metadata"]["annotations"].items() if k.startswith("kueue")}
+    assert topology == {"kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"}
     assert "annotations" not in manifest["metadata"]
     _, dev = _job("dev")
-    assert "annotations" not in dev["spec"]["replicaSpecs"][0]["template"]["metadata"]
+    assert not [k for k in dev["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"] if k.startswith("kueue")]
+
+
+def test_pods_run_non_root_read_only_without_capabilities_or_api_token():
+    _, manifest = _job("prod")
+    pod = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] >= 10000
+    assert pod["automountServiceAccountToken"] is False
+    container = pod["containers"][0]["securityContext"]
+    assert container == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 
 
 def test_replicas_gpus_and_efa_come_from_the_instance_catalogue():
@@ -92,11 +100,12 @@ def test_replicas_gpus_and_efa_come_from_the_instance_catalogue():
     replica = manifest["spec"]["replicaSpecs"][0]
     container = replica["template"]["spec"]["containers"][0]
     assert replica["replicas"] == 2 and manifest["spec"]["nprocPerNode"] == "8"
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32, "cpu": "172", "memory": "1740Gi"}
+    assert container["resources"]["requests"] == container["resources"]["limits"]
     assert "--nnodes=2" in container["command"] and "--nproc-per-node=8" in container["command"]
     _, dev = _job("dev")
-    assert dev["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"] == {
-        "nvidia.com/gpu": 1, "vpc.amazonaws.com/efa": 1}
+    limits = dev["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 1 and limits["vpc.amazonaws.com/efa"] == 1
 
 
 def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
@@ -106,9 +115,9 @@ def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
     assert {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "In", "values": ["Schedulable"]} in term["matchExpressions"]
     assert {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["ml.p5.48xlarge"]} in term["matchExpressions"]
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
-    assert mounts == {"/dev/shm", "/local"}
+    assert mounts == {"/dev/shm", "/local", "/tmp"}
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["shm"]["emptyDir"]["medium"] == "Memory" and volumes["local"]["hostPath"]["path"] == "/opt/sagemaker"
+    assert volumes["shm"]["emptyDir"]["medium"] == "Memory" and volumes["local"]["hostPath"]["path"] == "/opt/sagemaker/jobs"
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
     assert pod["containers"][0]["command"][0] == "hyperpodrun"
@@ -158,8 +167,8 @@ def test_render_job_prints_the_same_manifest_as_the_stack(capsys):
 
     rc, out, _ = _render(capsys, "-c", "env=prod", "--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1")
     assert rc == 0
-    sa, manifest = list(yaml.safe_load_all(out))
-    assert sa["kind"] == "ServiceAccount"
+    sa, policy, manifest = list(yaml.safe_load_all(out))
+    assert sa["kind"] == "ServiceAccount" and policy["kind"] == "NetworkPolicy"
     assert manifest == _job("prod")[1]
 
 
@@ -169,13 +178,14 @@ def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
     rc, out, _ = _render(capsys, "-c", "env=prod", "--image", "img:1", "--nodes", "4", "--team", "ml-production",
                          "--priority", "inference", "--preferred-topology", "topology.k8s.aws/network-node-layer-2", "--max-steps", "10")
     assert rc == 0
-    manifest = list(yaml.safe_load_all(out))[1]
+    manifest = list(yaml.safe_load_all(out))[-1]
     _validate(crd_model, manifest)
     assert manifest["spec"]["replicaSpecs"][0]["replicas"] == 4
     assert manifest["metadata"]["namespace"] == "hyperpod-ns-ml-production"
     assert manifest["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "inference-priority"
     annotations = manifest["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"]
-    assert annotations == {"kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-2"}
+    assert {k: v for k, v in annotations.items() if k.startswith("kueue")} == {
+        "kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-2"}
     assert "--max-steps=10" in json.dumps(manifest)
 
 

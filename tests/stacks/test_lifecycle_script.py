@@ -46,6 +46,8 @@ def test_without_local_storage_it_leaves_everything_in_place_and_says_so(tmp_pat
     result, env, _ = _run(tmp_path, mounted=False)
     assert result.returncode == 0, result.stderr
     assert "is not a mount point" in Path(env["LOG_FILE"]).read_text()
+    jobs = Path(env["DATA_ROOT"]) / "jobs"
+    assert jobs.is_dir() and (jobs.stat().st_mode & 0o7777) == 0o1777  # non-root jobs can write
     assert Path(env["FSTAB"]).read_text() == ""
 
 

@@ -26,8 +26,8 @@ def test_job_is_applied_after_governance_and_the_addons(synth, env):
 
 def test_manifest_applies_the_service_account_and_the_job(synth):
     objects = _manifest(synth("prod"))
-    assert [o["kind"] for o in objects] == ["ServiceAccount", "HyperPodPyTorchJob"]
-    job = objects[1]
+    assert [o["kind"] for o in objects] == ["ServiceAccount", "NetworkPolicy", "HyperPodPyTorchJob"]
+    job = objects[2]
     assert job["metadata"]["namespace"] == "hyperpod-ns-ml-research"
     command = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     assert any(a.startswith("--checkpoint-dir=s3://") for a in command)
@@ -35,13 +35,13 @@ def test_manifest_applies_the_service_account_and_the_job(synth):
 
 def test_image_is_built_from_training_unless_config_names_one(synth):
     s = synth("dev")
-    job = _manifest(s)[1]
+    job = _manifest(s)[-1]
     image = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"]
     assert "TOKEN" in image or "dkr.ecr" in image
     assets = json.loads((s.outdir / "hyperpod-dev-sample-job.assets.json").read_text())
     assert assets["dockerImages"]
     given = synth("dev", {"sample_job": {"image_uri": "public.ecr.aws/example/train:1"}})
-    assert _manifest(given)[1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == "public.ecr.aws/example/train:1"
+    assert _manifest(given)[-1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == "public.ecr.aws/example/train:1"
     assert not json.loads((given.outdir / "hyperpod-dev-sample-job.assets.json").read_text()).get("dockerImages")
 
 

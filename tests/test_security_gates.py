@@ -1,0 +1,174 @@
+"""What a platform team's reviewers run on the synthesized output: checkov on every
+template and on the job manifest, a least-privilege walk over IAM, and prod data safety."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from infra import config, iam_audit, review
+from manifests import job as job_manifest
+from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT
+
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+
+
+def _checkov(*args: str) -> dict:
+    assert CHECKOV.exists(), "make install creates .venv-checkov"
+    result = subprocess.run(
+        [str(CHECKOV), *args, "--skip-download", "-o", "json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.stdout, result.stderr[-2000:]
+    reports = json.loads(result.stdout)
+    return reports if isinstance(reports, dict) else {r["check_type"]: r for r in reports}
+
+
+def _failed(report: dict) -> list:
+    return [(f["check_id"], f["resource"], f["file_path"]) for f in report["results"]["failed_checks"]]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_checkov_finds_no_failed_check_in_any_template(synth, env):
+    report = _checkov("-d", str(synth(env).outdir), "--framework", "cloudformation")
+    assert report["summary"]["passed"] > 100
+    assert _failed(report) == []
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_checkov_skip_in_a_template_carries_a_specific_comment(synth, env):
+    skips = [
+        (lid, skip)
+        for template in synth(env).templates.values()
+        for lid, res in template["Resources"].items()
+        for skip in res.get("Metadata", {}).get("checkov", {}).get("skip", [])
+    ]
+    assert skips  # the CDK-internal Lambdas are there, so there must be some
+    for lid, skip in skips:
+        assert skip["id"].startswith("CKV") and len(skip.get("comment", "")) >= 40, (lid, skip)
+
+
+def _job_files(tmp_path, env):
+    settings, _ = config.load_settings(CONTEXT, env)
+    objects = job_manifest.objects(settings, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/train:abc")
+    rendered = tmp_path / "job.yaml"
+    rendered.write_text(job_manifest.to_yaml(objects))
+    # checkov has no model of the HyperPodPyTorchJob CRD, so its pod template is also
+    # scanned as the Pod the operator creates from it.
+    job = objects[-1]
+    template = job["spec"]["replicaSpecs"][0]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": job["metadata"]["name"], "namespace": job["metadata"]["namespace"],
+                                                           **template["metadata"]}, "spec": template["spec"]}
+    as_pod = tmp_path / "pod.yaml"
+    as_pod.write_text(yaml.safe_dump_all([objects[1], pod]))
+    return rendered, as_pod, template
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_checkov_kubernetes_passes_the_job_manifest(tmp_path, env):
+    rendered, as_pod, template = _job_files(tmp_path, env)
+    assert _failed(_checkov("-f", str(rendered), "--framework", "kubernetes")) == []
+    pod_report = _checkov("-f", str(as_pod), "--framework", "kubernetes")
+    assert pod_report["summary"]["passed"] > 50 and _failed(pod_report) == []
+    skips = {k: v for k, v in template["metadata"]["annotations"].items() if k.startswith("checkov.io/skip")}
+    for value in skips.values():
+        check, _, comment = value.partition("=")
+        assert check.startswith("CKV_K8S_") and len(comment) >= 40, value
+    assert {s["check_id"] for s in pod_report["results"]["skipped_checks"]} == {v.split("=")[0] for v in skips.values()}
+
+
+# ------------------------------------------------------------------ least privilege
+
+
+def _acknowledged_iam5(outdir) -> dict[str, list[str]]:
+    """construct path -> reasons of the IAM5 acknowledgments on it."""
+    out: dict[str, list[str]] = {}
+    for _, rule, path, reason in review.load_nag(outdir).acknowledged:
+        if rule.startswith("AwsSolutions-IAM5"):
+            out.setdefault(path, []).append(reason)
+    return out
+
+
+def _violations(roles, acks) -> list:
+    bad = []
+    for st in iam_audit.all_statements(roles):
+        if st.any_action:
+            bad.append(("Action *", st.path))
+        elif st.mutating_on_any_resource and not any(len(r) >= 40 for r in acks.get(st.path, [])):
+            bad.append(("mutating action on Resource *", st.path, st.mutating_on_any_resource))
+    return bad
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_no_role_can_do_anything_or_mutate_everything(synth, env):
+    s = synth(env)
+    roles = iam_audit.audit({f"hyperpod-{env}-{k}": t for k, t in s.templates.items()})
+    assert len(roles) >= 8
+    assert _violations(roles, _acknowledged_iam5(s.outdir)) == []
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_wildcard_statement_is_acknowledged_with_a_reason(synth, env):
+    s = synth(env)
+    roles = iam_audit.audit({f"hyperpod-{env}-{k}": t for k, t in s.templates.items()})
+    acks = _acknowledged_iam5(s.outdir)
+    for st in iam_audit.all_statements(roles):
+        if st.wildcard_actions or st.wildcard_resources:
+            assert any(st.path.startswith(p.rsplit("/Resource", 1)[0]) or p.startswith(st.path.rsplit("/Resource", 1)[0])
+                       for p in acks), st.path
+
+
+def test_the_walk_catches_what_it_must():
+    template = {"Resources": {
+        "R": {"Type": "AWS::IAM::Role", "Properties": {"Policies": [{"PolicyDocument": {"Statement": [
+            {"Effect": "Allow", "Action": "*", "Resource": "*"}]}}]}},
+        "P": {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"Roles": [{"Ref": "R"}], "PolicyDocument": {"Statement": [
+            {"Effect": "Allow", "Action": ["s3:DeleteObject", "s3:GetObject"], "Resource": "*"}]}}},
+    }}
+    roles = iam_audit.audit({"s": template})
+    found = _violations(roles, {})
+    assert ("Action *", "R") in found
+    assert ("mutating action on Resource *", "P", ["s3:DeleteObject"]) in found
+    assert iam_audit.wildcard_figure(roles) == (1, 1)
+
+
+# ------------------------------------------------------------------ prod data safety
+
+
+def test_prod_protects_every_stack_from_termination(synth):
+    manifest = json.loads((synth("prod").outdir / "manifest.json").read_text())
+    stacks = {n: a for n, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
+    assert len(stacks) == 6 and all(a["properties"].get("terminationProtection") for a in stacks.values())
+
+
+@pytest.mark.parametrize("env, policy", [("prod", "Retain"), ("dev", "Delete")])
+def test_buckets_are_versioned_and_retained_in_prod(synth, env, policy):
+    s = synth(env)
+    buckets = [r for t in s.templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::S3::Bucket"]
+    assert len(buckets) == 3  # access logs, lifecycle scripts, checkpoints
+    for b in buckets:
+        assert b["DeletionPolicy"] == policy and b["UpdateReplacePolicy"] == policy
+        assert b["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_customer_managed_keys_rotate_and_cover_secrets_s3_logs(synth, env):
+    s = synth(env)
+    keys = {k: r for t in s.templates.values() for k, r in t["Resources"].items() if r["Type"] == "AWS::KMS::Key"}
+    assert {k.split("Key")[0] for k in keys} >= {"Secrets", "Logs", "Data", "Metrics"}
+    assert all(r["Properties"]["EnableKeyRotation"] for r in keys.values())
+    if env == "prod":
+        assert all(r["DeletionPolicy"] == "Retain" for r in keys.values())
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_log_group_has_explicit_retention_and_a_key(synth, env):
+    s = synth(env)
+    groups = [r for t in s.templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"]
+    assert groups
+    for g in groups:
+        assert g["Properties"]["RetentionInDays"] == s.settings.protection.log_retention_days
+        assert "KmsKeyId" in g["Properties"]
