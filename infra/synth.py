@@ -26,7 +26,6 @@ def synthesize(context: dict, env: str, outdir: Path):
     use_venv_node()
     import aws_cdk as cdk
 
-    import app as app_module
     from infra import compliance
     from infra.config import load_settings
 
@@ -37,7 +36,7 @@ def synthesize(context: dict, env: str, outdir: Path):
         outdir=str(outdir),
         context={**flags, "aws:cdk:bundling-stacks": [], "aws:cdk:enable-path-metadata": True},
     )
-    stacks = app_module.compose(app, settings)
+    stacks = _app_module().compose(app, settings)
     compliance.apply(app)
     try:
         app.synth()
@@ -45,3 +44,17 @@ def synthesize(context: dict, env: str, outdir: Path):
         if "ValidationFailed" not in str(err):
             raise
     return settings, stacks
+
+
+def _app_module():
+    """app.py, the one place that composes the stacks (it is a script, not a package)."""
+    import importlib.util
+    import sys
+
+    if "app" in sys.modules:
+        return sys.modules["app"]
+    spec = importlib.util.spec_from_file_location("app", Path(__file__).resolve().parent.parent / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["app"] = module
+    spec.loader.exec_module(module)
+    return module
