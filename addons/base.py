@@ -35,17 +35,20 @@ class Addon(ABC):
     title: ClassVar[str]
     requires: ClassVar[tuple[type["Addon"], ...]] = ()
     after: ClassVar[tuple[type["Addon"], ...]] = ()
+    # Core add-ons every cluster has: configured under eks.core_addons, never switched off.
+    core: ClassVar[bool] = False
 
     def __init__(self, settings: Settings):
         self.settings = settings
 
     @property
     def config(self) -> AddonSwitch:
-        return getattr(self.settings.addons, self.key)
+        section = self.settings.eks.core_addons if self.core else self.settings.addons
+        return getattr(section, self.key)
 
     @property
     def enabled(self) -> bool:
-        return self.config.enabled
+        return self.core or self.config.enabled
 
     @abstractmethod
     def build(self, ctx: AddonContext) -> IConstruct:

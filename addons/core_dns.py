@@ -13,14 +13,7 @@ class CoreDnsAddon(ManagedAddon):
     key = "coredns"
     title = "CoreDNS"
     eks_name = "coredns"
-
-    @property
-    def config(self):
-        return self.settings.eks.core_addons.coredns
-
-    @property
-    def enabled(self) -> bool:
-        return True  # the cluster needs DNS; its version and values come from eks.core_addons.coredns
+    core = True  # the cluster needs DNS; version and values from eks.core_addons.coredns
 
     def configuration(self, ctx: AddonContext) -> dict:
         return {"tolerations": hyperpod_tolerations(ctx.settings)}

@@ -7,7 +7,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 
 from addons.base import AddonContext, ManagedAddon
 from infra.pod_identity import pod_identity_role
@@ -39,14 +38,7 @@ class ObservabilityAddon(ManagedAddon):
         stack = ctx.scope
         obs = self.settings.addons.observability
         name = f"{self.settings.prefix}-{self.settings.env_name}"
-        key = kms.Key(
-            stack,
-            "MetricsKey",
-            alias=f"alias/{name}-metrics",
-            description="Encrypts the Amazon Managed Prometheus workspace",
-            enable_key_rotation=True,
-            removal_policy=stack.data_removal_policy,
-        )
+        key = stack.data_key("MetricsKey", "metrics", "Encrypts the Amazon Managed Prometheus workspace")
         self.prometheus = aps.CfnWorkspace(
             stack,
             "Prometheus",

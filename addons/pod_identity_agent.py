@@ -14,14 +14,7 @@ from addons.base import Addon, AddonContext
 class PodIdentityAgentAddon(Addon):
     key = "pod_identity_agent"
     title = "EKS Pod Identity agent"
-
-    @property
-    def config(self):
-        return self.settings.eks.core_addons.pod_identity_agent
-
-    @property
-    def enabled(self) -> bool:
-        return True  # always installed with the cluster
+    core = True  # always installed with the cluster
 
     def build(self, ctx: AddonContext) -> IConstruct:
         return ctx.pod_identity_agent

@@ -15,9 +15,9 @@ import ipaddress
 import re
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from infra import catalogue, naming, versions
 
@@ -38,6 +38,9 @@ class _Model(BaseModel):
 
 # --------------------------------------------------------------------------- network
 
+SubnetId = Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-f]{8,17}$")]
+RouteTableId = Annotated[str, StringConstraints(pattern=r"^rtb-[0-9a-f]{8,17}$")]
+
 
 class HyperPodSubnet(_Model):
     """A private subnet for HyperPod nodes, in the AZ where the GPU capacity is."""
@@ -46,9 +49,9 @@ class HyperPodSubnet(_Model):
     # New VPC: the subnet's CIDR, inside `vpc_cidr` or one of `secondary_cidrs`.
     cidr: Optional[ipaddress.IPv4Network] = None
     # Existing VPC: the subnet's ID.
-    subnet_id: Optional[str] = Field(default=None, pattern=r"^subnet-[0-9a-f]{8,17}$")
+    subnet_id: Optional[SubnetId] = None
     # Existing VPC: its route table, so the S3 gateway endpoint can be attached.
-    route_table_id: Optional[str] = Field(default=None, pattern=r"^rtb-[0-9a-f]{8,17}$")
+    route_table_id: Optional[RouteTableId] = None
 
 
 class ExistingVpc(_Model):
@@ -57,24 +60,8 @@ class ExistingVpc(_Model):
     vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
     vpc_cidr: ipaddress.IPv4Network
     # One private subnet per entry of `availability_zones`, in the same order, for EKS.
-    private_subnet_ids: tuple[str, ...] = Field(min_length=2)
-    private_subnet_route_table_ids: tuple[str, ...] = Field(min_length=2)
-
-    @field_validator("private_subnet_ids")
-    @classmethod
-    def _subnet_ids(cls, ids):
-        for sid in ids:
-            if not re.match(r"^subnet-[0-9a-f]{8,17}$", sid):
-                raise ValueError(f"{sid!r} is not a subnet ID (subnet-xxxxxxxx)")
-        return ids
-
-    @field_validator("private_subnet_route_table_ids")
-    @classmethod
-    def _rtb_ids(cls, ids):
-        for rid in ids:
-            if not re.match(r"^rtb-[0-9a-f]{8,17}$", rid):
-                raise ValueError(f"{rid!r} is not a route table ID (rtb-xxxxxxxx)")
-        return ids
+    private_subnet_ids: tuple[SubnetId, ...] = Field(min_length=2)
+    private_subnet_route_table_ids: tuple[RouteTableId, ...] = Field(min_length=2)
 
 
 class NetworkSettings(_Model):

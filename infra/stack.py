@@ -49,12 +49,13 @@ class PlatformStack(cdk.Stack):
         group.node.default_child.retention_in_days = self.settings.protection.log_retention_days
         return group
 
-    def data_key(self, id_: str, purpose: str) -> kms.Key:
+    def data_key(self, id_: str, purpose: str, description: str) -> kms.Key:
+        """A customer-managed key with rotation, kept or destroyed with the data it guards."""
         return kms.Key(
             self,
             id_,
             alias=f"alias/{self.settings.prefix}-{self.settings.env_name}-{purpose}",
-            description=f"hyperpod-cdk {self.settings.env_name}: {purpose}",
+            description=description,
             enable_key_rotation=True,
             removal_policy=self.data_removal_policy,
         )

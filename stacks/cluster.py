@@ -8,7 +8,6 @@ import re
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra import compliance, versions
@@ -34,14 +33,7 @@ class ClusterStack(PlatformStack):
     def __init__(self, scope: Construct, *, settings: Settings, network: NetworkStack):
         super().__init__(scope, "cluster", settings=settings, description="EKS control plane for HyperPod")
         self.network = network
-        self.secrets_key = kms.Key(
-            self,
-            "SecretsKey",
-            alias=f"alias/{settings.prefix}-{settings.env_name}-eks-secrets",
-            description="EKS envelope encryption of Kubernetes secrets",
-            enable_key_rotation=True,
-            removal_policy=self.data_removal_policy,
-        )
+        self.secrets_key = self.data_key("SecretsKey", "eks-secrets", "EKS envelope encryption of Kubernetes secrets")
         # Created ahead of the cluster so it gets our retention and key, not EKS's never-expire default.
         self.control_plane_logs = self.log_group(
             "ControlPlaneLogGroup", network.logs_key, f"/aws/eks/{settings.eks_cluster_name}/cluster"

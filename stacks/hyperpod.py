@@ -61,7 +61,7 @@ class HyperPodStack(PlatformStack):
         super().__init__(scope, "hyperpod", settings=settings, description="SageMaker HyperPod cluster on EKS")
         self.network = network
         self.eks_cluster = cluster.cluster
-        self.bucket_key = self.data_key("DataKey", "data")
+        self.bucket_key = self.data_key("DataKey", "data", "Encrypts the lifecycle and checkpoint buckets")
         self.access_logs = self.access_log_bucket("AccessLogsBucket")
         self.lifecycle_bucket = self.data_bucket(
             "LifecycleBucket",

@@ -40,14 +40,7 @@ class NetworkStack(PlatformStack):
     # ------------------------------------------------------------------ keys and logs
 
     def _logs_key(self) -> kms.Key:
-        key = kms.Key(
-            self,
-            "LogsKey",
-            alias=f"alias/{self.settings.prefix}-{self.settings.env_name}-logs",
-            description="Encrypts this environment's CloudWatch log groups",
-            enable_key_rotation=True,
-            removal_policy=self.data_removal_policy,
-        )
+        key = self.data_key("LogsKey", "logs", "Encrypts this environment's CloudWatch log groups")
         # CloudWatch Logs encrypts with the key on behalf of log groups in this account only.
         key.add_to_resource_policy(
             iam.PolicyStatement(
