@@ -10,7 +10,7 @@ import aws_cdk as cdk
 from addons import registry
 from infra import compliance
 from infra.chart import ChartNotPrepared
-from infra.config import ConfigError, Settings, load_settings
+from infra.config import ConfigError, Settings
 from infra.stack import PlatformStack
 from stacks.addons import AddonsStack
 from stacks.cluster import ClusterStack
@@ -38,9 +38,7 @@ def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
     """The chosen environment's settings, with every config rule checked, including the
     add-ons' requirements (so nothing is composed from a config that cannot deploy)."""
     context = {key: app.node.try_get_context(key) for key in ("defaults", "environments")}
-    settings, warnings = load_settings(context, app.node.try_get_context("env"))
-    registry.plan(settings)
-    return settings, warnings
+    return registry.load(context, app.node.try_get_context("env"))
 
 
 def _refuse(problems: list[str]) -> int:

@@ -13,7 +13,7 @@ from addons.observability import ObservabilityAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
 from addons.training_operator import TrainingOperatorAddon
-from infra.config import ConfigError, Settings
+from infra.config import ConfigError, Settings, load_settings
 
 ALL: tuple[type[Addon], ...] = (
     PodIdentityAgentAddon,
@@ -61,3 +61,11 @@ def dependencies(addon: Addon, enabled: list[Addon]) -> list[type[Addon]]:
     """The enabled add-ons `addon` must wait for."""
     on = {type(a) for a in enabled}
     return [dep for dep in (*addon.requires, *addon.after) if dep in on]
+
+
+def load(context: dict, env: str | None) -> tuple[Settings, list[str]]:
+    """Settings of `env` with every rule checked, the add-ons' requirements included:
+    what app.py deploys from and what `hyperpod-cdk validate` reports on."""
+    settings, warnings = load_settings(context, env)
+    plan(settings)
+    return settings, warnings

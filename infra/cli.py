@@ -114,8 +114,7 @@ def cmd_validate(args) -> int:
     failed = 0
     for env in _environments(args):
         try:
-            settings, warnings = config.load_settings(context, env)
-            registry.plan(settings)
+            _, warnings = registry.load(context, env)
         except config.ConfigError as err:
             failed += 1
             for line in err.problems:
@@ -161,34 +160,44 @@ def _env_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", help="environment name (same as -c env=NAME)")
 
 
+def _command(sub, name: str, func, *, help: str, description: str, examples: list[str]) -> argparse.ArgumentParser:
+    """A subcommand whose --help always ends with examples."""
+    parser = sub.add_parser(
+        name,
+        help=help,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n" + "\n".join(f"  hyperpod-cdk {name} {e}".rstrip() for e in examples),
+    )
+    parser.set_defaults(func=func)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hyperpod-cdk", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    topo = sub.add_parser(
-        "topology",
+    topo = _command(
+        sub, "topology", cmd_topology,
         help="draw the EC2 network topology of the cluster's nodes",
         description=topology.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  hyperpod-cdk topology > topology.mmd\n"
-        "  hyperpod-cdk topology --from nodes.json --format html --output topology.html\n"
-        "  hyperpod-cdk topology --summary",
+        examples=["> topology.mmd", "--from nodes.json --format html --output topology.html", "--summary"],
     )
     topo.add_argument("--from", dest="from_file", metavar="FILE", help="node list JSON (default: kubectl get nodes -o json)")
     topo.add_argument("--format", choices=["mermaid", "html"], default="mermaid", help="Mermaid text or a self-contained HTML page")
     topo.add_argument("--output", metavar="FILE", help="write here instead of stdout")
     topo.add_argument("--summary", action="store_true", help="per layer-3 network node: nodes, schedulable nodes, GPUs")
     topo.add_argument("--cluster-name", default="HyperPod cluster", help="label of the diagram's root")
-    topo.set_defaults(func=cmd_topology)
 
-    render = sub.add_parser(
-        "render-job",
+    render = _command(
+        sub, "render-job", cmd_render_job,
         help="print the sample HyperPodPyTorchJob as YAML for kubectl apply -f -",
         description="Render the sample job from config, with overrides, validated by the same rules as cdk synth.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  hyperpod-cdk render-job -c env=prod --image 111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1 | kubectl apply -f -\n"
-        "  hyperpod-cdk render-job -c env=prod --nodes 4 --team ml-production --priority inference --image URI\n"
-        "  hyperpod-cdk render-job -c env=prod --preferred-topology topology.k8s.aws/network-node-layer-2 --image URI",
+        examples=[
+            "-c env=prod --image 111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1 | kubectl apply -f -",
+            "-c env=prod --nodes 4 --team ml-production --priority inference --image URI",
+            "-c env=prod --preferred-topology topology.k8s.aws/network-node-layer-2 --image URI",
+        ],
     )
     _env_args(render)
     render.add_argument("--nodes", type=int, help="replicas (nodes); at most the instance group's count")
@@ -200,46 +209,39 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--image", help="training image URI (default: sample_job.image_uri)")
     render.add_argument("--max-steps", type=int, help="training steps")
     render.add_argument("--checkpoint-uri", help="s3://bucket/prefix (default: the node's local NVMe)")
-    render.set_defaults(func=cmd_render_job)
 
-    validate = sub.add_parser(
-        "validate",
+    validate = _command(
+        sub, "validate", cmd_validate,
         help="check the config of one or all environments (no synth, no AWS)",
         description="Validate config: every problem on its own line; exit 1 on any error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  hyperpod-cdk validate\n  hyperpod-cdk validate -c env=prod\n  hyperpod-cdk validate --all",
+        examples=["", "-c env=prod", "--all"],
     )
     _env_args(validate)
     validate.add_argument("--all", action="store_true", help="every environment in cdk.json")
-    validate.set_defaults(func=cmd_validate)
 
-    rev = sub.add_parser(
-        "review",
+    rev = _command(
+        sub, "review", cmd_review,
         help="synthesize and print the review report (also cdk.out/review-<env>.md and .json)",
         description="Synthesize offline, then report: stacks in deploy order, template sizes against CloudFormation's "
         "limits, cdk-nag and cfn-lint findings, IAM roles and wildcards, an estimated deploy plan, and with --against "
         "the changes per resource (replacements judged from cfn-lint's create-only properties).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  hyperpod-cdk review\n  hyperpod-cdk review --env prod --against deployed/prod.out\n  hyperpod-cdk review --all",
+        examples=["", "--env prod --against deployed/prod.out", "--all"],
     )
     _env_args(rev)
     rev.add_argument("--all", action="store_true", help="every environment in cdk.json")
     rev.add_argument("--against", metavar="DIR", help="an earlier cloud assembly (e.g. the committed output of the last deploy)")
     rev.add_argument("--outdir", default=str(ROOT / "cdk.out"), help="where review-<env>/ and its .md/.json go (default cdk.out)")
-    rev.set_defaults(func=cmd_review)
 
-    pre = sub.add_parser(
-        "preflight",
+    pre = _command(
+        sub, "preflight", cmd_preflight,
         help="read-only checks against the real account before a deploy",
         description="Read-only AWS checks (boto3): account, AZs, SageMaker cluster-usage quotas, name clashes, EKS version, "
         "admin principals, CDK bootstrap. Exit 1 if any check fails.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  hyperpod-cdk preflight -c env=prod\n  hyperpod-cdk preflight -c env=prod --profile prod-admin --region us-east-1",
+        examples=["-c env=prod", "-c env=prod --profile prod-admin --region us-east-1"],
     )
     _env_args(pre)
     pre.add_argument("--region", help="default: the environment's region")
     pre.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
-    pre.set_defaults(func=cmd_preflight)
     return parser
 
 
