@@ -27,11 +27,11 @@ class ChartNotPrepared(RuntimeError):
     pass
 
 
-def prepared_dir(revision: str, root: Path = PREPARED_ROOT) -> Path:
-    return root / revision / "HyperPodHelmChart"
+def prepared_dir(revision: str, root: Path | None = None) -> Path:
+    return (root or PREPARED_ROOT) / revision / "HyperPodHelmChart"
 
 
-def is_prepared(revision: str, root: Path = PREPARED_ROOT) -> bool:
+def is_prepared(revision: str, root: Path | None = None) -> bool:
     chart = prepared_dir(revision, root)
     return (chart / "Chart.yaml").is_file() and (chart / MARKER).is_file()
 
@@ -49,8 +49,9 @@ def _run(cmd: list[str], cwd: Path | None = None) -> None:
         raise ChartNotPrepared(f"{' '.join(cmd)} failed: {result.stderr.strip()[-500:]}")
 
 
-def prepare(source: HelmChartSource, root: Path = PREPARED_ROOT, helm: str = "helm") -> Path:
+def prepare(source: HelmChartSource, root: Path | None = None, helm: str = "helm") -> Path:
     """Fetch `source.revision` and build the chart's dependencies into `root`."""
+    root = root or PREPARED_ROOT
     for tool in ("git", helm):
         if shutil.which(tool) is None:
             raise ChartNotPrepared(f"{tool} is not on PATH; install it to prepare the chart")

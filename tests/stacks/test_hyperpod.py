@@ -247,3 +247,21 @@ def test_outputs_give_names_arn_and_the_kubeconfig_command(synth):
     assert "Fn::GetAtt" in outputs["HyperPodClusterArn"]["Value"]
     assert outputs["EksClusterName"]["Value"] == "hyperpod-dev"
     assert outputs["UpdateKubeconfigCommand"]["Value"] == "aws eks update-kubeconfig --region us-east-1 --name hyperpod-dev"
+
+
+def test_a_prepared_chart_is_installed_from_its_folder(tmp_path, monkeypatch):
+    from infra import chart
+    from tests.conftest import CONTEXT, _synthesize
+
+    revision = CONTEXT["defaults"]["hyperpod"]["helm_chart"]["revision"]
+    prepared = chart.prepared_dir(revision, tmp_path / "build")
+    prepared.mkdir(parents=True)
+    (prepared / "Chart.yaml").write_text("apiVersion: v2\nname: hyperpod-helm-chart\nversion: 0.1.0\n")
+    (prepared / chart.MARKER).write_text("{}")
+    monkeypatch.setattr(chart, "PREPARED_ROOT", tmp_path / "build")
+    s = _synthesize(CONTEXT, "dev", tmp_path / "out")
+    assets = json.loads((s.outdir / "hyperpod-dev-hyperpod.assets.json").read_text())["files"]
+    sources = [a["source"]["path"] for a in assets.values()]
+    staged = [p for p in sources if (s.outdir / p / "Chart.yaml").is_file()]
+    assert len(staged) == 1  # the prepared chart itself, not the stand-in folder
+    assert not any((s.outdir / p / "README.md").is_file() for p in sources)
