@@ -16,7 +16,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import IConstruct
 
-from infra.config import AddonSwitch, Settings
+from infra.config import AddonSwitch, Settings, deep_merge
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,6 @@ class ManagedAddon(Addon):
         return []
 
     def build(self, ctx: AddonContext) -> eks.Addon:
-        from infra.config import deep_merge
-
         prerequisites = self.prerequisites(ctx)
         values = deep_merge(self.configuration(ctx), self.config.configuration_values)
         addon = eks.Addon(

@@ -9,6 +9,7 @@ from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
 
 from addons.base import AddonContext, ManagedAddon
+from infra import compliance
 from infra.pod_identity import pod_identity_role
 from addons.core_dns import CoreDnsAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
@@ -67,8 +68,6 @@ class ObservabilityAddon(ManagedAddon):
                 ),
             ),
         )
-        from infra import compliance
-
         compliance.acknowledge(
             identity.policy,
             "HyperPod names each cluster's log groups /aws/sagemaker/Clusters/<cluster>/<id> at run time, "

@@ -4,6 +4,7 @@ HyperPodPyTorchJobs with log-based hang and fault detection and partial restarts
 from __future__ import annotations
 
 from addons.base import AddonContext, ManagedAddon
+from infra import compliance
 from infra.pod_identity import pod_identity_role
 from addons.cert_manager import CertManagerAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
@@ -24,8 +25,6 @@ class TrainingOperatorAddon(ManagedAddon):
     after = (TaskGovernanceAddon,)
 
     def prerequisites(self, ctx: AddonContext):
-        from infra import compliance
-
         identity = pod_identity_role(
             ctx.scope,
             ctx.cluster,

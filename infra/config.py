@@ -838,7 +838,7 @@ def _check_sample_job(s: Settings, p: _Problems):
     priorities = [pc.name for pc in s.governance.priority_classes]
     if job.priority is not None and job.priority not in priorities:
         p.error("sample_job.priority", job.priority, f"is not a priority class; classes: {', '.join(priorities) or '(none)'}")
-    if job.enabled and not s.addons.training_operator.enabled:
+    if not s.addons.training_operator.enabled:
         p.error("sample_job.enabled", True, "needs addons.training_operator.enabled (the job is a HyperPodPyTorchJob)")
 
 

@@ -65,41 +65,26 @@ def _references(resource: dict) -> set[str]:
 
 def plan(stacks) -> tuple[float, list[Step]]:
     """stacks: infra.review.StackSummary in deploy order. (total minutes, critical path)."""
-    finished: dict[str, tuple[float, Step | None]] = {}  # stack -> (end, its last step)
-    best_path: dict[tuple[str, str], list[Step]] = {}
-    stack_paths: dict[str, list[Step]] = {}
+    done: dict[str, list[Step]] = {}  # stack -> the critical path up to its last resource
+
+    def end(path: list[Step]) -> float:
+        return path[-1].end if path else 0.0
+
     for stack in stacks:
-        base_end, base_path = 0.0, []
-        for dep in stack.depends_on:
-            if dep in finished and finished[dep][0] >= base_end:
-                base_end, base_path = finished[dep][0], stack_paths[dep]
+        # A stack starts once the latest of the stacks it depends on has finished.
+        base = max((done[d] for d in stack.depends_on if d in done), key=end, default=[])
         resources = stack.resources
-        memo: dict[str, Step] = {}
+        paths: dict[str, list[Step]] = {}
 
-        def visit(lid: str, trail=()) -> Step:
-            if lid in memo:
-                return memo[lid]
-            res = resources[lid]
-            start, path = base_end, list(base_path)
-            for ref in sorted(_references(res)):
-                if ref in resources and ref not in trail:
-                    step = visit(ref, trail + (lid,))
-                    if step.end > start:
-                        start, path = step.end, list(best_path[(stack.name, ref)])
-            step = Step(stack.name, lid, res["Type"], start, TYPICAL_MINUTES.get(res["Type"], DEFAULT_MINUTES))
-            memo[lid] = step
-            best_path[(stack.name, lid)] = path + [step]
-            return step
+        def visit(lid: str, trail=()) -> list[Step]:
+            if lid not in paths:
+                refs = [r for r in sorted(_references(resources[lid])) if r in resources and r not in trail]
+                before = [visit(ref, trail + (lid,)) for ref in refs]
+                path = max(before, key=end, default=base)  # each starts from `base`
+                res_type = resources[lid]["Type"]
+                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), TYPICAL_MINUTES.get(res_type, DEFAULT_MINUTES))]
+            return paths[lid]
 
-        last = None
-        for lid in resources:
-            step = visit(lid)
-            if last is None or step.end > last.end:
-                last = step
-        end = last.end if last else base_end
-        finished[stack.name] = (end, last)
-        stack_paths[stack.name] = best_path[(stack.name, last.logical_id)] if last else list(base_path)
-    if not finished:
-        return 0.0, []
-    total_stack = max(finished, key=lambda s: finished[s][0])
-    return finished[total_stack][0], stack_paths[total_stack]
+        done[stack.name] = max((visit(lid) for lid in resources), key=end, default=base)
+    longest = max(done.values(), key=end, default=[])
+    return end(longest), longest

@@ -85,7 +85,7 @@ def _topology_annotations(settings: Settings) -> dict:
 
 def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> list[str]:
     job = settings.sample_job
-    args = [
+    return [
         "hyperpodrun",
         f"--nnodes={nodes}",
         f"--nproc-per-node={gpus}",
@@ -97,15 +97,13 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         f"--model={job.model}",
         f"--tokenizer={job.tokenizer}",
         f"--dataset={job.dataset.name}",
+        *([f"--dataset-config={job.dataset.config}"] if job.dataset.config else []),
         f"--dataset-split={job.dataset.split}",
         f"--seq-len={SEQ_LEN[job.model]}",
         f"--max-steps={job.max_steps}",
         f"--checkpoint-dir={checkpoint_uri}",
         f"--checkpoint-interval={job.checkpoint_interval_steps}",
     ]
-    if job.dataset.config:
-        args.insert(args.index(f"--dataset-split={job.dataset.split}"), f"--dataset-config={job.dataset.config}")
-    return args
 
 
 def build(settings: Settings, *, image: str, checkpoint_uri: str | None = None) -> dict:

@@ -35,4 +35,3 @@ class AddonsStack(PlatformStack):
             for dep in registry.dependencies(addon, self.plan):
                 construct.node.add_dependency(self.built[dep])
             self.built[type(addon)] = construct
-        self.addons = {type(a): a for a in self.plan}

@@ -70,7 +70,7 @@ class ClusterStack(PlatformStack):
             cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", settings.eks.authentication_mode)
         self._admin_access_entries()
         self.core_addons = self._core_addons()
-        self._acknowledge_cdk_internals()
+        compliance.acknowledge_eks_internals(self.cluster)
 
         cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "EksClusterArn", value=self.cluster.cluster_arn)
@@ -116,9 +116,6 @@ class ClusterStack(PlatformStack):
             addon_version=pinned.version,
             configuration_values=pinned.configuration_values or None,
         )
-
-    def _acknowledge_cdk_internals(self) -> None:
-        compliance.acknowledge_eks_internals(self.cluster)
 
 
 def _pin(addon: eks.Addon, pinned: CoreAddon) -> None:

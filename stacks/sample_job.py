@@ -13,6 +13,7 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra import compliance
@@ -91,9 +92,7 @@ class SampleJobStack(PlatformStack):
         if checkpoint_uri:
             cdk.CfnOutput(self, "CheckpointUri", value=checkpoint_uri)
 
-    def _checkpoint_policy(self, role):
-        from aws_cdk import aws_iam as iam
-
+    def _checkpoint_policy(self, role: iam.IRole) -> iam.ManagedPolicy:
         policy = iam.ManagedPolicy(self, "SampleJobCheckpointPolicy", roles=[role])
         self.checkpoint_bucket.grant_read_write(policy, f"{self.settings.sample_job.name}/*")
         return policy

@@ -374,9 +374,8 @@ def train(args) -> int:
         if len(pending) >= args.log_interval or save_now or step == args.max_steps:
             # The only host sync in the loop: one all-reduce of this window's losses.
             losses = torch.stack([l for _, l, _ in pending]).float()
-            dist.all_reduce(losses, op=dist.ReduceOp.AVG if dist.get_backend() == "nccl" else dist.ReduceOp.SUM)
-            if dist.get_backend() != "nccl":
-                losses /= world
+            dist.all_reduce(losses)  # SUM: gloo has no AVG
+            losses /= world
             elapsed = time.perf_counter() - window_start
             tps = tokens_per_step * len(pending) / elapsed
             for (s, _, lr), value in zip(pending, losses.tolist()):
