@@ -1,18 +1,29 @@
 #!/bin/bash
-# HyperPod lifecycle script (OnCreate), run as root on every node at first boot.
+# HyperPod lifecycle script (OnCreate), run as root on every node when it is created.
 #
-# HyperPod mounts the instance's local NVMe (or the secondary EBS volume) at
-# /opt/sagemaker. Container images and pod ephemeral storage are large on GPU nodes,
-# so containerd's and kubelet's data roots are moved there with bind mounts that
-# survive reboots (/etc/fstab). The root volume stays small and image pulls stay fast.
-# Every step is logged; re-running the script is safe.
+# HyperPod mounts the secondary EBS volume of InstanceStorageConfigs at /opt/sagemaker,
+# sometimes a little after this script starts. Container images and pod ephemeral storage
+# are large on GPU nodes, so, as the AWS reference script does, containerd's data root and
+# kubelet's directory move there: containerd through its own configuration, kubelet through
+# a symlink. Both live on the root volume and survive a reboot; nothing is added to
+# /etc/fstab (a bad fstab line can stop a node from booting).
+#
+# Written for Amazon Linux 2's bash 4.2: no arrays (an empty one aborts under `set -u`
+# there). Every step is logged, and running the script again changes nothing.
 set -euo pipefail
 
 DATA_ROOT="${DATA_ROOT:-/opt/sagemaker}"
 CONTAINERD_DIR="${CONTAINERD_DIR:-/var/lib/containerd}"
 KUBELET_DIR="${KUBELET_DIR:-/var/lib/kubelet}"
-FSTAB="${FSTAB:-/etc/fstab}"
+OS_RELEASE="${OS_RELEASE:-/etc/os-release}"
+# Amazon Linux 2: the EKS bootstrap copies this file to /etc/containerd/config.toml.
+AL2_CONTAINERD_CONFIG="${AL2_CONTAINERD_CONFIG:-/etc/eks/containerd/containerd-config.toml}"
+SYSTEMD_DIR="${SYSTEMD_DIR:-/etc/systemd/system}"
+MOUNT_WAIT_SECONDS="${MOUNT_WAIT_SECONDS:-60}"
 LOG_FILE="${LOG_FILE:-/var/log/hyperpod-cdk/on_create.log}"
+
+CONTAINERD_ROOT="$DATA_ROOT/containerd/data-root"
+KUBELET_ROOT="$DATA_ROOT/kubelet"
 
 mkdir -p "$(dirname "$LOG_FILE")"
 exec > >(tee -a "$LOG_FILE") 2>&1
@@ -21,21 +32,81 @@ log() { echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) on_create: $*"; }
 
 service_active() { command -v systemctl >/dev/null && systemctl is-active --quiet "$1"; }
 
-# move_to_data_root DIR NAME: copy DIR's content to $DATA_ROOT/NAME and bind-mount it back.
-move_to_data_root() {
-  local dir="$1" target="$DATA_ROOT/$2"
-  if grep -qsE "^${target}[[:space:]]+${dir}[[:space:]]" "$FSTAB"; then
-    log "$dir is already bound to $target; nothing to do"
+wait_for_data_root() {
+  local deadline=$((SECONDS + MOUNT_WAIT_SECONDS))
+  while ! mountpoint -q "$DATA_ROOT"; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      return 1
+    fi
+    log "waiting for $DATA_ROOT to be mounted"
+    sleep 1
+  done
+}
+
+os_version() {
+  # VERSION_ID is "2" on Amazon Linux 2 and "2023" on Amazon Linux 2023.
+  if [ -r "$OS_RELEASE" ]; then
+    sed -n 's/^VERSION_ID="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$OS_RELEASE"
+  fi
+}
+
+# The containerd data root moves once; later runs only re-assert the configuration.
+move_containerd_root() {
+  if [ ! -d "$CONTAINERD_ROOT" ]; then
+    mkdir -p "$CONTAINERD_ROOT"
+    if [ -d "$CONTAINERD_DIR" ] && [ -n "$(ls -A "$CONTAINERD_DIR" 2>/dev/null)" ]; then
+      log "copying existing containerd data to $CONTAINERD_ROOT"
+      cp -a "$CONTAINERD_DIR/." "$CONTAINERD_ROOT/"
+    fi
+  fi
+  local version
+  version="$(os_version)"
+  case "$version" in
+    2)
+      if [ ! -f "$AL2_CONTAINERD_CONFIG" ]; then
+        log "Amazon Linux 2 without $AL2_CONTAINERD_CONFIG; containerd keeps its data root"
+        return
+      fi
+      if grep -qE '^[# ]*root[[:space:]]*=' "$AL2_CONTAINERD_CONFIG"; then
+        sed -i -E "s|^[# ]*root[[:space:]]*=.*|root = \"$CONTAINERD_ROOT\"|" "$AL2_CONTAINERD_CONFIG"
+      else
+        # A top-level key must come before the first [table]: put it first.
+        sed -i "1i root = \"$CONTAINERD_ROOT\"" "$AL2_CONTAINERD_CONFIG"
+      fi
+      log "containerd data root set to $CONTAINERD_ROOT in $AL2_CONTAINERD_CONFIG"
+      ;;
+    2023)
+      # nodeadm writes containerd's config at every boot, so the root is given on the
+      # command line instead (the reference script replaces the whole config; this keeps
+      # the one nodeadm writes, NVIDIA runtime included).
+      mkdir -p "$SYSTEMD_DIR/containerd.service.d"
+      printf '[Service]\nExecStart=\nExecStart=/usr/bin/containerd --root %s\n' "$CONTAINERD_ROOT" \
+        > "$SYSTEMD_DIR/containerd.service.d/10-hyperpod-data-root.conf"
+      if command -v systemctl >/dev/null; then systemctl daemon-reload; fi
+      log "containerd data root set to $CONTAINERD_ROOT by a systemd drop-in"
+      ;;
+    *)
+      log "unknown OS version '$version'; containerd keeps its data root"
+      ;;
+  esac
+}
+
+move_kubelet_dir() {
+  if [ -L "$KUBELET_DIR" ]; then
+    log "$KUBELET_DIR already points to $(readlink "$KUBELET_DIR"); nothing to do"
     return
   fi
-  mkdir -p "$dir" "$target"
-  if [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
-    log "copying existing data of $dir to $target"
-    cp -a "$dir/." "$target/"
+  mkdir -p "$KUBELET_ROOT"
+  if [ -d "$KUBELET_DIR" ]; then
+    if [ -n "$(ls -A "$KUBELET_DIR" 2>/dev/null)" ]; then
+      log "moving existing kubelet data to $KUBELET_ROOT"
+      cp -a "$KUBELET_DIR/." "$KUBELET_ROOT/"
+    fi
+    rm -rf "$KUBELET_DIR"
   fi
-  echo "$target $dir none bind 0 0" >> "$FSTAB"
-  mount --bind "$target" "$dir"
-  log "bound $dir to $target (persisted in $FSTAB)"
+  mkdir -p "$(dirname "$KUBELET_DIR")"
+  ln -s "$KUBELET_ROOT" "$KUBELET_DIR"
+  log "$KUBELET_DIR now points to $KUBELET_ROOT"
 }
 
 # Jobs run as non-root users: give them a sticky, world-writable folder (like /tmp).
@@ -46,27 +117,36 @@ prepare_job_dir() {
 }
 
 log "starting; data root $DATA_ROOT"
-if ! mountpoint -q "$DATA_ROOT"; then
-  log "$DATA_ROOT is not a mount point (no local NVMe or secondary volume); containerd and kubelet stay on the root volume"
+if ! wait_for_data_root; then
+  log "$DATA_ROOT is not mounted after ${MOUNT_WAIT_SECONDS}s (no secondary volume); containerd and kubelet stay on the root volume"
   prepare_job_dir
   exit 0
 fi
 prepare_job_dir
 
-restart=()
-for svc in kubelet containerd; do
-  if service_active "$svc"; then
-    log "stopping $svc while its data root moves"
-    systemctl stop "$svc"
-    restart=("$svc" "${restart[@]}")
-  fi
-done
+# Plain variables, not an array: see the bash 4.2 note above.
+restart_kubelet=no
+restart_containerd=no
+if service_active kubelet; then
+  log "stopping kubelet while its directory moves"
+  systemctl stop kubelet
+  restart_kubelet=yes
+fi
+if service_active containerd; then
+  log "stopping containerd while its data root moves"
+  systemctl stop containerd
+  restart_containerd=yes
+fi
 
-move_to_data_root "$CONTAINERD_DIR" containerd
-move_to_data_root "$KUBELET_DIR" kubelet
+move_containerd_root
+move_kubelet_dir
 
-for svc in "${restart[@]}"; do
-  log "starting $svc"
-  systemctl start "$svc"
-done
+if [ "$restart_containerd" = yes ]; then
+  log "starting containerd"
+  systemctl start containerd
+fi
+if [ "$restart_kubelet" = yes ]; then
+  log "starting kubelet"
+  systemctl start kubelet
+fi
 log "done: $(df -h "$DATA_ROOT" | tail -1)"

@@ -1,72 +1,156 @@
-"""on_create.sh, run for real in a sandbox: paths and the mount tools are redirected."""
+"""on_create.sh, run for real in a sandbox: paths, the mount check and systemctl are redirected.
+
+What it must do comes from the AWS reference script (awsome-distributed-ai,
+1.architectures/7.sagemaker-hyperpod-eks/LifecycleScripts/base-config/on_create_main.sh):
+wait up to 60 s for /opt/sagemaker, put containerd's data root there through containerd's
+configuration, symlink /var/lib/kubelet there, and write no /etc/fstab entry.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from stacks.hyperpod import LIFECYCLE_SCRIPTS
 
 SCRIPT = LIFECYCLE_SCRIPTS / "on_create.sh"
+AL2_CONFIG = 'version = 2\n# root = "/var/lib/containerd"\n\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "pause"\n'
 
 
-def _run(tmp_path: Path, *, mounted: bool):
+def _sandbox(tmp_path: Path, *, os_version: str = "2", mounted_after_checks: int | None = 0) -> dict:
+    """A node's file system under tmp_path. The volume is mounted from the Nth mount check
+    on (None: never), as HyperPod mounts it while the script may already be running."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    calls = tmp_path / "calls.log"
-    # Stand-ins for the node's mount tools, recording what the script asks of them.
-    (bin_dir / "mountpoint").write_text(f"#!/bin/sh\necho mountpoint \"$@\" >> {calls}\nexit {0 if mounted else 1}\n")
-    (bin_dir / "mount").write_text(f"#!/bin/sh\necho mount \"$@\" >> {calls}\n")
-    (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho systemctl \"$@\" >> {calls}\nexit 3\n")
+    bin_dir.mkdir()
+    calls, checks = tmp_path / "calls.log", tmp_path / "mount-checks"
+    checks.write_text("0")
+    mounted = "exit 1" if mounted_after_checks is None else f'[ "$n" -gt {mounted_after_checks} ]'
+    (bin_dir / "mountpoint").write_text(
+        f'#!/bin/sh\nn=$(( $(cat {checks}) + 1 )); echo $n > {checks}\n{mounted}\n'
+    )
+    # Services are inactive (is-active exits 3, as systemd does); other verbs succeed.
+    (bin_dir / "systemctl").write_text(
+        f'#!/bin/sh\necho systemctl "$@" >> {calls}\n[ "$1" = is-active ] && exit 3\nexit 0\n'
+    )
+    (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")  # the wait is counted in checks, not seconds
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    containerd = tmp_path / "var/lib/containerd"
-    containerd.mkdir(parents=True, exist_ok=True)
+    node = tmp_path / "node"
+    containerd = node / "var/lib/containerd"
+    containerd.mkdir(parents=True)
     (containerd / "image.db").write_text("layers")
-    env = {
+    kubelet = node / "var/lib/kubelet"
+    kubelet.mkdir(parents=True)
+    (kubelet / "kubeconfig").write_text("node credentials")
+    (node / "etc/eks/containerd").mkdir(parents=True)
+    (node / "etc/eks/containerd/containerd-config.toml").write_text(AL2_CONFIG)
+    (node / "etc/os-release").write_text(f'NAME="Amazon Linux"\nVERSION_ID="{os_version}"\n')
+    (node / "etc/fstab").write_text("UUID=root / xfs defaults 0 0\n")
+    return {
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "DATA_ROOT": str(tmp_path / "opt/sagemaker"),
+        "DATA_ROOT": str(node / "opt/sagemaker"),
         "CONTAINERD_DIR": str(containerd),
-        "KUBELET_DIR": str(tmp_path / "var/lib/kubelet"),
-        "FSTAB": str(tmp_path / "fstab"),
-        "LOG_FILE": str(tmp_path / "log/on_create.log"),
+        "KUBELET_DIR": str(kubelet),
+        "OS_RELEASE": str(node / "etc/os-release"),
+        "AL2_CONTAINERD_CONFIG": str(node / "etc/eks/containerd/containerd-config.toml"),
+        "SYSTEMD_DIR": str(node / "etc/systemd/system"),
+        "MOUNT_WAIT_SECONDS": "5",
+        "LOG_FILE": str(node / "var/log/on_create.log"),
+        "CALLS": str(calls),
+        "CHECKS": str(checks),
+        "NODE": str(node),
     }
-    (tmp_path / "fstab").touch()
-    result = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
-    return result, env, calls
+
+
+def _run(env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def _snapshot(root: Path) -> dict:
+    """Every path under root with its content (or link target), to compare runs."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if "var/log" in rel:
+            continue
+        out[rel] = ("->", os.readlink(path)) if path.is_symlink() else (path.read_text() if path.is_file() else "dir")
+    return out
 
 
 def test_script_is_valid_bash():
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
 
 
-def test_without_local_storage_it_leaves_everything_in_place_and_says_so(tmp_path):
-    result, env, _ = _run(tmp_path, mounted=False)
+def test_it_uses_nothing_that_aborts_under_bash_4_2_with_set_u():
+    # Amazon Linux 2 ships bash 4.2, where "${empty[@]}" under `set -u` is an unbound
+    # variable (fixed in bash 4.4, per its CHANGES). The only safe rule: no array expansions.
+    code = "\n".join(line for line in SCRIPT.read_text().splitlines() if not line.lstrip().startswith("#"))
+    assert not re.search(r"\$\{[A-Za-z_]+\[[@*]\]", code)
+    assert "set -euo pipefail" in code
+
+
+def test_on_amazon_linux_2_containerd_root_is_set_in_its_config_and_kubelet_is_symlinked(tmp_path):
+    env = _sandbox(tmp_path, os_version="2")
+    result = _run(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = Path(env["DATA_ROOT"])
+    config = Path(env["AL2_CONTAINERD_CONFIG"]).read_text()
+    assert f'root = "{data}/containerd/data-root"' in config.splitlines()
+    assert config.count("root =") == 1 and "sandbox_image" in config  # the rest is untouched
+    assert (data / "containerd/data-root/image.db").read_text() == "layers"  # existing data copied
+    kubelet = Path(env["KUBELET_DIR"])
+    assert kubelet.is_symlink() and os.readlink(kubelet) == str(data / "kubelet")
+    assert (kubelet / "kubeconfig").read_text() == "node credentials"
+
+
+def test_on_amazon_linux_2023_a_systemd_drop_in_gives_containerd_its_root(tmp_path):
+    env = _sandbox(tmp_path, os_version="2023")
+    result = _run(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    drop_in = Path(env["SYSTEMD_DIR"]) / "containerd.service.d/10-hyperpod-data-root.conf"
+    lines = drop_in.read_text().splitlines()
+    assert lines == ["[Service]", "ExecStart=", f"ExecStart=/usr/bin/containerd --root {env['DATA_ROOT']}/containerd/data-root"]
+    assert "systemctl daemon-reload" in Path(env["CALLS"]).read_text()
+
+
+def test_it_writes_no_fstab_entry(tmp_path):
+    env = _sandbox(tmp_path)
+    _run(env)
+    assert (Path(env["NODE"]) / "etc/fstab").read_text() == "UUID=root / xfs defaults 0 0\n"
+    assert "fstab" not in SCRIPT.read_text().split("set -euo pipefail", 1)[1]
+
+
+def test_a_volume_mounted_late_is_waited_for(tmp_path):
+    env = _sandbox(tmp_path, mounted_after_checks=3)
+    result = _run(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert int(Path(env["CHECKS"]).read_text()) == 4
+    assert Path(env["KUBELET_DIR"]).is_symlink()
+    assert "waiting for" in Path(env["LOG_FILE"]).read_text()
+
+
+def test_without_the_volume_it_gives_up_after_the_wait_and_leaves_everything_in_place(tmp_path):
+    env = _sandbox(tmp_path, mounted_after_checks=None)
+    result = _run(env)
     assert result.returncode == 0, result.stderr
-    assert "is not a mount point" in Path(env["LOG_FILE"]).read_text()
+    assert "is not mounted after 5s" in Path(env["LOG_FILE"]).read_text()
+    assert not Path(env["KUBELET_DIR"]).is_symlink()
+    assert Path(env["AL2_CONTAINERD_CONFIG"]).read_text() == AL2_CONFIG
     jobs = Path(env["DATA_ROOT"]) / "jobs"
     assert jobs.is_dir() and (jobs.stat().st_mode & 0o7777) == 0o1777  # non-root jobs can write
-    assert Path(env["FSTAB"]).read_text() == ""
 
 
-def test_with_local_nvme_it_moves_containerd_and_kubelet_and_persists_the_binds(tmp_path):
-    result, env, calls = _run(tmp_path, mounted=True)
-    assert result.returncode == 0, result.stderr
-    data = Path(env["DATA_ROOT"])
-    assert (data / "containerd/image.db").read_text() == "layers"  # existing data copied
-    fstab = Path(env["FSTAB"]).read_text().splitlines()
-    assert f"{data}/containerd {env['CONTAINERD_DIR']} none bind 0 0" in fstab
-    assert f"{data}/kubelet {env['KUBELET_DIR']} none bind 0 0" in fstab
-    assert f"mount --bind {data}/containerd {env['CONTAINERD_DIR']}" in calls.read_text()
-    log = Path(env["LOG_FILE"]).read_text()
-    assert "bound" in log and "done:" in log
-
-
-def test_running_it_twice_changes_nothing_the_second_time(tmp_path):
-    _run(tmp_path, mounted=True)
-    result, env, _ = _run(tmp_path, mounted=True)
-    assert result.returncode == 0
-    assert len(Path(env["FSTAB"]).read_text().splitlines()) == 2
-    assert "already bound" in Path(env["LOG_FILE"]).read_text()
+@pytest.mark.parametrize("os_version", ["2", "2023"])
+def test_a_reboot_runs_it_again_and_nothing_changes(tmp_path, os_version):
+    env = _sandbox(tmp_path, os_version=os_version)
+    assert _run(env).returncode == 0
+    first = _snapshot(Path(env["NODE"]))
+    result = _run(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _snapshot(Path(env["NODE"])) == first
+    assert "already points to" in Path(env["LOG_FILE"]).read_text()
