@@ -117,6 +117,8 @@ def cmd_validate(args) -> int:
             _, warnings = registry.load(context, env)
         except config.ConfigError as err:
             failed += 1
+            for line in err.warnings:
+                print(f"warning: {line}")
             for line in err.problems:
                 print(f"error: {line}")
             continue

@@ -25,11 +25,13 @@ DEFAULT_ENV = "dev"
 
 
 class ConfigError(Exception):
-    """Bad config: `problems` holds one human-readable line per problem."""
+    """Bad config: `problems` holds one human-readable line per problem, `warnings` the
+    warnings found beside them (shown with the errors, never hidden by them)."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str], warnings: list[str] | None = None):
         super().__init__("\n".join(problems))
         self.problems = problems
+        self.warnings = warnings or []
 
 
 class _Model(BaseModel):
@@ -109,8 +111,15 @@ class EksSettings(_Model):
     @classmethod
     def _principals(cls, arns):
         for arn in arns:
-            if not re.match(r"^arn:aws(-cn|-us-gov)?:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$", arn):
-                raise ValueError(f"{arn!r} is not an IAM role or user ARN")
+            session = re.match(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([\w+=,.@-]+)/", arn)
+            if session:  # what `aws sts get-caller-identity` prints for a role
+                partition, account, role = session.groups()
+                raise ValueError(
+                    f"{arn!r} is an STS session, which EKS access entries refuse; "
+                    f"use the role's ARN, arn:{partition}:iam::{account}:role/{role} (with its path, if any)"
+                )
+            if not re.match(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]+$", arn):
+                raise ValueError(f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)")
         return arns
 
 
@@ -408,9 +417,10 @@ def check(settings: Settings) -> list[str]:
     raise ConfigError on errors, return the warnings."""
     env = settings.env_name
     errors, warnings = _cross_checks(settings)
+    warnings = [f"{env}: {line}" for line in warnings]
     if errors:
-        raise ConfigError([f"{env}: {line}" for line in errors])
-    return [f"{env}: {line}" for line in warnings]
+        raise ConfigError([f"{env}: {line}" for line in errors], warnings)
+    return warnings
 
 
 # --------------------------------------------------------------------------- error text
@@ -658,6 +668,24 @@ def _check_eks(s: Settings, p: _Problems):
         p.error("eks.public_access_cidrs", [], "must list at least one CIDR for a public endpoint")
     for arn in _duplicates(s.eks.admin_principal_arns):
         p.error("eks.admin_principal_arns", arn, "is listed twice")
+    if not s.eks.admin_principal_arns:
+        # CloudFormation's role creates the cluster: with access entries only, nobody else
+        # could run kubectl after the deploy.
+        p.error(
+            "eks.admin_principal_arns",
+            [],
+            "must name at least one IAM role or user who will run kubectl; find yours with "
+            "`aws sts get-caller-identity` (for an assumed-role session, give arn:aws:iam::<account>:role/<role>)",
+        )
+    if s.eks.endpoint_access != "private" and any(c.prefixlen == 0 for c in s.eks.public_access_cidrs):
+        # cdk-nag's EKS1/EKS2 test aws_eks.CfnCluster only and never see aws_eks_v2 clusters.
+        line = (
+            "the public API endpoint admits 0.0.0.0/0; name your networks' CIDRs, or set endpoint_access 'private'"
+        )
+        if s.protection.termination_protection:
+            p.error("eks.public_access_cidrs", [str(c) for c in s.eks.public_access_cidrs], line + " (required where protection.termination_protection is on)")
+        else:
+            p.warn(f"eks.public_access_cidrs: {line}")
     if not s.eks.logging:
         p.warn("eks.logging: all control-plane log types are off; audit trails need at least 'audit'")
 

@@ -150,6 +150,43 @@ def check_eks_version(settings: Settings, aws: Clients) -> list[Result]:
     return [Result("EKS version", "warn", f"{version} is offered ({status})", "extended support costs extra per cluster-hour")]
 
 
+def _addons_to_create(settings: Settings) -> dict[str, str | None]:
+    """EKS add-on name -> pinned version (None: EKS's default) of every add-on a deploy creates."""
+    from addons import registry
+    from addons.base import ManagedAddon
+
+    core = settings.eks.core_addons
+    wanted = {
+        "vpc-cni": core.vpc_cni.version,
+        "kube-proxy": core.kube_proxy.version,
+        "coredns": core.coredns.version,
+        "eks-pod-identity-agent": core.pod_identity_agent.version,
+    }
+    for addon in registry.plan(settings):
+        if isinstance(addon, ManagedAddon):
+            wanted[addon.eks_name] = addon.config.version
+    return wanted
+
+
+def check_addon_versions(settings: Settings, aws: Clients) -> list[Result]:
+    """An add-on with no version for the cluster's Kubernetes version fails CreateAddon."""
+    version, results = settings.eks.version, []
+    for name, pinned in _addons_to_create(settings).items():
+        found = aws("eks").describe_addon_versions(kubernetesVersion=version, addonName=name).get("addons", [])
+        offered = [v["addonVersion"] for a in found for v in a.get("addonVersions", [])]
+        if not offered:
+            results.append(
+                Result(f"add-on {name}", "fail", f"publishes no version for Kubernetes {version} in {aws.region}", "choose an eks.version it supports, or turn it off")
+            )
+        elif pinned and pinned not in offered:
+            results.append(
+                Result(f"add-on {name}", "fail", f"{pinned} is not offered for Kubernetes {version}", f"pin one of: {', '.join(offered[:5])}")
+            )
+        else:
+            results.append(Result(f"add-on {name}", "pass", f"{pinned or offered[0]} for Kubernetes {version}"))
+    return results
+
+
 def check_admins(settings: Settings, aws: Clients) -> list[Result]:
     iam = aws("iam")
     results = []
@@ -189,6 +226,7 @@ CHECKS = (
     check_eks_name,
     check_hyperpod_name,
     check_eks_version,
+    check_addon_versions,
     check_admins,
     check_bootstrap,
 )

@@ -29,14 +29,16 @@ def synthesize(context: dict, env: str, outdir: Path):
     from infra import compliance
     from infra.config import load_settings
 
-    settings, _ = load_settings(context, env)
+    settings, warnings = load_settings(context, env)
     flags = {k: v for k, v in context.items() if k.startswith("@")}
     # Path metadata (as the CDK CLI adds it) lets reports name constructs, not logical ids.
     app = cdk.App(
         outdir=str(outdir),
         context={**flags, "aws:cdk:bundling-stacks": [], "aws:cdk:enable-path-metadata": True},
     )
-    stacks = _app_module().compose(app, settings)
+    app_module = _app_module()
+    stacks = app_module.compose(app, settings)
+    app_module.annotate(stacks[0], warnings)
     compliance.apply(app)
     try:
         app.synth()

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_EKS_VERSION = "1.35"
+# The newest version that HyperPod and every add-on here document (see COMPONENT_RANGES).
+# It is in EKS extended support in Dec 2026: the README states the extra cost.
+DEFAULT_EKS_VERSION = "1.33"
 # Below this, EKS no longer creates clusters at all (1.28/1.29 are past extended support,
 # but the package still synthesizes them for accounts on a support exception).
 MIN_EKS_VERSION = (1, 28)
 # The newest version aws_eks_v2.KubernetesVersion offers in aws-cdk-lib 2.275.
 MAX_EKS_VERSION = (1, 36)
-# The oldest version in EKS standard support as of Dec 2026 (1.34 ends 2026-12-02).
-OLDEST_STANDARD_SUPPORT = (1, 34)
-EKS_SUPPORT_SOURCE = "Amazon EKS Kubernetes release calendar (Dec 2026)"
+# The oldest version in EKS standard support: 1.34 leaves it on 2026-12-02.
+OLDEST_STANDARD_SUPPORT = (1, 35)
+EKS_SUPPORT_SOURCE = "Amazon EKS Kubernetes release calendar, as of 2026-12-02"
 
 
 @dataclass(frozen=True)
@@ -25,20 +27,24 @@ class ComponentRange:
     oldest: tuple[int, int]
     newest: tuple[int, int]
     source: str
+    seen: str  # when the source was read
 
 
 COMPONENT_RANGES: tuple[ComponentRange, ...] = (
+    # The English page lists 1.28-1.33; a newer translation lists 1.34 too. The narrower wins.
     ComponentRange(
         "SageMaker HyperPod (EKS orchestrator)",
-        (1, 30),
-        (1, 35),
-        "SageMaker HyperPod EKS prerequisites, supported Kubernetes versions",
+        (1, 28),
+        (1, 33),
+        "AWS docs page sagemaker-hyperpod-eks-prerequisites, supported Kubernetes versions",
+        "2026-12",
     ),
     ComponentRange(
         "HyperPod training operator add-on",
         (1, 28),
         (1, 33),
-        "HyperPod training operator docs, supported Kubernetes versions",
+        "AWS docs page sagemaker-eks-operator, supported Kubernetes versions",
+        "2026-12",
     ),
 )
 
@@ -76,14 +82,14 @@ def support_warnings(version: str) -> list[str]:
     if chosen < OLDEST_STANDARD_SUPPORT:
         lines.append(
             f"eks.version: {version} is older than the oldest version in EKS standard "
-            f"support ({fmt(OLDEST_STANDARD_SUPPORT)}); extended-support pricing applies "
+            f"support ({fmt(OLDEST_STANDARD_SUPPORT)}); the control plane is billed at the extended-support rate "
             f"(source: {EKS_SUPPORT_SOURCE})"
         )
     for rng in COMPONENT_RANGES:
         if not rng.oldest <= chosen <= rng.newest:
             lines.append(
                 f"eks.version: {version} is outside the documented range of {rng.component} "
-                f"({fmt(rng.oldest)}-{fmt(rng.newest)}; source: {rng.source})"
+                f"({fmt(rng.oldest)}-{fmt(rng.newest)}; source: {rng.source}, read {rng.seen})"
             )
     return lines
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from pydantic import ValidationError
 
@@ -89,22 +91,28 @@ def test_eks_version_outside_1_28_to_1_36_is_refused(version):
     assert line.startswith(f"dev: eks.version: '{version}'") and "1.28 to 1.36" in line
 
 
-def test_eks_version_without_its_kubectl_layer_names_the_package_to_install():
-    lines = problems({"eks": {"version": "1.31"}})
-    assert any("aws-cdk.lambda-layer-kubectl-v31" in line for line in lines)
+@pytest.mark.parametrize("minor", range(versions.MIN_EKS_VERSION[1], versions.MAX_EKS_VERSION[1] + 1))
+def test_every_accepted_version_has_its_kubectl_layer_installed(minor):
+    version = f"1.{minor}"
+    assert load({"eks": {"version": version}})[0].eks.version == version  # accepted, no error
+    module, cls, _ = versions.kubectl_layer_module(version)
+    assert hasattr(importlib.import_module(module), cls)
 
 
-def test_old_versions_warn_with_the_component_and_source():
-    warnings = versions.support_warnings("1.29")
+def test_old_versions_warn_with_the_component_its_source_and_when_it_was_read():
+    warnings = versions.support_warnings("1.34")
     assert any("EKS standard support" in w for w in warnings)
-    assert any("SageMaker HyperPod" in w and "1.30-1.35" in w and "source:" in w for w in warnings)
-    assert not any("training operator" in w for w in warnings)  # 1.29 is inside its 1.28-1.33
+    assert any("SageMaker HyperPod" in w and "1.28-1.33" in w and "source:" in w and "read 2026-12" in w for w in warnings)
     assert not [w for w in versions.support_warnings("1.35") if "standard support" in w]
 
 
-def test_default_version_warns_that_the_training_operator_documents_only_up_to_1_33():
+def test_the_default_version_is_documented_by_hyperpod_and_every_addon():
+    # FACTS: HyperPod's EKS prerequisites and the training operator page both list 1.28-1.33.
+    default = versions.parse(versions.DEFAULT_EKS_VERSION)
+    assert default == (1, 33)
+    assert all(r.oldest <= default <= r.newest for r in versions.COMPONENT_RANGES)
     _, warnings = load()
-    assert any("training operator" in w and "1.28-1.33" in w for w in warnings)
+    assert not any("outside the documented range" in w for w in warnings)
 
 
 def test_malformed_cidr_is_reported_with_its_value():

@@ -128,20 +128,21 @@ def test_hyperpod_name_taken_by_another_stack_fails(aws):
 def _versions_client(versions: list[dict]):
     client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(client)
-    stub.add_response("describe_cluster_versions", {"clusterVersions": versions}, {"clusterVersions": ["1.35"]})
+    stub.add_response("describe_cluster_versions", {"clusterVersions": versions}, {"clusterVersions": [_settings().eks.version]})
     stub.activate()
     return client
 
 
 def test_offered_version_in_standard_support_passes():
-    aws = preflight.Clients(None, REGION, {"eks": _versions_client([{"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT"}])})
+    version = _settings().eks.version
+    aws = preflight.Clients(None, REGION, {"eks": _versions_client([{"clusterVersion": version, "versionStatus": "STANDARD_SUPPORT"}])})
     assert _status(preflight.check_eks_version(_settings(), aws)) == ["pass"]
 
 
 def test_version_not_offered_fails():
     aws = preflight.Clients(None, REGION, {"eks": _versions_client([])})
     (r,) = preflight.check_eks_version(_settings(), aws)
-    assert r.status == "fail" and "1.35 is not offered" in r.detail
+    assert r.status == "fail" and f"{_settings().eks.version} is not offered" in r.detail
 
 
 ADMIN = "arn:aws:iam::111111111111:role/PlatformAdmin"
@@ -176,3 +177,35 @@ def test_run_reports_a_table_and_turns_api_errors_into_failures(aws):
     assert "checks:" in text.splitlines()[-1]
     (version,) = [r for r in results if r.check == "eks_version"]
     assert version.status == "fail" and "could not check" in version.detail  # moto has no DescribeClusterVersions
+
+
+def _addon_versions_client(offered: dict[str, list[str]]):
+    """DescribeAddonVersions answers in its real shape (botocore validates it): one entry per
+    add-on the deploy creates, with the versions given (none: the add-on has no build)."""
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    version = _settings().eks.version
+    for name in preflight._addons_to_create(_settings()):
+        versions = [{"addonVersion": v} for v in offered.get(name, ["v1.0.0-eksbuild.1"])]
+        stub.add_response(
+            "describe_addon_versions",
+            {"addons": [{"addonName": name, "addonVersions": versions}] if versions else []},
+            {"kubernetesVersion": version, "addonName": name},
+        )
+    stub.activate()
+    return client
+
+
+def test_every_addon_the_deploy_creates_is_asked_for_the_chosen_kubernetes_version():
+    wanted = preflight._addons_to_create(_settings())
+    assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "cert-manager"} <= set(wanted)
+    assert "amazon-sagemaker-hyperpod-training-operator" in wanted
+    aws = preflight.Clients(None, REGION, {"eks": _addon_versions_client({})})
+    assert set(_status(preflight.check_addon_versions(_settings(), aws))) == {"pass"}
+
+
+def test_an_addon_without_a_build_for_the_version_fails_before_deploy():
+    aws = preflight.Clients(None, REGION, {"eks": _addon_versions_client({"amazon-sagemaker-hyperpod-training-operator": []})})
+    failed = [r for r in preflight.check_addon_versions(_settings(), aws) if r.status == "fail"]
+    assert [r.check for r in failed] == ["add-on amazon-sagemaker-hyperpod-training-operator"]
+    assert f"no version for Kubernetes {_settings().eks.version}" in failed[0].detail
