@@ -27,11 +27,24 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
     addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
     stacks = [network, cluster, hyperpod, addons]
+    # What the optional stacks below import, exported even when they are off.
+    cluster.keep_exported(
+        cluster.cluster.cluster_arn, cluster.cluster.cluster_name, cluster.cluster.kubectl_provider.service_token
+    )
+    hyperpod.keep_exported(hyperpod.cluster.attr_cluster_arn, hyperpod.bucket_key.key_arn, hyperpod.access_logs.bucket_name)
     if settings.addons.task_governance.enabled:
         stacks.append(GovernanceStack(app, settings=settings, hyperpod=hyperpod, addons=addons))
     if settings.sample_job.enabled:
         stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod, after=stacks[3:]))
     return stacks
+
+
+def annotate(stack: cdk.Stack, warnings: list[str]) -> None:
+    """Config warnings as CDK warnings on the first stack: the CLI shows each once, and
+    `Annotations.of(...).acknowledge_warning(id)` can silence one by its id."""
+    for line in warnings:
+        field = line.split(": ", 2)[1] if line.count(": ") >= 2 else "config"
+        cdk.Annotations.of(stack).add_warning_v2(f"hyperpod-cdk:{field}", line)
 
 
 def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
@@ -41,7 +54,9 @@ def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
     return registry.load(context, app.node.try_get_context("env"))
 
 
-def _refuse(problems: list[str]) -> int:
+def _refuse(problems: list[str], warnings: list[str] = ()) -> int:
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     print(f"{len(problems)} problem(s); nothing was synthesized", file=sys.stderr)
@@ -54,15 +69,14 @@ def main(context: dict | None = None) -> int:
     try:
         settings, warnings = settings_from(app)
     except ConfigError as err:
-        return _refuse(err.problems)
-    for line in warnings:
-        print(f"warning: {line}", file=sys.stderr)
+        return _refuse(err.problems, err.warnings)
     try:
-        compose(app, settings)
+        stacks = compose(app, settings)
     except ConfigError as err:  # found while composing, e.g. an add-on's requirement
-        return _refuse(err.problems)
+        return _refuse(err.problems, warnings)
     except ChartNotPrepared as err:
         return _refuse([str(err)])
+    annotate(stacks[0], warnings)
     compliance.apply(app)
     app.synth()
     return 0

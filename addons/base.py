@@ -16,7 +16,23 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import IConstruct
 
+from infra import readiness
 from infra.config import AddonSwitch, Settings, deep_merge
+
+
+@dataclass(frozen=True)
+class ReadyWhen:
+    """What shows an add-on serving: a Kubernetes object with a value at a JSON path."""
+
+    kind: str
+    name: str
+    namespace: str
+    json_path: str
+
+    @staticmethod
+    def deployment_available(namespace: str, name: str) -> "ReadyWhen":
+        # What `kubectl wait --for=condition=available` waits for, as the awsome Terraform does.
+        return ReadyWhen("deployment", name, namespace, ".status.availableReplicas")
 
 
 @dataclass(frozen=True)
@@ -51,8 +67,9 @@ class Addon(ABC):
         return self.core or self.config.enabled
 
     @abstractmethod
-    def build(self, ctx: AddonContext) -> IConstruct:
-        """Build into ctx.scope; return the construct that dependents must wait for."""
+    def build(self, ctx: AddonContext, after: list[IConstruct]) -> IConstruct:
+        """Build into ctx.scope, created after `after` (the add-ons it requires or follows);
+        return the construct that dependents must wait for."""
 
 
 class ManagedAddon(Addon):
@@ -60,6 +77,9 @@ class ManagedAddon(Addon):
     over the ones the add-on computes."""
 
     eks_name: ClassVar[str]
+    # When set, dependents wait for this readiness gate, not only for the add-on resource
+    # (CloudFormation reports an add-on created before its webhooks answer).
+    ready_when: ClassVar[ReadyWhen | None] = None
 
     def configuration(self, ctx: AddonContext) -> dict:
         return {}
@@ -68,8 +88,8 @@ class ManagedAddon(Addon):
         """Resources the add-on itself must be created after (its Pod Identity association)."""
         return []
 
-    def build(self, ctx: AddonContext) -> eks.Addon:
-        prerequisites = self.prerequisites(ctx)
+    def build(self, ctx: AddonContext, after: list[IConstruct]) -> IConstruct:
+        prerequisites = [*self.prerequisites(ctx), *after]
         values = deep_merge(self.configuration(ctx), self.config.configuration_values)
         addon = eks.Addon(
             ctx.scope,
@@ -82,21 +102,33 @@ class ManagedAddon(Addon):
             # orphaned controllers in the cluster.
             preserve_on_delete=False,
         )
+        overwrite_conflicts(addon)
         for resource in prerequisites:
             addon.node.add_dependency(resource)
-        return addon
+        if self.ready_when is None:
+            return addon
+        ready = self.ready_when
+        gate = readiness.kubernetes_ready(
+            ctx.scope,
+            f"{type(self).__name__}Ready",
+            cluster=ctx.cluster,
+            kind=ready.kind,
+            name=ready.name,
+            namespace=ready.namespace,
+            json_path=ready.json_path,
+            minutes=10,
+        )
+        gate.node.add_dependency(addon)
+        return gate
 
 
-def hyperpod_tolerations(settings: Settings) -> list[dict]:
-    """Tolerations for system add-ons: HyperPod marks nodes under deep health checks or
-    recovery with the node-health-status taint, and config may taint whole groups."""
-    tolerations = [
-        {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal", "value": "Unschedulable", "effect": "NoSchedule"}
-    ]
-    seen = set()
-    for group in settings.hyperpod.instance_groups:
-        for taint in group.taints:
-            if (taint.key, taint.effect) not in seen:
-                seen.add((taint.key, taint.effect))
-                tolerations.append({"key": taint.key, "operator": "Exists", "effect": taint.effect})
-    return tolerations
+def tolerate_every_taint() -> list[dict]:
+    """Tolerations for system add-ons, as the references write them: one `Exists` per effect."""
+    return [{"operator": "Exists", "effect": effect} for effect in ("NoSchedule", "NoExecute", "PreferNoSchedule")]
+
+
+def overwrite_conflicts(addon: eks.Addon) -> None:
+    """Both references create every add-on with ResolveConflicts OVERWRITE: a field that a
+    self-managed copy set differently takes the add-on's value instead of failing the create."""
+    cfn: eks.CfnAddon = addon.node.default_child
+    cfn.resolve_conflicts = "OVERWRITE"

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from addons.base import AddonContext, ManagedAddon, hyperpod_tolerations
-from addons.core_dns import CoreDnsAddon
+from addons.base import AddonContext, ManagedAddon, ReadyWhen, tolerate_every_taint
 
 
 class CertManagerAddon(ManagedAddon):
     key = "cert_manager"
     title = "cert-manager"
     eks_name = "cert-manager"
-    # Its pods need a node and cluster DNS to become ready.
-    after = (CoreDnsAddon,)
+    # The training operator's certificates are issued through this webhook.
+    ready_when = ReadyWhen.deployment_available("cert-manager", "cert-manager-webhook")
 
     def configuration(self, ctx: AddonContext) -> dict:
-        # Without these, cert-manager stays Pending on HyperPod nodes whose groups carry
-        # taints, or while nodes are marked by deep health checks.
-        tolerations = hyperpod_tolerations(ctx.settings)
+        # The keys and values the awsome Terraform passes (modules/hyperpod_cluster/cert_manager.tf):
+        # a key outside the add-on's schema fails CreateAddon. Tolerating every taint keeps
+        # cert-manager running on tainted groups and on nodes under deep health checks.
+        tolerations = tolerate_every_taint()
         return {
+            "replicaCount": 1,
             "tolerations": tolerations,
-            "webhook": {"tolerations": tolerations},
-            "cainjector": {"tolerations": tolerations},
-            "startupapicheck": {"tolerations": tolerations},
+            "webhook": {"replicaCount": 1, "tolerations": tolerations},
+            "cainjector": {"replicaCount": 1, "tolerations": tolerations},
         }

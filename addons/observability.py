@@ -11,7 +11,6 @@ from aws_cdk import aws_iam as iam
 from addons.base import AddonContext, ManagedAddon
 from infra import compliance
 from infra.pod_identity import pod_identity_role
-from addons.core_dns import CoreDnsAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 
 NAMESPACE = "hyperpod-observability"
@@ -33,7 +32,6 @@ class ObservabilityAddon(ManagedAddon):
     title = "HyperPod observability"
     eks_name = "amazon-sagemaker-hyperpod-observability"
     requires = (PodIdentityAgentAddon,)
-    after = (CoreDnsAddon,)
 
     def prerequisites(self, ctx: AddonContext):
         stack = ctx.scope

@@ -16,5 +16,5 @@ class PodIdentityAgentAddon(Addon):
     title = "EKS Pod Identity agent"
     core = True  # always installed with the cluster
 
-    def build(self, ctx: AddonContext) -> IConstruct:
+    def build(self, ctx: AddonContext, after: list[IConstruct]) -> IConstruct:
         return ctx.pod_identity_agent

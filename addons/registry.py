@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from addons.base import Addon
 from addons.cert_manager import CertManagerAddon
-from addons.core_dns import CoreDnsAddon
 from addons.observability import ObservabilityAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
@@ -17,7 +16,6 @@ from infra.config import ConfigError, Settings, load_settings
 
 ALL: tuple[type[Addon], ...] = (
     PodIdentityAgentAddon,
-    CoreDnsAddon,
     CertManagerAddon,
     TaskGovernanceAddon,
     TrainingOperatorAddon,
@@ -67,5 +65,8 @@ def load(context: dict, env: str | None) -> tuple[Settings, list[str]]:
     """Settings of `env` with every rule checked, the add-ons' requirements included:
     what app.py deploys from and what `hyperpod-cdk validate` reports on."""
     settings, warnings = load_settings(context, env)
-    plan(settings)
+    try:
+        plan(settings)
+    except ConfigError as err:
+        raise ConfigError(err.problems, warnings) from None
     return settings, warnings

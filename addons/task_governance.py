@@ -3,12 +3,13 @@ into kueue-system; the scheduler config and team quotas come after it."""
 
 from __future__ import annotations
 
-from addons.base import ManagedAddon
-from addons.core_dns import CoreDnsAddon
+from addons.base import ManagedAddon, ReadyWhen
 
 
 class TaskGovernanceAddon(ManagedAddon):
     key = "task_governance"
     title = "HyperPod task governance (Kueue)"
     eks_name = "amazon-sagemaker-hyperpod-taskgovernance"
-    after = (CoreDnsAddon,)
+    # The scheduler config and quotas become Kueue objects, admitted by Kueue's webhook
+    # (served by this deployment; the awsome Terraform waits for the same).
+    ready_when = ReadyWhen.deployment_available("kueue-system", "kueue-controller-manager")

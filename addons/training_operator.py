@@ -3,7 +3,7 @@ HyperPodPyTorchJobs with log-based hang and fault detection and partial restarts
 
 from __future__ import annotations
 
-from addons.base import AddonContext, ManagedAddon
+from addons.base import AddonContext, ManagedAddon, ReadyWhen
 from infra import compliance
 from infra.pod_identity import pod_identity_role
 from addons.cert_manager import CertManagerAddon
@@ -19,6 +19,15 @@ class TrainingOperatorAddon(ManagedAddon):
     key = "training_operator"
     title = "HyperPod training operator"
     eks_name = "amazon-sagemaker-hyperpod-training-operator"
+    # The job is a HyperPodPyTorchJob: its type must be served before the job is applied.
+    # (The operator's deployment name is not documented; the CRD's is, in FACTS and the
+    # official CRD models: plural hyperpodpytorchjobs, group sagemaker.amazonaws.com.)
+    ready_when = ReadyWhen(
+        "customresourcedefinition",
+        "hyperpodpytorchjobs.sagemaker.amazonaws.com",
+        "default",
+        '.status.conditions[?(@.type=="Established")].status',
+    )
     requires = (CertManagerAddon, PodIdentityAgentAddon)
     # Not a requirement, but when task governance is on it must be there first: the
     # operator refuses a task governance older than v1.3.0 it finds at start.

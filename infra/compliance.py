@@ -42,6 +42,7 @@ _CDK_LAMBDAS = {
     "/Custom::CDKBucketDeployment": "aws-cdk-lib's BucketDeployment uploader (lifecycle scripts)",
     "/Custom::S3AutoDeleteObjectsCustomResourceProvider/": "aws-cdk-lib's auto-delete of objects when dev destroys a bucket",
     "/Custom::VpcRestrictDefaultSGCustomResourceProvider/": "aws-cdk-lib's removal of the default security group's rules",
+    "/Provider/framework-": "aws-cdk-lib's custom-resource provider framework (a readiness gate's waiter)",
 }
 
 
@@ -133,4 +134,29 @@ def acknowledge_eks_internals(cluster) -> None:
         f"AwsSolutions-IAM4[Policy::{ecr_public}]",
         f"AwsSolutions-IAM5[Resource::<{handler_id}.Arn>:*]",
         *cdk_asset_read(stack),
+    )
+
+
+def acknowledge_provider(construct: IConstruct, what: str) -> None:
+    """A readiness gate on aws-cdk-lib's custom-resource provider framework: our two Python
+    handlers plus the framework's own Lambdas and waiter state machine."""
+    stack = cdk.Stack.of(construct)
+    functions = [
+        c.node.default_child
+        for c in construct.node.find_all()
+        if c.node.default_child is not None
+        and isinstance(c.node.default_child, cdk.CfnResource)
+        and c.node.default_child.cfn_resource_type == "AWS::Lambda::Function"
+    ]
+    acknowledge(
+        construct,
+        f"{what}; the provider framework (aws-cdk-lib) pins its own Lambdas' runtime and grants (invoke of "
+        "each function's versions), and its waiter state machine only loops on isComplete, each step logged by "
+        "the Lambdas; the handlers run outside the VPC because they call only AWS APIs, and CloudFormation "
+        "invokes them once per deploy",
+        *_CDK_LAMBDA,
+        "NIST.800.53.R5-LambdaInsideVPC",
+        "AwsSolutions-SF1",
+        "AwsSolutions-SF2",
+        *(f"AwsSolutions-IAM5[Resource::<{stack.get_logical_id(f)}.Arn>:*]" for f in functions),
     )

@@ -33,6 +33,14 @@ class PlatformStack(cdk.Stack):
         for key, value in settings.all_tags.items():
             cdk.Tags.of(self).add(key, value)
 
+    def keep_exported(self, *values: str) -> None:
+        """Export `values` whether or not a stack imports them today. A strong reference
+        exports only while its consumer is in the app: switching an optional stack off
+        would remove an export its deployed stack still imports, and CloudFormation
+        refuses that update ("export in use")."""
+        for value in values:
+            self.export_value(value)
+
     @property
     def availability_zones(self) -> list[str]:
         return list(self.settings.availability_zones)

@@ -30,8 +30,6 @@ class AddonsStack(PlatformStack):
         self.plan = registry.plan(settings)
         self.built = {}
         for addon in self.plan:
-            construct = addon.build(ctx)
             # Across stacks (the Pod Identity agent) this becomes the stack dependency it already is.
-            for dep in registry.dependencies(addon, self.plan):
-                construct.node.add_dependency(self.built[dep])
-            self.built[type(addon)] = construct
+            after = [self.built[dep] for dep in registry.dependencies(addon, self.plan)]
+            self.built[type(addon)] = addon.build(ctx, after)

@@ -10,6 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from addons.base import overwrite_conflicts
 from infra import compliance, versions
 from infra.config import CoreAddon, Settings
 from infra.stack import PlatformStack
@@ -58,7 +59,10 @@ class ClusterStack(PlatformStack):
             # install its self-managed copies.
             bootstrap_self_managed_addons=False,
             bootstrap_cluster_creator_admin_permissions=False,
-            removal_policy=cdk.RemovalPolicy.RETAIN if settings.protection.retain_data else cdk.RemovalPolicy.DESTROY,
+            # Never retained: a kept cluster (and its kubectl Lambda's ENIs) would hold the network
+            # stack's subnets and security group, and `cdk destroy` could not finish. Data lives in
+            # the retained buckets, keys and log groups, not in the control plane.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=kubectl_layer(self, settings.eks.version),
                 private_subnets=network.eks_subnets,
@@ -74,10 +78,21 @@ class ClusterStack(PlatformStack):
 
         cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "EksClusterArn", value=self.cluster.cluster_arn)
+        kubeconfig = f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}"
+        cdk.CfnOutput(self, "UpdateKubeconfigCommand", value=kubeconfig)
+        where = (
+            # A private endpoint answers only inside the VPC: CloudShell's VPC environments
+            # (or any host there) with our security group, which the control plane admits.
+            f" from inside the VPC (stack {network.stack_name}, outputs VpcId and EfaSecurityGroupId; for example an "
+            "AWS CloudShell VPC environment in one of its private subnets with that security group)"
+            if settings.eks.endpoint_access == "private"
+            else ""
+        )
         cdk.CfnOutput(
             self,
-            "UpdateKubeconfigCommand",
-            value=f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}",
+            "KubectlAccess",
+            description="How the admin principals reach the cluster after deploy",
+            value=f"As {' or '.join(settings.eks.admin_principal_arns)}{where}: {kubeconfig} && kubectl get nodes",
         )
 
     def _admin_access_entries(self) -> None:
@@ -95,16 +110,22 @@ class ClusterStack(PlatformStack):
             )
 
     def _core_addons(self) -> dict[str, eks.Addon]:
+        """vpc-cni, kube-proxy, CoreDNS and the Pod Identity agent, with the control plane and
+        before any node, as both references create them (CoreDNS stays DEGRADED until nodes
+        come, which CloudFormation accepts; without it nodes boot with no cluster DNS)."""
         core = self.settings.eks.core_addons
         addons = {
             "vpc-cni": self._addon("VpcCni", "vpc-cni", core.vpc_cni),
             "kube-proxy": self._addon("KubeProxy", "kube-proxy", core.kube_proxy),
+            "coredns": self._addon("CoreDns", "coredns", core.coredns),
         }
         # The cluster's own agent, so anything that asks the cluster for it (Pod Identity
         # service accounts) finds this one instead of installing a second.
         agent = self.cluster.eks_pod_identity_agent
         _pin(agent, core.pod_identity_agent)
         addons["eks-pod-identity-agent"] = agent
+        for addon in addons.values():
+            overwrite_conflicts(addon)
         return addons
 
     def _addon(self, id_: str, name: str, pinned: CoreAddon) -> eks.Addon:

@@ -18,7 +18,7 @@ from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from infra import chart, compliance, naming
+from infra import chart, compliance, naming, readiness
 from infra.config import InstanceGroup, Settings, deep_merge
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
@@ -28,6 +28,28 @@ LIFECYCLE_SCRIPTS = Path(__file__).parent / "lifecycle_scripts"
 UNPREPARED_CHART = Path(__file__).parent / "hyperpod_chart_unprepared"
 ON_CREATE = "on_create.sh"
 INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
+# EC2 has no resource-level scoping for these.
+NETWORK_DESCRIBE_ACTIONS = (
+    "DescribeDhcpOptions",
+    "DescribeInstances",
+    "DescribeInstanceTypes",
+    "DescribeNetworkInterfaces",
+    "DescribeSecurityGroups",
+    "DescribeSubnets",
+    "DescribeTags",
+    "DescribeVpcs",
+)
+# HyperPod's and the VPC CNI's network interfaces in the customer VPC.
+NETWORK_INTERFACE_ACTIONS = (
+    "AssignPrivateIpAddresses",
+    "CreateNetworkInterface",
+    "CreateNetworkInterfacePermission",
+    "DeleteNetworkInterface",
+    "DeleteNetworkInterfacePermission",
+    "DetachNetworkInterface",
+    "ModifyNetworkInterfaceAttribute",
+    "UnassignPrivateIpAddresses",
+)
 
 
 def scripts_digest(folder: Path | None = None) -> str:
@@ -77,6 +99,16 @@ class HyperPodStack(PlatformStack):
         # Nodes boot with the chart's device plugins and health agents already in place,
         # and find their lifecycle scripts in S3.
         self.cluster.node.add_dependency(self.dependencies_chart, scripts)
+        # Both references tag the cluster so; AWS-managed HyperPod policies key on it.
+        cdk.Tags.of(self.cluster).add("SageMaker", "true")
+        # What needs nodes (every later stack) waits for this, not for the cluster resource.
+        self.nodes_ready = readiness.HyperPodNodesReady(
+            self,
+            "NodesReady",
+            cluster_name=settings.hyperpod_cluster_name,
+            cluster_arn=self.cluster.attr_cluster_arn,
+            groups={g.name: g.count for g in settings.hyperpod.instance_groups},
+        )
 
         cdk.CfnOutput(self, "HyperPodClusterName", value=settings.hyperpod_cluster_name)
         cdk.CfnOutput(self, "HyperPodClusterArn", value=self.cluster.attr_cluster_arn)
@@ -121,6 +153,9 @@ class HyperPodStack(PlatformStack):
     # ------------------------------------------------------------------ execution role
 
     def _execution_role(self) -> iam.Role:
+        """What both AWS reference templates grant an instance group (the quick setup's
+        sagemaker-iam-role-template.yaml; awsome's sagemaker-iam-role-stack.yaml). The managed
+        policy alone has no ECR or EC2 network-interface actions."""
         role = iam.Role(
             self,
             "ExecutionRole",
@@ -129,38 +164,40 @@ class HyperPodStack(PlatformStack):
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(INSTANCE_ROLE_POLICY)],
         )
         arn = f"arn:{self.partition}:ec2:{self.region}:{self.account}"
+        network = self.network
+        # The references scope network interfaces to the VPC, its subnets and security group
+        # by ID; so do we, with only the HyperPod subnets and our one group.
+        placed_in = [
+            f"{arn}:vpc/{network.vpc.vpc_id}",
+            *(f"{arn}:subnet/{subnet.subnet_id}" for subnet in network.hyperpod_subnets),
+            f"{arn}:security-group/{network.efa_security_group.security_group_id}",
+        ]
         statements = [
-            # The VPC CNI on each node attaches ENIs and assigns pod IPs. EC2 has no
-            # resource-level scoping for Describe*, and ENIs are created at run time.
             iam.PolicyStatement(
-                sid="VpcCniDescribe",
-                actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DescribeTags"],
+                sid="NetworkDescribe",
+                actions=[f"ec2:{a}" for a in NETWORK_DESCRIBE_ACTIONS],
                 resources=["*"],
             ),
             iam.PolicyStatement(
-                sid="VpcCniEni",
-                actions=[
-                    "ec2:AssignPrivateIpAddresses",
-                    "ec2:AttachNetworkInterface",
-                    "ec2:CreateNetworkInterface",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DetachNetworkInterface",
-                    "ec2:ModifyNetworkInterfaceAttribute",
-                    "ec2:UnassignPrivateIpAddresses",
-                ],
-                resources=[f"{arn}:network-interface/*", f"{arn}:instance/*", f"{arn}:subnet/*", f"{arn}:security-group/*"],
+                sid="NetworkInterfaces",
+                actions=[f"ec2:{a}" for a in NETWORK_INTERFACE_ACTIONS],
+                resources=[f"{arn}:network-interface/*", f"{arn}:instance/*", *placed_in],
             ),
             iam.PolicyStatement(
-                sid="VpcCniTagEni",
-                actions=["ec2:CreateTags"],
-                resources=[f"{arn}:network-interface/*"],
+                sid="NetworkInterfaceAttach",
+                actions=["ec2:AttachNetworkInterface"],
+                resources=[f"{arn}:network-interface/*", f"{arn}:instance/*"],
             ),
-            iam.PolicyStatement(sid="EcrAuth", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            iam.PolicyStatement(sid="NetworkInterfaceTags", actions=["ec2:CreateTags"], resources=[f"{arn}:network-interface/*"]),
+            # The EKS add-ons (vpc-cni, kube-proxy, coredns, Pod Identity agent), the HyperPod
+            # health agent and the other add-ons pull from AWS-owned accounts' repositories:
+            # a grant scoped to this account leaves nodes in ImagePullBackOff, never Ready.
             iam.PolicyStatement(
-                sid="EcrPull",
-                actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                resources=[f"arn:{self.partition}:ecr:{self.region}:{self.account}:repository/*"],
+                sid="ImagePull",
+                actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:GetAuthorizationToken"],
+                resources=["*"],
             ),
+            iam.PolicyStatement(sid="HealthAlarms", actions=["cloudwatch:DescribeAlarms"], resources=["*"]),
             iam.PolicyStatement(
                 sid="PodIdentity",
                 actions=["eks-auth:AssumeRoleForPodIdentity"],
@@ -176,15 +213,13 @@ class HyperPodStack(PlatformStack):
         )
         compliance.acknowledge(
             policy,
-            "Node needs: EC2 Describe* and ecr:GetAuthorizationToken support no resource scoping; the VPC CNI "
-            "creates ENIs at run time (ids unknown); images come from any repository of this account; "
-            "lifecycle scripts are read from a versioned prefix of our bucket",
+            "Node needs, as both AWS reference templates grant them: EC2 Describe*, cloudwatch:DescribeAlarms and "
+            "ecr:GetAuthorizationToken support no resource scoping; images come from AWS-owned accounts' "
+            "repositories (EKS add-ons, HyperPod agents) as well as ours; the VPC CNI creates ENIs at run time "
+            "(ids unknown); lifecycle scripts are read from a versioned prefix of our bucket",
             "AwsSolutions-IAM5[Resource::*]",
             f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:network-interface/*]",
             f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:instance/*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:subnet/*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:security-group/*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecr:{self.region}:{self.account}:repository/*]",
             "AwsSolutions-IAM5[Action::s3:GetBucket*]",
             "AwsSolutions-IAM5[Action::s3:GetObject*]",
             "AwsSolutions-IAM5[Action::s3:List*]",

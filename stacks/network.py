@@ -33,6 +33,7 @@ class NetworkStack(PlatformStack):
             self._interface_endpoints()
         self.hyperpod_subnet_by_az = {s.availability_zone: s for s in self.hyperpod_subnets}
         cdk.CfnOutput(self, "VpcId", value=self.vpc.vpc_id)
+        cdk.CfnOutput(self, "EfaSecurityGroupId", value=self.efa_security_group.security_group_id)
         cdk.CfnOutput(
             self, "HyperPodSubnetIds", value=",".join(s.subnet_id for s in self.hyperpod_subnets)
         )
@@ -181,8 +182,17 @@ class NetworkStack(PlatformStack):
             "The only ingress rule's source is this security group itself (EFA requires it); nothing outside can reach it",
             "NIST.800.53.R5-EC2RestrictedCommonPorts",
         )
-        sg.add_egress_rule(
-            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "AWS APIs, ECR and dataset downloads over HTTPS via NAT"
+        # As both references: all egress. Nodes reach ECR, S3, STS, SageMaker, EKS, EKS Auth,
+        # Hugging Face and FSx on several ports (443, 988, 1018-1023, DNS over the VPC resolver).
+        # CDK refuses an all-traffic 0.0.0.0/0 rule next to others (it wants allow_all_outbound,
+        # which then drops the self rule EFA needs), so this one is the L1, as in the references.
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "EfaSecurityGroupInternetEgress",
+            group_id=sg.security_group_id,
+            ip_protocol="-1",
+            cidr_ip="0.0.0.0/0",
+            description="AWS APIs, image registries and datasets via NAT or endpoints",
         )
         return sg
 

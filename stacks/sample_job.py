@@ -16,7 +16,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra import compliance
+from infra import compliance, readiness
 from infra.config import Settings
 from infra.pod_identity import pod_identity_role
 from infra.stack import PlatformStack
@@ -83,6 +83,19 @@ class SampleJobStack(PlatformStack):
         if identity is not None:
             # Pods get credentials only once the association exists.
             self.manifest.node.add_dependency(identity.association)
+        if job.team:
+            # Task governance creates the team's namespace after its quota, asynchronously.
+            namespace_ready = readiness.kubernetes_ready(
+                self,
+                "TeamNamespaceReady",
+                cluster=cluster.cluster,
+                kind="namespace",
+                name=job_manifest.namespace(settings),
+                namespace="default",
+                json_path=".status.phase",
+                minutes=10,
+            )
+            self.manifest.node.add_dependency(namespace_ready)
         cdk.CfnOutput(self, "JobName", value=f"{job_manifest.namespace(settings)}/{job.name}")
         cdk.CfnOutput(
             self,

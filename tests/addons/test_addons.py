@@ -35,10 +35,39 @@ GOVERNANCE = "amazon-sagemaker-hyperpod-taskgovernance"
 OBSERVABILITY = "amazon-sagemaker-hyperpod-observability"
 
 
+def _gates(s, suffix="addons") -> dict:
+    """(namespace, kind, name) -> (logical id, resource) of each kubectl readiness gate."""
+    return {
+        (r["Properties"]["ObjectNamespace"], r["Properties"]["ObjectType"], r["Properties"]["ObjectName"]): (k, r)
+        for k, r in s.resources(suffix, "Custom::AWSCDK-EKS-KubernetesObjectValue").items()
+    }
+
+
+# The deployments the awsome Terraform waits on before it goes on (cert_manager.tf,
+# task_governance/main.tf: kubectl wait --for=condition=available).
+CERT_MANAGER_WEBHOOK = ("cert-manager", "deployment", "cert-manager-webhook")
+KUEUE = ("kueue-system", "deployment", "kueue-controller-manager")
+
+
 @pytest.mark.parametrize("env", ENVIRONMENTS)
-def test_training_operator_waits_for_cert_manager_and_task_governance(synth, env):
+def test_training_operator_waits_for_the_cert_manager_webhook_and_kueue_to_serve(synth, env):
     s = synth(env)
-    assert {_id(s, "cert-manager"), _id(s, GOVERNANCE)} <= _depends(s, OPERATOR)
+    gates = _gates(s)
+    for gate in (CERT_MANAGER_WEBHOOK, KUEUE):
+        gate_id, gate_resource = gates[gate]
+        assert gate_resource["Properties"]["JsonPath"] == ".status.availableReplicas"
+        assert gate_id in _depends(s, OPERATOR)
+    assert _id(s, "cert-manager") in gates[CERT_MANAGER_WEBHOOK][1]["DependsOn"]
+    assert _id(s, GOVERNANCE) in gates[KUEUE][1]["DependsOn"]
+
+
+def test_the_training_operator_is_ready_when_its_job_type_is_established(synth):
+    s = synth("dev")
+    (gate_id, gate), = [v for k, v in _gates(s).items() if k[1] == "customresourcedefinition"]
+    # The CRD's identity, as the official sagemaker-hyperpod models name it (FACTS).
+    assert gate["Properties"]["ObjectName"] == "hyperpodpytorchjobs.sagemaker.amazonaws.com"
+    assert "Established" in gate["Properties"]["JsonPath"]
+    assert _id(s, OPERATOR) in gate["DependsOn"]
 
 
 def test_training_operator_waits_for_its_pod_identity_association(synth):
@@ -65,11 +94,22 @@ def test_every_addon_waits_for_the_hyperpod_cluster(synth):
     assert "hyperpod-dev-hyperpod" in manifest["artifacts"]["hyperpod-dev-addons"]["dependencies"]
 
 
-def test_coredns_is_installed_after_nodes_exist_not_with_the_control_plane(synth):
-    s = synth("dev")
-    assert "coredns" in _addons(s)
-    assert not [r for r in s.resources("cluster", "AWS::EKS::Addon").values() if r["Properties"]["AddonName"] == "coredns"]
-    assert _id(s, "coredns") in _depends(s, "cert-manager")
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_core_addons_come_with_the_cluster_as_both_references_create_them(synth, env):
+    # Quick setup eks/cloudformation/eks-template.yaml and awsome nested-stacks/eks-cluster-stack.yaml:
+    # vpc-cni, kube-proxy, coredns, eks-pod-identity-agent, each ResolveConflicts OVERWRITE,
+    # in the EKS stack, before any node.
+    s = synth(env)
+    core = {r["Properties"]["AddonName"]: r["Properties"] for r in s.resources("cluster", "AWS::EKS::Addon").values()}
+    assert set(core) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+    assert {name: props["ResolveConflicts"] for name, props in core.items()} == dict.fromkeys(core, "OVERWRITE")
+    assert "coredns" not in _addons(s)
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_addon_overwrites_conflicts_as_the_references_do(synth, env):
+    s = synth(env)
+    assert {name: r["Properties"].get("ResolveConflicts") for name, (_, r) in _addons(s).items()} == dict.fromkeys(_addons(s), "OVERWRITE")
 
 
 def test_prometheus_comes_before_observability_and_is_its_target(synth):
@@ -98,15 +138,22 @@ def test_observability_values_come_from_config(synth):
     assert "amgWorkspace" not in values
 
 
-def test_cert_manager_tolerates_hyperpod_taints(synth):
-    s = synth("dev", {"hyperpod": {"instance_groups": [
-        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
-        {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1, "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
-    ]}})
+def _key_paths(value, prefix=""):
+    if isinstance(value, dict):
+        return {p for k, v in value.items() for p in _key_paths(v, f"{prefix}{k}.")}
+    return {prefix.rstrip(".")}
+
+
+def test_cert_manager_values_use_only_the_keys_the_reference_passes_and_tolerate_every_taint(synth):
+    # awsome terraform-modules/.../hyperpod_cluster/cert_manager.tf: a key outside the add-on's
+    # configuration schema fails CreateAddon.
+    reference_keys = {"replicaCount", "tolerations", "webhook.replicaCount", "webhook.tolerations", "cainjector.replicaCount", "cainjector.tolerations"}
+    s = synth("dev")
     values = json.loads(_addons(s)["cert-manager"][1]["Properties"]["ConfigurationValues"])
-    keys = {t["key"] for t in values["tolerations"]}
-    assert {"sagemaker.amazonaws.com/node-health-status", "nvidia.com/gpu"} <= keys
-    assert values["webhook"]["tolerations"] == values["tolerations"]
+    assert _key_paths(values) <= reference_keys
+    every_effect = [{"operator": "Exists", "effect": e} for e in ("NoSchedule", "NoExecute", "PreferNoSchedule")]
+    for part in (values, values["webhook"], values["cainjector"]):
+        assert sorted(part["tolerations"], key=str) == sorted(every_effect, key=str)
 
 
 def test_pinned_version_and_extra_values_come_from_config(synth):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 
@@ -98,26 +99,95 @@ def test_execution_role_trusts_sagemaker_and_carries_the_cluster_instance_policy
     )
 
 
-def test_execution_role_grants_only_cni_ecr_pod_identity_and_lifecycle_read(synth):
-    actions = set()
-    for st in _execution_statements(synth("dev")):
-        assert st["Effect"] == "Allow"
-        acts = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
-        actions |= set(acts)
-    services = {a.split(":")[0] for a in actions}
-    assert services == {"ec2", "ecr", "eks-auth", "s3", "kms"}
-    assert "eks-auth:AssumeRoleForPodIdentity" in actions
-    assert {"ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:GetAuthorizationToken"} <= actions
-    assert {"ec2:CreateNetworkInterface", "ec2:AssignPrivateIpAddresses"} <= actions
-    assert not [a for a in actions if a.startswith("s3:") and not a.startswith(("s3:Get", "s3:List"))]
-    assert not [a for a in actions if a.startswith("kms:") and a not in ("kms:Decrypt", "kms:DescribeKey")]
+def _resolve(s, value, stack="hyperpod") -> str:
+    """A policy Resource as text: pseudo parameters filled in, Refs and attributes as
+    ${LogicalId} / ${LogicalId.Attr}, and imports followed to the producing stack's resource."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return [_resolve(s, v, stack) for v in value]
+    (fn, arg), = value.items()
+    pseudo = {"AWS::Partition": "aws", "AWS::Region": s.settings.region, "AWS::AccountId": s.settings.account}
+    if fn == "Ref":
+        return pseudo.get(arg, "${%s}" % arg)
+    if fn == "Fn::GetAtt":
+        return "${%s.%s}" % tuple(arg)
+    if fn == "Fn::Join":
+        return arg[0].join(_resolve(s, part, stack) for part in arg[1])
+    if fn == "Fn::ImportValue":
+        for suffix, template in s.templates.items():
+            for output in template.get("Outputs", {}).values():
+                if output.get("Export", {}).get("Name") == arg:
+                    return _resolve(s, output["Value"], suffix)
+    raise AssertionError(f"cannot resolve {value}")
+
+
+def _allowed(statements, action: str, resource: str) -> bool:
+    for st in statements:
+        actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+        if st["Effect"] == "Allow" and any(fnmatch.fnmatchcase(action, a) for a in actions) and any(
+            fnmatch.fnmatchcase(resource, r) for r in resources
+        ):
+            return True
+    return False
+
+
+def _lid(s, suffix, type_, prefix) -> str:
+    (lid,) = [k for k, r in s.templates[suffix]["Resources"].items() if r["Type"] == type_ and k.startswith(prefix)]
+    return lid
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_execution_role_allows_every_action_the_reference_templates_grant(synth, env):
+    # FACTS "Instance-group execution role", from the quick setup's sagemaker-iam-role-template.yaml
+    # and awsome's sagemaker-iam-role-stack.yaml. Resources are this environment's real ones.
+    s = synth(env)
+    statements = [
+        {**st, "Resource": _resolve(s, st["Resource"])} for st in _execution_statements(s)
+    ]
+    ec2 = f"arn:aws:ec2:{s.settings.region}:{s.settings.account}"
+    vpc = "${%s}" % _lid(s, "network", "AWS::EC2::VPC", "Vpc")
+    subnets = ["${%s}" % k for k, r in s.templates["network"]["Resources"].items() if r["Type"] == "AWS::EC2::Subnet" and k.startswith("HyperPodSubnet")]
+    group = "${%s.GroupId}" % _lid(s, "network", "AWS::EC2::SecurityGroup", "EfaSecurityGroup")
+    placed = [f"{ec2}:network-interface/eni-0123456789abcdef0", f"{ec2}:instance/i-0123456789abcdef0", f"{ec2}:vpc/{vpc}",
+              *(f"{ec2}:subnet/{sn}" for sn in subnets), f"{ec2}:security-group/{group}"]
+    assert subnets
+    # Images of the EKS add-ons (602401143452 serves us-east-1) and of the HyperPod health agent (767398015722).
+    aws_owned = [f"arn:aws:ecr:{s.settings.region}:602401143452:repository/amazon-k8s-cni",
+                 f"arn:aws:ecr:{s.settings.region}:767398015722:repository/hyperpod-health-monitoring-agent"]
+    table = [
+        *[(f"ecr:{a}", repo) for a in ("BatchCheckLayerAvailability", "BatchGetImage", "GetDownloadUrlForLayer") for repo in aws_owned],
+        ("ecr:GetAuthorizationToken", "*"),
+        *[(f"ec2:{a}", r) for a in ("AssignPrivateIpAddresses", "CreateNetworkInterface", "CreateNetworkInterfacePermission",
+                                    "DeleteNetworkInterface", "DeleteNetworkInterfacePermission", "DetachNetworkInterface",
+                                    "ModifyNetworkInterfaceAttribute", "UnassignPrivateIpAddresses") for r in placed],
+        *[(f"ec2:{a}", "*") for a in ("DescribeVpcs", "DescribeDhcpOptions", "DescribeSecurityGroups", "DescribeSubnets",
+                                      "DescribeNetworkInterfaces", "DescribeInstances", "DescribeInstanceTypes", "DescribeTags")],
+        ("ec2:CreateTags", f"{ec2}:network-interface/eni-0123456789abcdef0"),
+        ("eks-auth:AssumeRoleForPodIdentity", "${%s.Arn}" % _lid(s, "cluster", "AWS::EKS::Cluster", "Cluster")),
+        ("cloudwatch:DescribeAlarms", "*"),
+        ("s3:GetObject", "${%s.Arn}/lifecycle/on_create.sh" % _lid(s, "hyperpod", "AWS::S3::Bucket", "LifecycleBucket")),
+    ]
+    denied = [(a, r) for a, r in table if not _allowed(statements, a, r)]
+    assert denied == []
+
+
+def test_mutating_network_actions_are_scoped_to_our_vpc_subnets_and_group(synth):
+    s = synth("dev")
+    statements = [{**st, "Resource": _resolve(s, st["Resource"])} for st in _execution_statements(s)]
+    ec2 = f"arn:aws:ec2:{s.settings.region}:{s.settings.account}"
+    for foreign in (f"{ec2}:vpc/vpc-0ffffffffffffffff", f"{ec2}:subnet/subnet-0ffffffffffffffff", f"{ec2}:security-group/sg-0ffffffffffffffff"):
+        assert not _allowed(statements, "ec2:CreateNetworkInterface", foreign)
 
 
 def test_wildcard_resources_are_only_on_actions_without_resource_scoping(synth):
+    # ECR pulls are on * because the images live in AWS-owned accounts' repositories.
+    unscoped = ("ec2:Describe", "ecr:", "cloudwatch:DescribeAlarms")
     for st in _execution_statements(synth("dev")):
         if st["Resource"] == "*":
             acts = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
-            assert all(a.startswith("ec2:Describe") or a == "ecr:GetAuthorizationToken" for a in acts), acts
+            assert all(a.startswith(unscoped) for a in acts), acts
 
 
 def test_pod_identity_is_scoped_to_this_eks_cluster(synth):
