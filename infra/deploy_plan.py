@@ -20,6 +20,10 @@ TYPICAL_MINUTES = {
     "AWS::EKS::Addon": 3.0,
     "Custom::AWSCDK-EKS-HelmChart": 4.0,
     "Custom::AWSCDK-EKS-KubernetesResource": 1.0,
+    # A readiness gate: the add-on's create already waited for its pods; this covers the
+    # webhook's certificate and endpoints (a namespace gate: task governance's reconcile).
+    "Custom::AWSCDK-EKS-KubernetesObjectValue": 0.5,
+    "Custom::HyperPodNodesReady": 0.5,
     "AWS::EC2::NatGateway": 2.0,
     "AWS::EC2::VPCEndpoint": 2.0,
     "AWS::EC2::InternetGateway": 0.5,
@@ -40,6 +44,8 @@ TYPICAL_MINUTES = {
     "AWS::Logs::LogGroup": 0.1,
 }
 DEFAULT_MINUTES = 0.1
+# Cluster-level resources only, before any node (NodeProvisioningMode Continuous).
+CONTINUOUS_CLUSTER_MINUTES = 3.0
 
 
 @dataclass
@@ -63,6 +69,25 @@ def _references(resource: dict) -> set[str]:
     return refs | set(depends if isinstance(depends, list) else [depends])
 
 
+def _continuous(resources: dict) -> bool:
+    return any(
+        r["Type"] == "AWS::SageMaker::Cluster" and r.get("Properties", {}).get("NodeProvisioningMode") == "Continuous"
+        for r in resources.values()
+    )
+
+
+def _minutes(resources: dict, lid: str) -> float:
+    """Typical minutes of one resource. With continuous provisioning the HyperPod cluster
+    reports done before its nodes exist, and the node gate carries their boot time."""
+    res_type = resources[lid]["Type"]
+    nodes = TYPICAL_MINUTES["AWS::SageMaker::Cluster"]
+    if _continuous(resources) and res_type == "AWS::SageMaker::Cluster":
+        return CONTINUOUS_CLUSTER_MINUTES
+    if _continuous(resources) and res_type == "Custom::HyperPodNodesReady":
+        return nodes - CONTINUOUS_CLUSTER_MINUTES
+    return TYPICAL_MINUTES.get(res_type, DEFAULT_MINUTES)
+
+
 def plan(stacks) -> tuple[float, list[Step]]:
     """stacks: infra.review.StackSummary in deploy order. (total minutes, critical path)."""
     done: dict[str, list[Step]] = {}  # stack -> the critical path up to its last resource
@@ -82,7 +107,7 @@ def plan(stacks) -> tuple[float, list[Step]]:
                 before = [visit(ref, trail + (lid,)) for ref in refs]
                 path = max(before, key=end, default=base)  # each starts from `base`
                 res_type = resources[lid]["Type"]
-                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), TYPICAL_MINUTES.get(res_type, DEFAULT_MINUTES))]
+                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), _minutes(resources, lid))]
             return paths[lid]
 
         done[stack.name] = max((visit(lid) for lid in resources), key=end, default=base)

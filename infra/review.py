@@ -151,6 +151,15 @@ MAX_TEMPLATE_BYTES = 1_000_000
 WARN_AT = 0.8
 
 
+def load_warnings(outdir: Path) -> list[str]:
+    """The CDK warnings in the assembly (config warnings among them), as the CLI shows them."""
+    found = []
+    for path in sorted(outdir.glob("*.metadata.json")):
+        for entries in json.loads(path.read_text()).values():
+            found += [e["data"] for e in entries if e["type"] == "aws:cdk:warning"]
+    return found
+
+
 def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) -> dict:
     """Every section of the review as plain data (what review.json holds)."""
     from infra import deploy_plan, diff, iam_audit
@@ -163,6 +172,7 @@ def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) 
     with_wildcards, role_count = iam_audit.wildcard_figure(roles)
     report = {
         "assembly": str(outdir),
+        "warnings": load_warnings(outdir),
         "stacks": [
             {
                 "name": s.name,
@@ -232,6 +242,8 @@ def to_markdown(report: dict) -> str:
             out.append(f"**{c['action'].upper()}: {c['type']} {c['resource']} in {c['stack']}** ({', '.join(c['because']) or 'removed'})")
         if critical:
             out.append("")
+    if report["warnings"]:
+        out += ["## Warnings", ""] + [f"- {w}" for w in report["warnings"]] + [""]
     out += ["## Stacks in deploy order", ""]
     for i, st in enumerate(report["stacks"], 1):
         out.append(f"{i}. `{st['name']}`: {_size_line(st)}")
