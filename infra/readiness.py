@@ -31,7 +31,7 @@ PROVIDER_TIMEOUT = cdk.Duration.hours(2)
 class HyperPodNodesReady(Construct):
     """Completes when each instance group of `cluster_name` has its configured count Running."""
 
-    def __init__(self, scope: Construct, id_: str, *, cluster_name: str, cluster_arn: str, groups: dict[str, int]):
+    def __init__(self, scope: Construct, id_: str, *, cluster: cdk.CfnResource, cluster_name: str, cluster_arn: str, groups: dict[str, int]):
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         code = lambda_.Code.from_asset(str(HANDLERS))
@@ -67,6 +67,9 @@ class HyperPodNodesReady(Construct):
                 "TimeoutSeconds": str(int(NODE_WAIT.to_seconds())),
             },
         )
+        # The name comes from config, so nothing else orders the wait after the cluster's
+        # creation; without this it could ask ListClusterNodes before the cluster exists.
+        self.resource.node.add_dependency(cluster)
         for function in (on_event, is_complete):
             compliance.checkov_skip(
                 function.node.default_child,

@@ -105,6 +105,7 @@ class HyperPodStack(PlatformStack):
         self.nodes_ready = readiness.HyperPodNodesReady(
             self,
             "NodesReady",
+            cluster=self.cluster,
             cluster_name=settings.hyperpod_cluster_name,
             cluster_arn=self.cluster.attr_cluster_arn,
             groups={g.name: g.count for g in settings.hyperpod.instance_groups},

@@ -97,6 +97,7 @@ def test_the_node_gate_follows_the_cluster_and_asks_for_every_group(synth, env):
     (gate_id, gate), = s.resources("hyperpod", "Custom::HyperPodNodesReady").items()
     (cluster_id,) = s.resources("hyperpod", "AWS::SageMaker::Cluster")
     props = gate["Properties"]
+    assert cluster_id in gate["DependsOn"]
     assert props["InstanceGroups"] == {g.name: str(g.count) for g in s.settings.hyperpod.instance_groups}
     assert props["ClusterName"] == s.settings.hyperpod_cluster_name
     # It reads the cluster, so it comes after it; the only grant is ListClusterNodes on it.
