@@ -76,14 +76,13 @@ def _continuous(resources: dict) -> bool:
     )
 
 
-def _minutes(resources: dict, lid: str) -> float:
+def _minutes(res_type: str, continuous: bool) -> float:
     """Typical minutes of one resource. With continuous provisioning the HyperPod cluster
     reports done before its nodes exist, and the node gate carries their boot time."""
-    res_type = resources[lid]["Type"]
     nodes = TYPICAL_MINUTES["AWS::SageMaker::Cluster"]
-    if _continuous(resources) and res_type == "AWS::SageMaker::Cluster":
+    if continuous and res_type == "AWS::SageMaker::Cluster":
         return CONTINUOUS_CLUSTER_MINUTES
-    if _continuous(resources) and res_type == "Custom::HyperPodNodesReady":
+    if continuous and res_type == "Custom::HyperPodNodesReady":
         return nodes - CONTINUOUS_CLUSTER_MINUTES
     return TYPICAL_MINUTES.get(res_type, DEFAULT_MINUTES)
 
@@ -99,6 +98,7 @@ def plan(stacks) -> tuple[float, list[Step]]:
         # A stack starts once the latest of the stacks it depends on has finished.
         base = max((done[d] for d in stack.depends_on if d in done), key=end, default=[])
         resources = stack.resources
+        continuous = _continuous(resources)
         paths: dict[str, list[Step]] = {}
 
         def visit(lid: str, trail=()) -> list[Step]:
@@ -107,7 +107,7 @@ def plan(stacks) -> tuple[float, list[Step]]:
                 before = [visit(ref, trail + (lid,)) for ref in refs]
                 path = max(before, key=end, default=base)  # each starts from `base`
                 res_type = resources[lid]["Type"]
-                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), _minutes(resources, lid))]
+                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), _minutes(res_type, continuous))]
             return paths[lid]
 
         done[stack.name] = max((visit(lid) for lid in resources), key=end, default=base)

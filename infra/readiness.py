@@ -99,11 +99,3 @@ def kubernetes_ready(
         json_path=json_path,
         timeout=cdk.Duration.minutes(minutes),
     )
-
-
-def deployment_available(scope: Construct, id_: str, *, cluster: eks.ICluster, namespace: str, name: str, minutes: int = 10):
-    """A deployment has at least one available replica (what `kubectl wait --for=condition=available` waits for)."""
-    return kubernetes_ready(
-        scope, id_, cluster=cluster, kind="deployment", name=name, namespace=namespace,
-        json_path=".status.availableReplicas", minutes=minutes,
-    )

@@ -44,6 +44,14 @@ class Synth:
     def resources(self, suffix: str, type_: str) -> dict:
         return {k: r for k, r in self.templates[suffix]["Resources"].items() if r["Type"] == type_}
 
+    def exported(self, name: str) -> tuple[str, object]:
+        """(stack suffix, value) of the output exported as `name`: where an import leads."""
+        for suffix, template in self.templates.items():
+            for output in template.get("Outputs", {}).values():
+                if output.get("Export", {}).get("Name") == name:
+                    return suffix, output["Value"]
+        raise KeyError(f"no stack exports {name}")
+
     @property
     def report(self) -> dict:
         return json.loads((self.outdir / "validation-report.json").read_text())

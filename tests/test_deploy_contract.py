@@ -210,14 +210,14 @@ def _retained(template: dict) -> set[str]:
 
 def _references(s, suffix: str, resource: dict) -> set[tuple[str, str]]:
     """(stack, logical id) of every resource `resource` refers to, imports followed."""
-    text = json.dumps({k: v for k, v in resource.items() if k in ("Properties", "DependsOn")})
-    out = {(suffix, lid) for lid in re.findall(r'"(?:Ref|Fn::GetAtt)": \["?([A-Za-z0-9]+)', text)}
-    out |= {(suffix, d) for d in resource.get("DependsOn", [])}
-    for name in re.findall(r'"Fn::ImportValue": "([^"]+)"', text):
-        for producer, template in s.templates.items():
-            for output in template.get("Outputs", {}).values():
-                if output.get("Export", {}).get("Name") == name:
-                    out |= {(producer, lid) for lid in re.findall(r'"(?:Ref|Fn::GetAtt)": \["?([A-Za-z0-9]+)', json.dumps(output["Value"]))}
+    def refs(value) -> set[str]:
+        return set(re.findall(r'"(?:Ref|Fn::GetAtt)": \["?([A-Za-z0-9]+)', json.dumps(value)))
+
+    props = resource.get("Properties", {})
+    out = {(suffix, lid) for lid in refs(props) | set(resource.get("DependsOn", []))}
+    for name in re.findall(r'"Fn::ImportValue": "([^"]+)"', json.dumps(props)):
+        producer, exported = s.exported(name)
+        out |= {(producer, lid) for lid in refs(exported)}
     return {(st, lid) for st, lid in out if lid in s.templates[st]["Resources"]}
 
 

@@ -115,10 +115,8 @@ def _resolve(s, value, stack="hyperpod") -> str:
     if fn == "Fn::Join":
         return arg[0].join(_resolve(s, part, stack) for part in arg[1])
     if fn == "Fn::ImportValue":
-        for suffix, template in s.templates.items():
-            for output in template.get("Outputs", {}).values():
-                if output.get("Export", {}).get("Name") == arg:
-                    return _resolve(s, output["Value"], suffix)
+        producer, exported = s.exported(arg)
+        return _resolve(s, exported, producer)
     raise AssertionError(f"cannot resolve {value}")
 
 
