@@ -14,7 +14,6 @@ from infra.config import ConfigError, Settings
 from infra.stack import PlatformStack
 from stacks.addons import AddonsStack
 from stacks.cluster import ClusterStack
-from stacks.governance import GovernanceStack
 from stacks.hyperpod import HyperPodStack
 from stacks.network import NetworkStack
 from stacks.sample_job import SampleJobStack
@@ -27,15 +26,13 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
     addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
     stacks = [network, cluster, hyperpod, addons]
-    # What the optional stacks below import, exported even when they are off.
+    # What the optional stack below imports, exported even when it is off.
     cluster.keep_exported(
         cluster.cluster.cluster_arn, cluster.cluster.cluster_name, cluster.cluster.kubectl_provider.service_token
     )
-    hyperpod.keep_exported(hyperpod.cluster.attr_cluster_arn, hyperpod.bucket_key.key_arn, hyperpod.access_logs.bucket_name)
-    if settings.addons.task_governance.enabled:
-        stacks.append(GovernanceStack(app, settings=settings, hyperpod=hyperpod, addons=addons))
+    hyperpod.keep_exported(hyperpod.bucket_key.key_arn, hyperpod.access_logs.bucket_name)
     if settings.sample_job.enabled:
-        stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod, after=stacks[3:]))
+        stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod, after=addons))
     return stacks
 
 

@@ -44,6 +44,8 @@ class AddonContext:
     cluster: eks.ICluster
     # The cluster stack's own Pod Identity agent: reused, never installed twice.
     pod_identity_agent: IConstruct
+    # What task governance's scheduler config and quotas attach to.
+    hyperpod_cluster_arn: str
 
 
 class Addon(ABC):

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 # Stacks in deploy order; each name is "<prefix>-<env>-<suffix>".
-STACK_SUFFIXES = ("network", "cluster", "hyperpod", "addons", "governance", "sample-job")
+STACK_SUFFIXES = ("network", "cluster", "hyperpod", "addons", "sample-job")
 
 # AWS::SageMaker::Cluster ClusterName and InstanceGroupName, and most SageMaker names.
 SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")

@@ -1,4 +1,5 @@
-"""`<prefix>-<env>-addons`: the EKS add-ons that make HyperPod a training platform.
+"""`<prefix>-<env>-addons`: the EKS add-ons that make HyperPod a training platform, and
+task governance's scheduler config and team quotas (built by its add-on).
 
 One pass: `addons.registry.plan` orders the enabled add-ons and checks requirements,
 then each is built and made to depend on the ones it requires or must follow.
@@ -26,6 +27,7 @@ class AddonsStack(PlatformStack):
             settings=settings,
             cluster=cluster.cluster,
             pod_identity_agent=cluster.core_addons["eks-pod-identity-agent"],
+            hyperpod_cluster_arn=hyperpod.cluster.attr_cluster_arn,
         )
         self.plan = registry.plan(settings)
         self.built = {}

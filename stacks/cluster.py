@@ -1,20 +1,26 @@
-"""`<prefix>-<env>-cluster`: the EKS control plane HyperPod orchestrates through."""
+"""`<prefix>-<env>-cluster`: the EKS control plane HyperPod orchestrates through, with what
+must be in it before any node: the core add-ons and the HyperPod dependencies chart."""
 
 from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from addons.base import overwrite_conflicts
-from infra import compliance, versions
-from infra.config import CoreAddon, Settings
+from infra import chart, compliance, versions
+from infra.config import CoreAddon, Settings, deep_merge
 from infra.stack import PlatformStack
 from stacks.network import NetworkStack
+
+
+UNPREPARED_CHART = Path(__file__).parent / "hyperpod_chart_unprepared"
 
 
 def kubectl_layer(scope: Construct, version: str):
@@ -74,6 +80,9 @@ class ClusterStack(PlatformStack):
             cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", settings.eks.authentication_mode)
         self._admin_access_entries()
         self.core_addons = self._core_addons()
+        # In the cluster, before any node, beside the core add-ons rather than after them
+        # (a stack waits for the whole of the one before it).
+        self.dependencies_chart = self._dependencies_chart()
         compliance.acknowledge_eks_internals(self.cluster)
 
         cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)
@@ -109,6 +118,37 @@ class ClusterStack(PlatformStack):
                 access_policies=[admin],
             )
 
+    def _dependencies_chart(self) -> eks.HelmChart:
+        source = self.settings.hyperpod.helm_chart
+        if chart.is_prepared(source.revision):
+            asset = s3_assets.Asset(self, "DependenciesChartAsset", path=str(chart.prepared_dir(source.revision)))
+        elif self.bundling_required:
+            # This synth stages assets for deploy (cdk deploy/diff, or a full synth): stop
+            # here, before anything is written or deployed, with the command to run.
+            raise chart.ChartNotPrepared(chart.not_prepared_message(self.settings.env_name, source.revision))
+        else:
+            # CDK skips bundling for this stack (offline synth, tests): the asset is never
+            # staged, so the stand-in folder and the revision-derived hash are enough.
+            asset = s3_assets.Asset(
+                self,
+                "DependenciesChartAsset",
+                path=str(UNPREPARED_CHART),
+                asset_hash_type=cdk.AssetHashType.CUSTOM,
+                asset_hash=f"hyperpod-chart-{source.revision}",
+            )
+        return eks.HelmChart(
+            self,
+            "DependenciesChart",
+            cluster=self.cluster,
+            chart_asset=asset,
+            release=source.release,
+            # HyperPod looks for its device plugins and health agents in kube-system.
+            namespace="kube-system",
+            create_namespace=False,
+            values=chart_values(self.settings),
+            wait=False,
+        )
+
     def _core_addons(self) -> dict[str, eks.Addon]:
         """vpc-cni, kube-proxy, CoreDNS and the Pod Identity agent, with the control plane and
         before any node, as both references create them (CoreDNS stays DEGRADED until nodes
@@ -137,6 +177,22 @@ class ClusterStack(PlatformStack):
             addon_version=pinned.version,
             configuration_values=pinned.configuration_values or None,
         )
+
+
+def chart_values(settings: Settings) -> dict:
+    """Values for the dependencies chart: device plugins and health tooling on, and
+    cert-manager off, because the cert-manager EKS add-on provides it."""
+    ours = {
+        "global": {"region": settings.region},
+        "cert-manager": {"enabled": False},
+        "nvidia-device-plugin": {"devicePlugin": {"enabled": True}},
+        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": True}},
+        "neuron-device-plugin": {"devicePlugin": {"enabled": True}},
+        "health-monitoring-agent": {"enabled": True},
+        "deep-health-check": {"enabled": True},
+        "job-auto-restart": {"enabled": True},
+    }
+    return deep_merge(ours, settings.hyperpod.helm_chart.values)
 
 
 def _pin(addon: eks.Addon, pinned: CoreAddon) -> None:

@@ -1,8 +1,8 @@
 """`<prefix>-<env>-hyperpod`: the SageMaker HyperPod cluster and what must exist before it.
 
-Order inside the stack: lifecycle scripts in S3 and the HyperPod dependencies Helm chart
-in kube-system first, then the `AWS::SageMaker::Cluster` with one instance group per
-config entry.
+Order inside the stack: lifecycle scripts in S3 first, then the `AWS::SageMaker::Cluster`
+with one instance group per config entry (after the dependencies chart the cluster stack
+installs), then the gate that waits for its nodes.
 """
 
 from __future__ import annotations
@@ -11,21 +11,18 @@ import hashlib
 from pathlib import Path
 
 import aws_cdk as cdk
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from infra import chart, compliance, naming, readiness
-from infra.config import InstanceGroup, Settings, deep_merge
+from infra import compliance, naming, readiness
+from infra.config import InstanceGroup, Settings
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
 from stacks.network import NetworkStack
 
 LIFECYCLE_SCRIPTS = Path(__file__).parent / "lifecycle_scripts"
-UNPREPARED_CHART = Path(__file__).parent / "hyperpod_chart_unprepared"
 ON_CREATE = "on_create.sh"
 INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 # EC2 has no resource-level scoping for these.
@@ -62,22 +59,6 @@ def scripts_digest(folder: Path | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
-def chart_values(settings: Settings) -> dict:
-    """Values for the dependencies chart: device plugins and health tooling on, and
-    cert-manager off, because the cert-manager EKS add-on provides it."""
-    ours = {
-        "global": {"region": settings.region},
-        "cert-manager": {"enabled": False},
-        "nvidia-device-plugin": {"devicePlugin": {"enabled": True}},
-        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": True}},
-        "neuron-device-plugin": {"devicePlugin": {"enabled": True}},
-        "health-monitoring-agent": {"enabled": True},
-        "deep-health-check": {"enabled": True},
-        "job-auto-restart": {"enabled": True},
-    }
-    return deep_merge(ours, settings.hyperpod.helm_chart.values)
-
-
 class HyperPodStack(PlatformStack):
     def __init__(self, scope: Construct, *, settings: Settings, network: NetworkStack, cluster: ClusterStack):
         super().__init__(scope, "hyperpod", settings=settings, description="SageMaker HyperPod cluster on EKS")
@@ -94,11 +75,10 @@ class HyperPodStack(PlatformStack):
         )
         self.lifecycle_uri, scripts = self._lifecycle_scripts()
         self.execution_role = self._execution_role()
-        self.dependencies_chart = self._dependencies_chart()
         self.cluster = self._hyperpod_cluster()
-        # Nodes boot with the chart's device plugins and health agents already in place,
-        # and find their lifecycle scripts in S3.
-        self.cluster.node.add_dependency(self.dependencies_chart, scripts)
+        # Nodes boot with the chart's device plugins and health agents already in place
+        # (the cluster stack installs them), and find their lifecycle scripts in S3.
+        self.cluster.node.add_dependency(cluster.dependencies_chart, scripts)
         # Both references tag the cluster so; AWS-managed HyperPod policies key on it.
         cdk.Tags.of(self.cluster).add("SageMaker", "true")
         # What needs nodes (every later stack) waits for this, not for the cluster resource.
@@ -107,7 +87,6 @@ class HyperPodStack(PlatformStack):
             "NodesReady",
             cluster=self.cluster,
             cluster_name=settings.hyperpod_cluster_name,
-            cluster_arn=self.cluster.attr_cluster_arn,
             groups={g.name: g.count for g in settings.hyperpod.instance_groups},
         )
 
@@ -229,39 +208,6 @@ class HyperPodStack(PlatformStack):
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
         )
         return role
-
-    # ------------------------------------------------------------------ chart
-
-    def _dependencies_chart(self) -> eks.HelmChart:
-        source = self.settings.hyperpod.helm_chart
-        if chart.is_prepared(source.revision):
-            asset = s3_assets.Asset(self, "DependenciesChartAsset", path=str(chart.prepared_dir(source.revision)))
-        elif self.bundling_required:
-            # This synth stages assets for deploy (cdk deploy/diff, or a full synth): stop
-            # here, before anything is written or deployed, with the command to run.
-            raise chart.ChartNotPrepared(chart.not_prepared_message(self.settings.env_name, source.revision))
-        else:
-            # CDK skips bundling for this stack (offline synth, tests): the asset is never
-            # staged, so the stand-in folder and the revision-derived hash are enough.
-            asset = s3_assets.Asset(
-                self,
-                "DependenciesChartAsset",
-                path=str(UNPREPARED_CHART),
-                asset_hash_type=cdk.AssetHashType.CUSTOM,
-                asset_hash=f"hyperpod-chart-{source.revision}",
-            )
-        return eks.HelmChart(
-            self,
-            "DependenciesChart",
-            cluster=self.eks_cluster,
-            chart_asset=asset,
-            release=source.release,
-            # HyperPod looks for its device plugins and health agents in kube-system.
-            namespace="kube-system",
-            create_namespace=False,
-            values=chart_values(self.settings),
-            wait=False,
-        )
 
     # ------------------------------------------------------------------ cluster
 

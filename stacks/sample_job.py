@@ -2,8 +2,9 @@
 
 The image is built from training/ at deploy (a CDK Docker image asset; synth only stages
 the folder), unless config names one. Checkpoints go to an S3 bucket through a Pod
-Identity role bound to the job's service account. The stack depends on the governance
-and addons stacks, so `cdk destroy` removes the job before the operator and the queues.
+Identity role bound to the job's service account. The stack depends on the addons stack
+(the operator, the team queues and their namespaces), so `cdk destroy` removes the job
+before them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra import compliance, readiness
+from infra import compliance
 from infra.config import Settings
 from infra.pod_identity import pod_identity_role
 from infra.stack import PlatformStack
@@ -35,11 +36,11 @@ class SampleJobStack(PlatformStack):
         settings: Settings,
         cluster: ClusterStack,
         hyperpod: HyperPodStack,
-        after: list[PlatformStack],
+        after: PlatformStack,
     ):
         super().__init__(scope, "sample-job", settings=settings, description="Sample LLaMA 3.1 8B FSDP HyperPodPyTorchJob")
-        for stack in after:  # the operator and the team's queue exist before the job
-            self.add_stack_dependency(stack)
+        # The operator, the team's queue and its namespace exist before the job.
+        self.add_stack_dependency(after)
         job = settings.sample_job
         if job.image_uri:
             image = job.image_uri
@@ -83,19 +84,6 @@ class SampleJobStack(PlatformStack):
         if identity is not None:
             # Pods get credentials only once the association exists.
             self.manifest.node.add_dependency(identity.association)
-        if job.team:
-            # Task governance creates the team's namespace after its quota, asynchronously.
-            namespace_ready = readiness.kubernetes_ready(
-                self,
-                "TeamNamespaceReady",
-                cluster=cluster.cluster,
-                kind="namespace",
-                name=job_manifest.namespace(settings),
-                namespace="default",
-                json_path=".status.phase",
-                minutes=10,
-            )
-            self.manifest.node.add_dependency(namespace_ready)
         cdk.CfnOutput(self, "JobName", value=f"{job_manifest.namespace(settings)}/{job.name}")
         cdk.CfnOutput(
             self,

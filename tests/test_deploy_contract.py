@@ -13,7 +13,7 @@ from botocore.stub import Stubber
 
 from infra import config
 from infra.handlers import hyperpod_nodes
-from stacks.hyperpod import chart_values
+from stacks.cluster import chart_values
 from tests.conftest import CONTEXT, ENVIRONMENTS, patched_context
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,35 +100,29 @@ def test_the_node_gate_follows_the_cluster_and_asks_for_every_group(synth, env):
     assert cluster_id in gate["DependsOn"]
     assert props["InstanceGroups"] == {g.name: str(g.count) for g in s.settings.hyperpod.instance_groups}
     assert props["ClusterName"] == s.settings.hyperpod_cluster_name
-    # It reads the cluster, so it comes after it; the only grant is ListClusterNodes on it.
+    # Its only grant reads nodes of this account's clusters in this region.
     policies = [p for p in s.resources("hyperpod", "AWS::IAM::Policy").values() if "sagemaker:ListClusterNodes" in json.dumps(p)]
     (policy,) = policies
     (st,) = [st for st in policy["Properties"]["PolicyDocument"]["Statement"] if st["Action"] == "sagemaker:ListClusterNodes"]
-    assert st["Resource"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
+    assert json.dumps(st["Resource"]).endswith(f':sagemaker:{s.settings.region}:{s.settings.account}:cluster/*"]]}}')
     # Every later stack needs nodes: each depends on the hyperpod stack, gate included.
     manifest = json.loads((s.outdir / "manifest.json").read_text())
     assert f"hyperpod-{env}-hyperpod" in manifest["artifacts"][f"hyperpod-{env}-addons"]["dependencies"]
 
 
-def test_quotas_and_scheduler_config_wait_for_kueue_to_serve(synth):
+def test_each_team_namespace_is_waited_for_after_its_quota_and_before_the_job(synth):
     s = synth("prod")
+    gates = {r["Properties"]["ObjectName"]: r for r in s.resources("addons", "Custom::AWSCDK-EKS-KubernetesObjectValue").values()
+             if r["Properties"]["ObjectType"] == "namespace"}
+    # What task governance creates for each team (FACTS: hyperpod-ns-<team>).
+    assert set(gates) == {"hyperpod-ns-ml-research", "hyperpod-ns-ml-production"}
+    quotas = {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: k for k, r in s.resources("addons", "AWS::SageMaker::ComputeQuota").items()}
+    for team, quota_id in quotas.items():
+        assert gates[f"hyperpod-ns-{team}"]["Properties"]["JsonPath"] == ".status.phase"
+        assert quota_id in gates[f"hyperpod-ns-{team}"]["DependsOn"]
+    # The job's stack starts only once the addons stack, these waits included, is done.
     manifest = json.loads((s.outdir / "manifest.json").read_text())
-    assert "hyperpod-prod-addons" in manifest["artifacts"]["hyperpod-prod-governance"]["dependencies"]
-    (kueue_id,) = [k for k, r in s.resources("addons", "Custom::AWSCDK-EKS-KubernetesObjectValue").items()
-                   if r["Properties"]["ObjectNamespace"] == "kueue-system"]
-    # The governance stack waits for the addons stack, which holds the Kueue gate, so the
-    # scheduler config and the quotas (Kueue objects) are created once Kueue answers.
-    assert s.templates["addons"]["Resources"][kueue_id]["Properties"]["ObjectName"] == "kueue-controller-manager"
-
-
-def test_the_job_waits_for_its_team_namespace(synth):
-    s = synth("prod")
-    (gate_id, gate), = s.resources("sample-job", "Custom::AWSCDK-EKS-KubernetesObjectValue").items()
-    assert gate["Properties"]["ObjectType"] == "namespace"
-    assert gate["Properties"]["ObjectName"] == "hyperpod-ns-ml-research"  # what task governance creates (FACTS)
-    assert gate["Properties"]["JsonPath"] == ".status.phase"
-    (job_id, job), = s.resources("sample-job", "Custom::AWSCDK-EKS-KubernetesResource").items()
-    assert gate_id in job["DependsOn"]
+    assert "hyperpod-prod-addons" in manifest["artifacts"]["hyperpod-prod-sample-job"]["dependencies"]
 
 
 # ---------------------------------------------------------------- access and exposure
@@ -179,13 +173,6 @@ def test_the_cluster_stack_prints_the_commands_to_reach_the_cluster(synth, env):
 # ---------------------------------------------------------------- updates and teardown
 
 
-def _without(env: str, stack: str) -> dict:
-    if stack == "governance":
-        return {"addons": {"task_governance": {"enabled": False}}, "governance": {"teams": [], "priority_classes": []},
-                "sample_job": {"team": None, "priority": None}, "topology": {"mode": "none"}}
-    return {"sample_job": {"enabled": False}}
-
-
 def _exports(s) -> set[str]:
     return {o["Export"]["Name"] for t in s.templates.values() for o in t.get("Outputs", {}).values() if "Export" in o}
 
@@ -194,14 +181,14 @@ def _imports(template: dict) -> set[str]:
     return set(re.findall(r'"Fn::ImportValue": "([^"]+)"', json.dumps(template)))
 
 
-@pytest.mark.parametrize("optional", ["governance", "sample-job"])
-def test_switching_an_optional_stack_off_keeps_every_export_it_imports(synth, optional):
+def test_switching_the_sample_job_off_keeps_every_export_it_imports(synth):
     # FACTS: a strong reference's export disappears with its consumer; CloudFormation then
-    # refuses the producer's update while the deployed consumer still imports it.
+    # refuses the producer's update while the deployed consumer still imports it. (Task
+    # governance lives in the addons stack, so switching it off removes no stack.)
     full = synth("prod")
-    without = synth("prod", _without("prod", optional))
-    assert optional not in without.templates
-    assert _imports(full.templates[optional]) <= _exports(without)
+    without = synth("prod", {"sample_job": {"enabled": False}})
+    assert "sample-job" not in without.templates
+    assert _imports(full.templates["sample-job"]) <= _exports(without)
 
 
 def _retained(template: dict) -> set[str]:

@@ -11,6 +11,7 @@ import yaml
 
 from infra import config, iam_audit, review
 from manifests import job as job_manifest
+from infra.naming import STACK_SUFFIXES
 from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT
 
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
@@ -141,7 +142,7 @@ def test_the_walk_catches_what_it_must():
 def test_prod_protects_every_stack_from_termination(synth):
     manifest = json.loads((synth("prod").outdir / "manifest.json").read_text())
     stacks = {n: a for n, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
-    assert len(stacks) == 6 and all(a["properties"].get("terminationProtection") for a in stacks.values())
+    assert len(stacks) == len(STACK_SUFFIXES) and all(a["properties"].get("terminationProtection") for a in stacks.values())
 
 
 @pytest.mark.parametrize("env, policy", [("prod", "Retain"), ("dev", "Delete")])

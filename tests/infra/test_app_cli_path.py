@@ -28,7 +28,7 @@ def test_bad_config_exits_non_zero_with_one_line_per_problem_and_no_traceback(tm
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_a_synth_that_bundles_the_hyperpod_stack_stops_early_without_the_prepared_chart(tmp_path):
+def test_a_synth_that_bundles_the_chart_stops_early_without_the_prepared_chart(tmp_path):
     if chart.is_prepared(CONTEXT["defaults"]["hyperpod"]["helm_chart"]["revision"]):
         pytest.skip("the chart is prepared on this machine")
     result = run_cdk("synth", "--quiet", "-o", str(tmp_path))  # what cdk deploy --all synthesizes

@@ -12,7 +12,7 @@ from infra import cli, deploy_plan, diff, review
 def test_stacks_are_listed_in_deploy_order_with_counts_by_type(synth):
     report = review.build(synth("dev").outdir, with_lint=False)
     names = [s["name"] for s in report["stacks"]]
-    assert names == [f"hyperpod-dev-{x}" for x in ("network", "cluster", "hyperpod", "addons", "governance", "sample-job")]
+    assert names == [f"hyperpod-dev-{x}" for x in ("network", "cluster", "hyperpod", "addons", "sample-job")]
     hyperpod = report["stacks"][2]
     assert hyperpod["by_type"]["AWS::SageMaker::Cluster"] == 1
     assert hyperpod["resources"] == sum(hyperpod["by_type"].values())

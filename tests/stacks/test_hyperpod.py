@@ -197,7 +197,7 @@ def test_pod_identity_is_scoped_to_this_eks_cluster(synth):
 
 
 def _chart(s) -> dict:
-    (chart,) = s.resources("hyperpod", "Custom::AWSCDK-EKS-HelmChart").values()
+    (chart,) = s.resources("cluster", "Custom::AWSCDK-EKS-HelmChart").values()
     return chart
 
 
@@ -214,11 +214,14 @@ def test_dependencies_chart_goes_into_kube_system_with_device_plugins_on_and_cer
 
 
 def test_hyperpod_cluster_is_created_after_the_chart_and_the_scripts(synth):
+    # FACTS: the chart goes into kube-system before the HyperPod cluster is created. It is in
+    # the cluster stack, which the hyperpod stack waits for as a whole.
     s = synth("dev")
-    depends = _cluster(s)["DependsOn"]
-    chart_id = _logical_id(s, "hyperpod", "Custom::AWSCDK-EKS-HelmChart", "DependenciesChart")
+    assert _logical_id(s, "cluster", "Custom::AWSCDK-EKS-HelmChart", "DependenciesChart")
+    manifest = json.loads((s.outdir / "manifest.json").read_text())
+    assert "hyperpod-dev-cluster" in manifest["artifacts"]["hyperpod-dev-hyperpod"]["dependencies"]
     scripts_id = _logical_id(s, "hyperpod", "Custom::CDKBucketDeployment", "LifecycleScripts")
-    assert chart_id in depends and scripts_id in depends
+    assert scripts_id in _cluster(s)["DependsOn"]
 
 
 def test_chart_values_from_config_are_merged_over_ours(synth):
@@ -328,7 +331,7 @@ def test_a_prepared_chart_is_installed_from_its_folder(tmp_path, monkeypatch):
     (prepared / chart.MARKER).write_text("{}")
     monkeypatch.setattr(chart, "PREPARED_ROOT", tmp_path / "build")
     s = _synthesize(CONTEXT, "dev", tmp_path / "out")
-    assets = json.loads((s.outdir / "hyperpod-dev-hyperpod.assets.json").read_text())["files"]
+    assets = json.loads((s.outdir / "hyperpod-dev-cluster.assets.json").read_text())["files"]
     sources = [a["source"]["path"] for a in assets.values()]
     staged = [p for p in sources if (s.outdir / p / "Chart.yaml").is_file()]
     assert len(staged) == 1  # the prepared chart itself, not the stand-in folder

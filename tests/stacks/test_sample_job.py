@@ -1,4 +1,4 @@
-"""Sample-job stack: the job applied after governance, its image, its checkpoint access."""
+"""Sample-job stack: the job applied after the add-ons and team queues, its image, its checkpoint access."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ def _manifest(s) -> list:
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
-def test_job_is_applied_after_governance_and_the_addons(synth, env):
+def test_job_is_applied_after_the_addons_and_the_team_queues(synth, env):
     s = synth(env)
     manifest = json.loads((s.outdir / "manifest.json").read_text())
     deps = manifest["artifacts"][f"hyperpod-{env}-sample-job"]["dependencies"]
-    assert f"hyperpod-{env}-governance" in deps and f"hyperpod-{env}-addons" in deps
+    assert f"hyperpod-{env}-addons" in deps  # the operator, Kueue, the quotas and the team namespaces
 
 
 def test_manifest_applies_the_service_account_and_the_job(synth):
@@ -69,4 +69,4 @@ def test_job_role_is_pod_identity_for_the_job_service_account(synth):
 
 def test_switching_the_job_off_deploys_the_platform_without_it(synth):
     s = synth("dev", {"sample_job": {"enabled": False}})
-    assert "sample-job" not in s.templates and "governance" in s.templates
+    assert "sample-job" not in s.templates and "addons" in s.templates
