@@ -28,11 +28,14 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     stacks = [network, cluster, hyperpod, addons]
     # What the optional stack below imports, exported even when it is off.
     cluster.keep_exported(
-        cluster.cluster.cluster_arn, cluster.cluster.cluster_name, cluster.cluster.kubectl_provider.service_token
+        cluster.cluster.cluster_arn,
+        cluster.cluster.cluster_name,
+        cluster.cluster.kubectl_provider.service_token,
+        cluster.bucket_key.key_arn,
+        cluster.access_logs.bucket_name,
     )
-    hyperpod.keep_exported(hyperpod.bucket_key.key_arn, hyperpod.access_logs.bucket_name)
     if settings.sample_job.enabled:
-        stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod, after=addons))
+        stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, after=addons))
     return stacks
 
 

@@ -1,5 +1,6 @@
 """`<prefix>-<env>-cluster`: the EKS control plane HyperPod orchestrates through, with what
-must be in it before any node: the core add-ons and the HyperPod dependencies chart."""
+must be in it before any node: the core add-ons and the HyperPod dependencies chart, and
+the lifecycle scripts the nodes run at boot."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from addons.base import overwrite_conflicts
-from infra import chart, compliance, versions
+from infra import chart, compliance, naming, versions
 from infra.config import CoreAddon, Settings, deep_merge
 from infra.stack import PlatformStack
+from stacks import lifecycle
 from stacks.network import NetworkStack
 
 
@@ -83,6 +85,17 @@ class ClusterStack(PlatformStack):
         # In the cluster, before any node, beside the core add-ons rather than after them
         # (a stack waits for the whole of the one before it).
         self.dependencies_chart = self._dependencies_chart()
+        # What HyperPod's nodes read at boot, built while the control plane is.
+        self.bucket_key = self.data_key("DataKey", "data", "Encrypts the lifecycle and checkpoint buckets")
+        self.access_logs = self.access_log_bucket("AccessLogsBucket")
+        self.lifecycle_bucket = self.data_bucket(
+            "LifecycleBucket",
+            self.bucket_key,
+            self.access_logs,
+            "lifecycle-bucket/",
+            bucket_name=naming.lifecycle_bucket_name(settings.prefix, settings.env_name, settings.account, settings.region),
+        )
+        self.lifecycle_uri, self.lifecycle_scripts = lifecycle.deploy_scripts(self, self.lifecycle_bucket)
         compliance.acknowledge_eks_internals(self.cluster)
 
         cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)

@@ -1,18 +1,15 @@
 """`<prefix>-<env>-hyperpod`: the SageMaker HyperPod cluster and what must exist before it.
 
-Order inside the stack: lifecycle scripts in S3 first, then the `AWS::SageMaker::Cluster`
-with one instance group per config entry (after the dependencies chart the cluster stack
-installs), then the gate that waits for its nodes.
+Order inside the stack: the nodes' execution role, then the `AWS::SageMaker::Cluster` with
+one instance group per config entry (after the dependencies chart and the lifecycle scripts
+the cluster stack installs), then the gate that waits for its nodes.
 """
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3_deployment as s3_deployment
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
@@ -20,10 +17,9 @@ from infra import compliance, naming, readiness
 from infra.config import InstanceGroup, Settings
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
+from stacks.lifecycle import ON_CREATE
 from stacks.network import NetworkStack
 
-LIFECYCLE_SCRIPTS = Path(__file__).parent / "lifecycle_scripts"
-ON_CREATE = "on_create.sh"
 INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 # EC2 has no resource-level scoping for these.
 NETWORK_DESCRIBE_ACTIONS = (
@@ -49,36 +45,18 @@ NETWORK_INTERFACE_ACTIONS = (
 )
 
 
-def scripts_digest(folder: Path | None = None) -> str:
-    """Content hash of the lifecycle scripts: a new version gets a new S3 prefix."""
-    folder = folder or LIFECYCLE_SCRIPTS
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 class HyperPodStack(PlatformStack):
     def __init__(self, scope: Construct, *, settings: Settings, network: NetworkStack, cluster: ClusterStack):
         super().__init__(scope, "hyperpod", settings=settings, description="SageMaker HyperPod cluster on EKS")
         self.network = network
         self.eks_cluster = cluster.cluster
-        self.bucket_key = self.data_key("DataKey", "data", "Encrypts the lifecycle and checkpoint buckets")
-        self.access_logs = self.access_log_bucket("AccessLogsBucket")
-        self.lifecycle_bucket = self.data_bucket(
-            "LifecycleBucket",
-            self.bucket_key,
-            self.access_logs,
-            "lifecycle-bucket/",
-            bucket_name=naming.lifecycle_bucket_name(settings.prefix, settings.env_name, settings.account, settings.region),
-        )
-        self.lifecycle_uri, scripts = self._lifecycle_scripts()
+        self.lifecycle_uri = cluster.lifecycle_uri
+        self.bucket_key = cluster.bucket_key
         self.execution_role = self._execution_role()
         self.cluster = self._hyperpod_cluster()
         # Nodes boot with the chart's device plugins and health agents already in place
         # (the cluster stack installs them), and find their lifecycle scripts in S3.
-        self.cluster.node.add_dependency(cluster.dependencies_chart, scripts)
+        self.cluster.node.add_dependency(cluster.dependencies_chart, cluster.lifecycle_scripts)
         # Both references tag the cluster so; AWS-managed HyperPod policies key on it.
         cdk.Tags.of(self.cluster).add("SageMaker", "true")
         # What needs nodes (every later stack) waits for this, not for the cluster resource.
@@ -98,37 +76,6 @@ class HyperPodStack(PlatformStack):
             "UpdateKubeconfigCommand",
             value=f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}",
         )
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def _lifecycle_scripts(self) -> tuple[str, s3_deployment.BucketDeployment]:
-        prefix = f"lifecycle/{scripts_digest()}/"
-        deployment = s3_deployment.BucketDeployment(
-            self,
-            "LifecycleScripts",
-            sources=[s3_deployment.Source.asset(str(LIFECYCLE_SCRIPTS))],
-            destination_bucket=self.lifecycle_bucket,
-            destination_key_prefix=prefix,
-            # Earlier versions stay: nodes replaced mid-update still find the scripts
-            # their instance group points at.
-            prune=False,
-            retain_on_delete=self.settings.protection.retain_data,
-        )
-        bucket_id = self.get_logical_id(self.lifecycle_bucket.node.default_child)
-        compliance.acknowledge_cdk_lambda(
-            # The upload Lambda is a stack-level singleton, not a child of the deployment.
-            next(c for c in self.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")),
-            "BucketDeployment's upload Lambda copies the lifecycle scripts from the CDK asset bucket into "
-            "ours; it runs outside the VPC because it only talks to S3",
-            "NIST.800.53.R5-LambdaInsideVPC",
-            *compliance.cdk_asset_read(self),
-            "AwsSolutions-IAM5[Action::s3:Abort*]",
-            "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
-        )
-        return f"s3://{self.lifecycle_bucket.bucket_name}/{prefix}", deployment
 
     # ------------------------------------------------------------------ execution role
 
@@ -185,7 +132,11 @@ class HyperPodStack(PlatformStack):
             ),
         ]
         policy = iam.ManagedPolicy(self, "ExecutionPolicy", statements=statements, roles=[role])
-        self.lifecycle_bucket.grant_read(policy)
+        # By its fixed name, so the grant (and its acknowledgment below) reads the same in every
+        # synth rather than naming the cluster stack's export.
+        scripts_bucket = s3.Bucket.from_bucket_name(self, "LifecycleScriptsBucket", self._lifecycle_bucket_name)
+        scripts_bucket.grant_read(policy, "lifecycle/*")
+        self.bucket_key.grant_decrypt(policy)
         compliance.acknowledge(
             role,
             "HyperPod requires the AWS-managed AmazonSageMakerClusterInstanceRolePolicy on instance-group roles",
@@ -203,11 +154,14 @@ class HyperPodStack(PlatformStack):
             "AwsSolutions-IAM5[Action::s3:GetBucket*]",
             "AwsSolutions-IAM5[Action::s3:GetObject*]",
             "AwsSolutions-IAM5[Action::s3:List*]",
-            f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.lifecycle_bucket.node.default_child)}.Arn>/*]",
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{self._lifecycle_bucket_name}/lifecycle/*]",
         )
         return role
+
+    @property
+    def _lifecycle_bucket_name(self) -> str:
+        st = self.settings
+        return naming.lifecycle_bucket_name(st.prefix, st.env_name, st.account, st.region)
 
     # ------------------------------------------------------------------ cluster
 

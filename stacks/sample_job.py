@@ -23,7 +23,6 @@ from infra.pod_identity import pod_identity_role
 from infra.stack import PlatformStack
 from manifests import job as job_manifest
 from stacks.cluster import ClusterStack
-from stacks.hyperpod import HyperPodStack
 
 TRAINING_DIR = Path(__file__).resolve().parent.parent / "training"
 
@@ -35,7 +34,6 @@ class SampleJobStack(PlatformStack):
         *,
         settings: Settings,
         cluster: ClusterStack,
-        hyperpod: HyperPodStack,
         after: PlatformStack,
     ):
         super().__init__(scope, "sample-job", settings=settings, description="Sample LLaMA 3.1 8B FSDP HyperPodPyTorchJob")
@@ -53,7 +51,7 @@ class SampleJobStack(PlatformStack):
         identity = None
         if job.checkpoint_to_s3:
             self.checkpoint_bucket = self.data_bucket(
-                "CheckpointBucket", hyperpod.bucket_key, hyperpod.access_logs, "checkpoint-bucket/"
+                "CheckpointBucket", cluster.bucket_key, cluster.access_logs, "checkpoint-bucket/"
             )
             checkpoint_uri = f"s3://{self.checkpoint_bucket.bucket_name}/{job.name}/checkpoints"
             identity = pod_identity_role(

@@ -50,6 +50,28 @@ def test_deploy_plan_follows_the_critical_path_through_both_clusters(synth):
     assert report["deploy_plan"]["minutes"] >= deploy_plan.TYPICAL_MINUTES["AWS::EKS::Cluster"] + deploy_plan.TYPICAL_MINUTES["AWS::SageMaker::Cluster"]
 
 
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env):
+    # Issue 11's chain, by the same table: the network, EKS, the kubectl provider that applies the
+    # chart (its two Lambdas and access entry), the chart, HyperPod's nodes, cert-manager and the
+    # training operator each with the gate on its webhook, then the job.
+    m = deploy_plan.TYPICAL_MINUTES
+    outdir = synth(env).outdir
+    network_minutes, _ = deploy_plan.plan(review.load_stacks(outdir)[:1])
+    unavoidable = (
+        network_minutes
+        + m["AWS::EKS::Cluster"]
+        + 2 * m["AWS::Lambda::Function"]
+        + m["AWS::EKS::AccessEntry"]
+        + m["Custom::AWSCDK-EKS-HelmChart"]
+        + m["AWS::SageMaker::Cluster"]
+        + 2 * (m["AWS::EKS::Addon"] + m["Custom::AWSCDK-EKS-KubernetesObjectValue"])
+        + m["Custom::AWSCDK-EKS-KubernetesResource"]
+    )
+    minutes = review.build(outdir, with_lint=False)["deploy_plan"]["minutes"]
+    assert minutes <= unavoidable + 2.0, (minutes, unavoidable)
+
+
 def test_renaming_the_hyperpod_cluster_is_called_out_as_a_replacement(synth):
     base, renamed = synth("dev"), synth("dev", {"hyperpod": {"cluster_name": "renamed-hp"}})
     report = review.build(renamed.outdir, against=base.outdir, with_lint=False)

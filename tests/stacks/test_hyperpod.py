@@ -9,7 +9,7 @@ import shutil
 import pytest
 from aws_cdk.assertions import Match
 
-from stacks import hyperpod as hyperpod_module
+from stacks import lifecycle as lifecycle_module
 from tests.conftest import ENVIRONMENTS
 
 
@@ -32,9 +32,9 @@ def _logical_id(s, suffix, type_, prefix):
 
 def test_lifecycle_bucket_is_kms_encrypted_ssl_only_versioned_and_access_logged(synth):
     s = synth("dev")
-    t = s.template("hyperpod")
-    bucket_id = _logical_id(s, "hyperpod", "AWS::S3::Bucket", "LifecycleBucket")
-    props = s.templates["hyperpod"]["Resources"][bucket_id]["Properties"]
+    t = s.template("cluster")
+    bucket_id = _logical_id(s, "cluster", "AWS::S3::Bucket", "LifecycleBucket")
+    props = s.templates["cluster"]["Resources"][bucket_id]["Properties"]
     sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
     assert sse["SSEAlgorithm"] == "aws:kms" and "KMSMasterKeyID" in sse
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
@@ -57,12 +57,12 @@ def test_lifecycle_bucket_is_kms_encrypted_ssl_only_versioned_and_access_logged(
 
 def test_instance_groups_run_our_on_create_script_from_a_content_versioned_prefix(synth):
     s = synth("dev")
-    digest = hyperpod_module.scripts_digest()
+    digest = lifecycle_module.scripts_digest()
     for group in _groups(s).values():
         lifecycle = group["LifeCycleConfig"]
         assert lifecycle["OnCreate"] == "on_create.sh"
         assert f"/lifecycle/{digest}/" in json.dumps(lifecycle["SourceS3Uri"])
-    deployment = s.resources("hyperpod", "Custom::CDKBucketDeployment")
+    deployment = s.resources("cluster", "Custom::CDKBucketDeployment")
     (props,) = [d["Properties"] for d in deployment.values()]
     assert props["DestinationBucketKeyPrefix"] == f"lifecycle/{digest}/"
     assert props["Prune"] is False
@@ -70,10 +70,10 @@ def test_instance_groups_run_our_on_create_script_from_a_content_versioned_prefi
 
 def test_changing_a_script_changes_its_version_prefix(tmp_path):
     copy = tmp_path / "scripts"
-    shutil.copytree(hyperpod_module.LIFECYCLE_SCRIPTS, copy)
-    before = hyperpod_module.scripts_digest(copy)
+    shutil.copytree(lifecycle_module.LIFECYCLE_SCRIPTS, copy)
+    before = lifecycle_module.scripts_digest(copy)
     (copy / "on_create.sh").write_text((copy / "on_create.sh").read_text() + "\n# changed\n")
-    assert hyperpod_module.scripts_digest(copy) != before
+    assert lifecycle_module.scripts_digest(copy) != before
 
 
 # ---------------------------------------------------------------- execution role
@@ -151,6 +151,8 @@ def test_execution_role_allows_every_action_the_reference_templates_grant(synth,
     placed = [f"{ec2}:network-interface/eni-0123456789abcdef0", f"{ec2}:instance/i-0123456789abcdef0", f"{ec2}:vpc/{vpc}",
               *(f"{ec2}:subnet/{sn}" for sn in subnets), f"{ec2}:security-group/{group}"]
     assert subnets
+    (lifecycle_bucket,) = [r["Properties"]["BucketName"] for r in s.resources("cluster", "AWS::S3::Bucket").values()
+                           if "BucketName" in r["Properties"]]
     # Images of the EKS add-ons (602401143452 serves us-east-1) and of the HyperPod health agent (767398015722).
     aws_owned = [f"arn:aws:ecr:{s.settings.region}:602401143452:repository/amazon-k8s-cni",
                  f"arn:aws:ecr:{s.settings.region}:767398015722:repository/hyperpod-health-monitoring-agent"]
@@ -165,7 +167,8 @@ def test_execution_role_allows_every_action_the_reference_templates_grant(synth,
         ("ec2:CreateTags", f"{ec2}:network-interface/eni-0123456789abcdef0"),
         ("eks-auth:AssumeRoleForPodIdentity", "${%s.Arn}" % _lid(s, "cluster", "AWS::EKS::Cluster", "Cluster")),
         ("cloudwatch:DescribeAlarms", "*"),
-        ("s3:GetObject", "${%s.Arn}/lifecycle/on_create.sh" % _lid(s, "hyperpod", "AWS::S3::Bucket", "LifecycleBucket")),
+        ("s3:GetObject", f"arn:aws:s3:::{lifecycle_bucket}/lifecycle/{lifecycle_module.scripts_digest()}/on_create.sh"),
+        ("kms:Decrypt", "${%s.Arn}" % _lid(s, "cluster", "AWS::KMS::Key", "DataKey")),
     ]
     denied = [(a, r) for a, r in table if not _allowed(statements, a, r)]
     assert denied == []
@@ -214,14 +217,13 @@ def test_dependencies_chart_goes_into_kube_system_with_device_plugins_on_and_cer
 
 
 def test_hyperpod_cluster_is_created_after_the_chart_and_the_scripts(synth):
-    # FACTS: the chart goes into kube-system before the HyperPod cluster is created. It is in
-    # the cluster stack, which the hyperpod stack waits for as a whole.
+    # FACTS: the chart goes into kube-system before the HyperPod cluster is created. Both are
+    # in the cluster stack, which the hyperpod stack waits for as a whole.
     s = synth("dev")
     assert _logical_id(s, "cluster", "Custom::AWSCDK-EKS-HelmChart", "DependenciesChart")
+    assert _logical_id(s, "cluster", "Custom::CDKBucketDeployment", "LifecycleScripts")
     manifest = json.loads((s.outdir / "manifest.json").read_text())
     assert "hyperpod-dev-cluster" in manifest["artifacts"]["hyperpod-dev-hyperpod"]["dependencies"]
-    scripts_id = _logical_id(s, "hyperpod", "Custom::CDKBucketDeployment", "LifecycleScripts")
-    assert scripts_id in _cluster(s)["DependsOn"]
 
 
 def test_chart_values_from_config_are_merged_over_ours(synth):

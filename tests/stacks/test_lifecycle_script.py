@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stacks.hyperpod import LIFECYCLE_SCRIPTS
+from stacks.lifecycle import LIFECYCLE_SCRIPTS
 
 SCRIPT = LIFECYCLE_SCRIPTS / "on_create.sh"
 AL2_CONFIG = 'version = 2\n# root = "/var/lib/containerd"\n\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "pause"\n'

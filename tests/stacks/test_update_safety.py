@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from infra import replacement
-from stacks import hyperpod as hyperpod_module
+from stacks import lifecycle as lifecycle_module
 from tests.conftest import CONTEXT, _synthesize
 
 CLUSTERS = (("hyperpod", "AWS::SageMaker::Cluster"), ("cluster", "AWS::EKS::Cluster"))
@@ -71,9 +71,9 @@ def test_everyday_change_replaces_neither_cluster(synth, change):
 
 def test_changing_lifecycle_scripts_replaces_neither_cluster(synth, tmp_path, monkeypatch):
     scripts = tmp_path / "scripts"
-    shutil.copytree(hyperpod_module.LIFECYCLE_SCRIPTS, scripts)
+    shutil.copytree(lifecycle_module.LIFECYCLE_SCRIPTS, scripts)
     (scripts / "on_create.sh").write_text((scripts / "on_create.sh").read_text() + "\necho extra step\n")
-    monkeypatch.setattr(hyperpod_module, "LIFECYCLE_SCRIPTS", scripts)
+    monkeypatch.setattr(lifecycle_module, "LIFECYCLE_SCRIPTS", scripts)
     changed = _synthesize(CONTEXT, "dev", tmp_path / "out")
     base = synth("dev")
     old = json.dumps(_clusters(base)["AWS::SageMaker::Cluster"][1]["Properties"]["InstanceGroups"][0]["LifeCycleConfig"])

@@ -1,0 +1,60 @@
+"""The HyperPod lifecycle scripts in S3, at a content-addressed prefix.
+
+Built in the cluster stack, beside the EKS control plane rather than after it: nodes need
+the scripts the moment the HyperPod cluster is created, and S3 needs nothing from EKS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3_deployment
+
+from infra import compliance
+from infra.stack import PlatformStack
+
+LIFECYCLE_SCRIPTS = Path(__file__).parent / "lifecycle_scripts"
+ON_CREATE = "on_create.sh"
+
+
+def scripts_digest(folder: Path | None = None) -> str:
+    """Content hash of the lifecycle scripts: a new version gets a new S3 prefix."""
+    folder = folder or LIFECYCLE_SCRIPTS
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def deploy_scripts(stack: PlatformStack, bucket: s3.Bucket) -> tuple[str, s3_deployment.BucketDeployment]:
+    """(S3 URI of the scripts' folder, the deployment that uploads them)."""
+    prefix = f"lifecycle/{scripts_digest()}/"
+    deployment = s3_deployment.BucketDeployment(
+        stack,
+        "LifecycleScripts",
+        sources=[s3_deployment.Source.asset(str(LIFECYCLE_SCRIPTS))],
+        destination_bucket=bucket,
+        destination_key_prefix=prefix,
+        # Earlier versions stay: nodes replaced mid-update still find the scripts
+        # their instance group points at.
+        prune=False,
+        retain_on_delete=stack.settings.protection.retain_data,
+    )
+    bucket_id = stack.get_logical_id(bucket.node.default_child)
+    compliance.acknowledge_cdk_lambda(
+        # The upload Lambda is a stack-level singleton, not a child of the deployment.
+        next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")),
+        "BucketDeployment's upload Lambda copies the lifecycle scripts from the CDK asset bucket into "
+        "ours; it runs outside the VPC because it only talks to S3",
+        "NIST.800.53.R5-LambdaInsideVPC",
+        *compliance.cdk_asset_read(stack),
+        "AwsSolutions-IAM5[Action::s3:Abort*]",
+        "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
+        f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
+        "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+        "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+    )
+    return f"s3://{bucket.bucket_name}/{prefix}", deployment
