@@ -7,9 +7,15 @@ No third-party imports: the manifest builder runs without torch.
 
 LOSS_LINE = "step={step} loss={loss:.4f} lr={lr:.3e} tokens_per_s={tps:.1f}"
 CHECKPOINT_LINE = "checkpoint saved step={step} path={path} seconds={seconds:.1f}"
+# Printed once, then the process exits non-zero; nothing after the last good step is saved.
+NONFINITE_LINE = "training stopped: non-finite loss at step={step}; last checkpoint step={saved}"
+# Printed when SIGTERM (a preemption, or the agent stopping workers) was honoured by a save.
+STOPPED_LINE = "training stopped on SIGTERM after step={step}; checkpoint step={saved}"
 
 # Any loss line; a non-finite loss ("nan", "inf") does not match, so it stops the clock.
 LOSS_PATTERN = r".*step=\d+ loss=[0-9]+\.[0-9]+ .*"
 # The same line with the loss value captured (a metric for threshold rules).
 LOSS_VALUE_PATTERN = r".*step=\d+ loss=([0-9]+\.[0-9]+) .*"
+# The same line with the job's tokens per second captured.
+THROUGHPUT_PATTERN = r".*step=\d+ loss=[0-9]+\.[0-9]+ lr=\S+ tokens_per_s=([0-9]+\.[0-9]+).*"
 CHECKPOINT_PATTERN = r".*checkpoint saved step=\d+ .*"

@@ -21,50 +21,31 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 import time
-from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-from log_format import CHECKPOINT_LINE, LOSS_LINE  # beside this script, in the image too
+from log_format import CHECKPOINT_LINE, LOSS_LINE, NONFINITE_LINE, STOPPED_LINE  # beside this script, in the image too
+from model_shape import PRESETS, Preset, flops_per_token, parameters, peak_tflops
 
 MANIFEST = "_COMPLETE.json"
-
-# Peak dense bf16 TFLOPS per device, for MFU (vendor data sheets).
-PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 70.0, "L4": 121.0, "L40S": 362.0, "B200": 2250.0}
-
-
-@dataclass(frozen=True)
-class Preset:
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    max_positions: int
-    rope_theta: float
-    vocab: int | None  # None: the tokenizer's
-
-
-PRESETS = {
-    # LLaMA 3.1 8B: the real shape.
-    "llama3.1-8b": Preset(4096, 32, 32, 8, 14336, 8192, 500000.0, 128256),
-    # Small enough to train on a laptop CPU in seconds, same architecture.
-    "tiny": Preset(64, 2, 4, 2, 128, 256, 10000.0, None),
-}
+DATA_STATE = "data_rank{rank:05d}.json"
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", choices=sorted(PRESETS), default="llama3.1-8b")
-    p.add_argument("--tokenizer", default="hf-internal-testing/llama-tokenizer", help="name or local path")
+    p.add_argument("--layers", type=int, default=None, help="override the preset's layer count (smoke tests)")
+    p.add_argument("--tokenizer", default="meta-llama/Llama-3.1-8B", help="name or local path")
     p.add_argument("--dataset", default="allenai/c4")
     p.add_argument("--dataset-config", default="en")
     p.add_argument("--dataset-split", default="train")
     p.add_argument("--data-files", nargs="*", help="local text files: loaded with the 'text' builder, streamed the same way")
+    p.add_argument("--synthetic-data", action="store_true", help="random tokens, no tokenizer or dataset (benchmarks)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=1, help="sequences per device per step")
@@ -76,10 +57,24 @@ def parse_args(argv=None):
     p.add_argument("--grad-clip", type=float, default=1.0)
     p.add_argument("--checkpoint-dir", default=None, help="local path or s3://bucket/prefix")
     p.add_argument("--checkpoint-interval", type=int, default=50)
+    p.add_argument("--keep-checkpoints", type=int, default=3, help="complete checkpoints kept; older ones are deleted")
     p.add_argument("--log-interval", type=int, default=10, help="steps between host syncs; every step is still logged")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--shuffle-buffer", type=int, default=10000)
-    p.add_argument("--activation-checkpointing", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--shuffle-buffer", type=int, default=10000, help="0: stream in order")
+    p.add_argument(
+        "--activation-checkpointing",
+        choices=["full", "selective", "none"],
+        default="full",
+        help="selective: every second decoder layer (torchtitan's layer-level selective AC)",
+    )
+    p.add_argument("--compile", action="store_true", help="torch.compile each decoder layer")
+    p.add_argument("--fused-optimizer", action="store_true", help="fused AdamW")
+    p.add_argument(
+        "--fsdp-units",
+        choices=["layers", "tuned"],
+        default="layers",
+        help="tuned: embedding and output head as their own units, last layer kept unsharded after forward",
+    )
     p.add_argument("--bf16", choices=["auto", "on", "off"], default="auto", help="auto: on with CUDA bf16")
     p.add_argument("--peak-tflops", type=float, default=None, help="per device, for MFU (default: from the GPU name)")
     return p.parse_args(argv)
@@ -111,6 +106,18 @@ def log(line: str, *, local_rank: int):
         print(line, flush=True)
 
 
+class StopRequest:
+    """SIGTERM (a preemption, or the agent stopping workers with --shutdown-signal=SIGTERM)
+    asks for a save at the next host sync rather than killing the step."""
+
+    def __init__(self):
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+
 # ---------------------------------------------------------------- data
 
 
@@ -123,29 +130,75 @@ def load_stream(args, rank: int, world: int):
     else:
         ds = load_dataset(args.dataset, args.dataset_config, split=args.dataset_split, streaming=True)
     ds = split_dataset_by_node(ds, rank=rank, world_size=world)
-    # Each rank its own shuffle seed, so ranks never see the same order.
-    return ds.shuffle(seed=args.seed + rank, buffer_size=args.shuffle_buffer)
+    if args.shuffle_buffer:
+        # Each rank its own shuffle seed, so ranks never see the same order.
+        ds = ds.shuffle(seed=args.seed + rank, buffer_size=args.shuffle_buffer)
+    return ds
 
 
-def token_chunks(stream, tokenizer, seq_len: int, text_field: str):
-    """Pack documents (EOS-separated) into seq_len+1 token chunks, forever."""
-    buffer: list[int] = []
-    eos = tokenizer.eos_token_id
-    epoch = 0
-    while True:
-        stream.set_epoch(epoch)
-        for example in stream:
-            buffer.extend(tokenizer(example[text_field], add_special_tokens=False)["input_ids"])
+class TokenStream:
+    """Documents packed (EOS-separated) into seq_len+1 token chunks, forever. Its state is
+    the dataset's own position (datasets' state_dict), the tokens left over from the last
+    document and the epoch, so a resume continues where the save was instead of replaying
+    the stream. A shuffle buffer is refilled on resume, as datasets documents."""
+
+    def __init__(self, dataset, tokenizer, seq_len: int, text_field: str):
+        self.dataset, self.tokenizer, self.seq_len, self.text_field = dataset, tokenizer, seq_len, text_field
+        self.buffer: list[int] = []
+        self.epoch = 0
+        self._examples = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[int]:
+        eos = self.tokenizer.eos_token_id
+        while len(self.buffer) < self.seq_len + 1:
+            if self._examples is None:
+                self.dataset.set_epoch(self.epoch)
+                self._examples = iter(self.dataset)
+            try:
+                example = next(self._examples)
+            except StopIteration:
+                self.epoch, self._examples = self.epoch + 1, None
+                continue
+            self.buffer.extend(self.tokenizer(example[self.text_field], add_special_tokens=False)["input_ids"])
             if eos is not None:
-                buffer.append(eos)
-            while len(buffer) >= seq_len + 1:
-                yield buffer[: seq_len + 1]
-                buffer = buffer[seq_len + 1 :]
-        epoch += 1
+                self.buffer.append(eos)
+        chunk, self.buffer = self.buffer[: self.seq_len + 1], self.buffer[self.seq_len + 1 :]
+        return chunk
+
+    def state_dict(self) -> dict:
+        return {"dataset": self.dataset.state_dict(), "buffer": list(self.buffer), "epoch": self.epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.dataset.load_state_dict(state["dataset"])
+        self.buffer, self.epoch, self._examples = list(state["buffer"]), int(state["epoch"]), None
+
+
+class SyntheticTokens:
+    """Uniform random tokens: throughput runs with no tokenizer or dataset to fetch."""
+
+    def __init__(self, vocab: int, seq_len: int, seed: int):
+        self.vocab, self.seq_len = vocab, seq_len
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[int]:
+        return torch.randint(self.vocab, (self.seq_len + 1,), generator=self.generator).tolist()
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
 
 
 def batches(chunks, batch_size: int, device, skip: int = 0):
-    for _ in range(skip):  # resume: this rank's data position, in chunks
+    """(inputs, targets): targets are the inputs' next tokens, each row one chunk."""
+    for _ in range(skip):  # a resume without saved stream state: replay to this rank's position
         next(chunks)
     while True:
         rows = torch.tensor([next(chunks) for _ in range(batch_size)], dtype=torch.long)
@@ -155,11 +208,12 @@ def batches(chunks, batch_size: int, device, skip: int = 0):
 # ---------------------------------------------------------------- model
 
 
-def build_model(preset: Preset, vocab_size: int, seed: int):
-    from transformers import LlamaConfig, LlamaForCausalLM
+def model_config(preset: Preset, vocab_size: int):
+    """The transformers LlamaConfig of `preset`, its embedding sized to the tokenizer."""
+    from transformers import LlamaConfig
 
-    config = LlamaConfig(
-        vocab_size=preset.vocab or vocab_size,
+    return LlamaConfig(
+        vocab_size=vocab_size,
         hidden_size=preset.hidden,
         intermediate_size=preset.intermediate,
         num_hidden_layers=preset.layers,
@@ -167,39 +221,75 @@ def build_model(preset: Preset, vocab_size: int, seed: int):
         num_key_value_heads=preset.kv_heads,
         max_position_embeddings=preset.max_positions,
         rope_theta=preset.rope_theta,
+        rope_scaling=dict(preset.rope_scaling) if preset.rope_scaling else None,
+        rms_norm_eps=preset.rms_norm_eps,
         tie_word_embeddings=False,
         use_cache=False,
     )
-    torch.manual_seed(seed)  # identical initial weights on every rank before sharding
-    return LlamaForCausalLM(config)
 
 
-def shard(model, device, bf16: bool, activation_checkpointing: bool):
-    """FSDP2: each decoder layer its own unit, then the root (embeddings, norm, head)."""
+def build_model(config):
+    """On the meta device: no memory and no time, whatever the size; shard, then materialise."""
+    from transformers import LlamaForCausalLM
+
+    with torch.device("meta"):
+        return LlamaForCausalLM(config)
+
+
+def next_token_loss(logits, targets):
+    """Mean cross-entropy of each position's logits against its next token. `targets` are
+    already the next tokens (batches() shifts them), so nothing is shifted here."""
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+def shard(model, device, *, bf16: bool, activation_checkpointing: str, compile_layers: bool, units: str):
+    """FSDP2 over the meta model: each decoder layer a unit (tuned: the embedding and the
+    head too), then the root."""
     try:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     except ImportError:  # torch 2.4-2.5
         from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-    if activation_checkpointing:
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-            CheckpointImpl,
-            apply_activation_checkpointing,
-            checkpoint_wrapper,
-        )
+    layers = model.model.layers
+    if activation_checkpointing != "none":
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 
-        apply_activation_checkpointing(
-            model,
-            checkpoint_wrapper_fn=lambda m: checkpoint_wrapper(m, checkpoint_impl=CheckpointImpl.NO_REENTRANT),
-            check_fn=lambda m: isinstance(m, LlamaDecoderLayer),
-        )
+        every = 2 if activation_checkpointing == "selective" else 1
+        for i, layer in enumerate(layers):
+            if i % every == 0:
+                layers[i] = checkpoint_wrapper(layer, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+    if compile_layers:
+        for layer in layers:
+            layer.compile()  # in place: parameter names, and so checkpoints, stay the same
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
-    model.to(device)
-    for module in model.modules():
-        if isinstance(module, LlamaDecoderLayer):
-            fully_shard(module, mp_policy=mp)
+    last = len(layers) - 1
+    for i, layer in enumerate(layers):
+        # The last layer's backward comes first: resharding it after forward would only regather it.
+        fully_shard(layer, mp_policy=mp, reshard_after_forward=not (units == "tuned" and i == last))
+    if units == "tuned":
+        fully_shard(model.model.embed_tokens, mp_policy=mp)
+        fully_shard(model.lm_head, mp_policy=mp, reshard_after_forward=False)
     fully_shard(model, mp_policy=mp)
+    return model
+
+
+def materialise(model, device, seed: int):
+    """Allocate the sharded parameters on `device` and initialise them as transformers does
+    (normal(0, initializer_range) for linear and embedding weights, ones for RMSNorm), each
+    rank's shard from its own seed; rebuild the rotary buffers, which meta cannot hold."""
+    model.to_empty(device=device)
+    std = model.config.initializer_range
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=std)
+                if getattr(module, "bias", None) is not None:
+                    torch.nn.init.zeros_(module.bias)
+            elif type(module).__name__.endswith("RMSNorm"):
+                torch.nn.init.ones_(module.weight)
+    rotary = model.model.rotary_emb
+    model.model.rotary_emb = type(rotary)(config=model.config, device=device)
     return model
 
 
@@ -213,21 +303,13 @@ def lr_schedule(args):
     return factor
 
 
-def flops_per_token(model, preset: Preset, seq_len: int) -> float:
-    params = sum(p.numel() for p in model.parameters())
-    return 6 * params + 12 * preset.layers * preset.hidden * seq_len
-
-
 def peak_flops(args, device) -> float | None:
     if args.peak_tflops:
         return args.peak_tflops * 1e12
     if device.type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
-    for gpu, tflops in PEAK_TFLOPS.items():
-        if gpu in name:
-            return tflops * 1e12
-    return None
+    tflops = peak_tflops(torch.cuda.get_device_name(device))
+    return tflops * 1e12 if tflops else None
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -285,7 +367,19 @@ def _writer_reader(path: str):
     return dcp.FileSystemWriter(path), dcp.FileSystemReader(path)
 
 
-def save_checkpoint(base: str, step: int, model, optimizer, rank: int) -> str:
+def choose_checkpoint(base: str | None, rank: int) -> tuple[int, str | None]:
+    """Rank 0 picks the newest complete checkpoint and every rank takes its pick, so ranks
+    cannot resume from different steps (a listing racing a save, or an eventually
+    consistent store)."""
+    choice = [(0, None)]
+    if base and rank == 0:
+        found = complete_checkpoints(base)
+        choice = [found[0] if found else (0, None)]
+    dist.broadcast_object_list(choice, src=0)
+    return choice[0]
+
+
+def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, keep: int) -> str:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -293,6 +387,7 @@ def save_checkpoint(base: str, step: int, model, optimizer, rank: int) -> str:
     model_sd, optim_sd = get_state_dict(model, optimizer)
     writer, _ = _writer_reader(ckpt)
     dcp.save({"model": model_sd, "optim": optim_sd}, storage_writer=writer)
+    _fs(ckpt).pipe_file(_join(ckpt, DATA_STATE.format(rank=rank)), json.dumps(stream.state_dict()).encode())
     dist.barrier()  # every rank's shards are written before the manifest says so
     if rank == 0:
         fs = _fs(ckpt)
@@ -304,11 +399,35 @@ def save_checkpoint(base: str, step: int, model, optimizer, rank: int) -> str:
         tmp = _join(ckpt, MANIFEST + ".tmp")
         fs.pipe_file(tmp, json.dumps({"step": step, "files": files}).encode())
         fs.mv(tmp, _join(ckpt, MANIFEST))
+        prune_checkpoints(base, keep)
     dist.barrier()
     return ckpt
 
 
-def load_checkpoint(ckpt: str, model, optimizer) -> None:
+def prune_checkpoints(base: str, keep: int) -> list[str]:
+    """Delete all but the newest `keep` complete checkpoints, and any partial one older than
+    the newest complete one (a save that died). Returns what was deleted."""
+    fs = _fs(base)
+    complete = complete_checkpoints(base)
+    if not complete:
+        return []
+    kept = {path for _, path in complete[:keep]}
+    newest = complete[0][0]
+    doomed = []
+    for entry in fs.ls(base, detail=False):
+        name = entry.rstrip("/").rsplit("/", 1)[-1]
+        match = re.fullmatch(r"step_(\d+)", name)
+        path = _join(base, name)
+        if match and path not in kept and int(match.group(1)) < newest:
+            doomed.append(path)
+    for path in doomed:
+        fs.rm(path, recursive=True)
+    return doomed
+
+
+def load_checkpoint(ckpt: str, model, optimizer, stream, rank: int) -> bool:
+    """Weights and optimizer state; then this rank's stream position if the checkpoint has
+    it (False: it does not, e.g. the world size changed, and the caller replays)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
@@ -317,53 +436,83 @@ def load_checkpoint(ckpt: str, model, optimizer) -> None:
     _, reader = _writer_reader(ckpt)
     dcp.load(state, storage_reader=reader)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    data_state = _join(ckpt, DATA_STATE.format(rank=rank))
+    fs = _fs(ckpt)
+    if not fs.exists(data_state):
+        return False
+    stream.load_state_dict(json.loads(fs.cat_file(data_state)))
+    return True
 
 
 # ---------------------------------------------------------------- training
 
 
 def train(args) -> int:
-    from transformers import AutoTokenizer
-
     rank, world, local_rank, device = setup_distributed()
+    stop = StopRequest()
     preset = PRESETS[args.model]
+    if args.layers:
+        preset = Preset(**{**preset.__dict__, "layers": args.layers})
     use_bf16 = args.bf16 == "on" or (args.bf16 == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
-    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer, token=os.environ.get("HF_TOKEN"))
-    model = build_model(preset, len(tokenizer), args.seed)
-    flops_token = flops_per_token(model, preset, args.seq_len)
-    model = shard(model, device, use_bf16, args.activation_checkpointing)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=args.weight_decay)
+    if args.synthetic_data:
+        vocab = preset.vocab
+        stream = SyntheticTokens(vocab, args.seq_len, args.seed + rank)
+    else:
+        from transformers import AutoTokenizer
+
+        # A gated tokenizer's token: HF_TOKEN, or the file HF_TOKEN_PATH names (the job mounts its secret there).
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        vocab = len(tokenizer)
+        stream = TokenStream(load_stream(args, rank, world), tokenizer, args.seq_len, args.text_field)
+    if vocab != preset.vocab:
+        log(f"note: tokenizer vocabulary {vocab} differs from the preset's published {preset.vocab}; "
+            "the embedding follows the tokenizer", local_rank=local_rank)
+    config = model_config(preset, vocab)
+    model = shard(
+        build_model(config),
+        device,
+        bf16=use_bf16,
+        activation_checkpointing=args.activation_checkpointing,
+        compile_layers=args.compile,
+        units=args.fsdp_units,
+    )
+    materialise(model, device, args.seed + rank)
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=args.lr,
+        betas=(0.9, 0.95),
+        weight_decay=args.weight_decay,
+        **({"fused": True} if args.fused_optimizer else {}),
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args))
 
-    start = 0
-    if args.checkpoint_dir:
-        found = complete_checkpoints(args.checkpoint_dir)
-        if found:
-            start, ckpt = found[0]
-            load_checkpoint(ckpt, model, optimizer)
-            for _ in range(start):
-                scheduler.step()
-            log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)
-    data = batches(
-        token_chunks(load_stream(args, rank, world), tokenizer, args.seq_len, args.text_field),
-        args.batch_size,
-        device,
-        skip=start * args.batch_size,
-    )
+    start, ckpt = choose_checkpoint(args.checkpoint_dir, rank)
+    skip = 0
+    if ckpt:
+        if not load_checkpoint(ckpt, model, optimizer, stream, rank):
+            skip = start * args.batch_size
+            log(f"no stream state for rank {rank} in {ckpt}: replaying {skip} chunks", local_rank=local_rank)
+        for _ in range(start):
+            scheduler.step()
+        log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)
+    data = batches(stream, args.batch_size, device, skip=skip)
     peak = peak_flops(args, device)
+    flops_token = flops_per_token(preset, vocab, args.seq_len)
     tokens_per_step = args.batch_size * args.seq_len * world
+    total_params, _ = parameters(preset, vocab)
     log(
-        f"training model={args.model} params={sum(p.numel() for p in model.parameters()) * world / 1e6:.1f}M "
-        f"world={world} device={device.type} bf16={use_bf16} start_step={start} max_steps={args.max_steps}",
+        f"training model={args.model} params={total_params / 1e6:.1f}M world={world} device={device.type} "
+        f"bf16={use_bf16} start_step={start} max_steps={args.max_steps}",
         local_rank=local_rank,
     )
 
     model.train()
+    saved = start
     pending: list[tuple[int, torch.Tensor, float]] = []
     window_start = time.perf_counter()
     for step in range(start + 1, args.max_steps + 1):
-        inputs, labels = next(data)
-        loss = model(input_ids=inputs, labels=labels).loss
+        inputs, targets = next(data)
+        loss = next_token_loss(model(input_ids=inputs).logits, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         optimizer.step()
@@ -371,25 +520,37 @@ def train(args) -> int:
         pending.append((step, loss.detach(), scheduler.get_last_lr()[0]))
         scheduler.step()
         save_now = args.checkpoint_dir and (step % args.checkpoint_interval == 0 or step == args.max_steps)
-        if len(pending) >= args.log_interval or save_now or step == args.max_steps:
-            # The only host sync in the loop: one all-reduce of this window's losses.
-            losses = torch.stack([l for _, l, _ in pending]).float()
-            dist.all_reduce(losses)  # SUM: gloo has no AVG
-            losses /= world
-            elapsed = time.perf_counter() - window_start
-            tps = tokens_per_step * len(pending) / elapsed
-            for (s, _, lr), value in zip(pending, losses.tolist()):
-                line = LOSS_LINE.format(step=s, loss=value, lr=lr, tps=tps)
-                if peak:
-                    line += f" mfu={tps * flops_token / (peak * world):.3f}"
-                log(line, local_rank=local_rank)
-            pending.clear()
-            window_start = time.perf_counter()
-        if save_now:
+        # The first step is printed at once: the JobStart rule waits for it.
+        if len(pending) < args.log_interval and not save_now and step not in (start + 1, args.max_steps):
+            continue
+        # The only host sync in the loop: one all-reduce of this window's losses and of
+        # whether any rank was asked to stop.
+        synced = torch.stack([l for _, l, _ in pending] + [torch.tensor(float(stop.requested), device=device)]).float()
+        dist.all_reduce(synced)  # SUM: gloo has no AVG
+        losses, stopping = (synced[:-1] / world).tolist(), synced[-1].item() > 0
+        elapsed = time.perf_counter() - window_start
+        tps = tokens_per_step * len(pending) / elapsed
+        for (s, _, lr), value in zip(pending, losses):
+            if not math.isfinite(value):
+                # Never saved: a restart resumes from the last finite state.
+                log(NONFINITE_LINE.format(step=s, saved=saved), local_rank=local_rank)
+                dist.destroy_process_group()
+                return 3
+            line = LOSS_LINE.format(step=s, loss=value, lr=lr, tps=tps)
+            if peak:
+                line += f" mfu={tps * flops_token / (peak * world):.3f}"
+            log(line, local_rank=local_rank)
+        pending.clear()
+        if save_now or (stopping and args.checkpoint_dir):
             t0 = time.perf_counter()
-            path = save_checkpoint(args.checkpoint_dir, step, model, optimizer, rank)
+            path = save_checkpoint(args.checkpoint_dir, step, model, optimizer, stream, rank, args.keep_checkpoints)
+            saved = step
             log(CHECKPOINT_LINE.format(step=step, path=path, seconds=time.perf_counter() - t0), local_rank=local_rank)
-            window_start = time.perf_counter()
+        if stopping:
+            log(STOPPED_LINE.format(step=step, saved=saved), local_rank=local_rank)
+            dist.destroy_process_group()
+            return 128 + signal.SIGTERM
+        window_start = time.perf_counter()
     log(f"training finished step={args.max_steps}", local_rank=local_rank)
     dist.barrier()
     dist.destroy_process_group()

@@ -1,13 +1,12 @@
-"""train.py for real: 2 processes over gloo via torchrun, the tiny preset, a local dataset
-and a tokenizer trained on the spot (nothing is downloaded)."""
+"""train.py for real: 2 processes over gloo via torchrun (or one plain process), the tiny
+preset, a local dataset and a tokenizer trained on the spot (nothing is downloaded)."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import random
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,40 +15,34 @@ import pytest
 
 from infra import config
 from manifests import job as job_manifest
+from tests.bench import bench_train
 from tests.conftest import CONTEXT, ROOT
 
 TRAIN = ROOT / "training" / "train.py"
-WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex jolly frogs near blue rivers".split()
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     work = tmp_path_factory.mktemp("train")
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20))) + "." for _ in range(400)]
-    (work / "corpus.txt").write_text("\n".join(lines) + "\n")
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train([str(work / "corpus.txt")], trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"]))
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(work / "tok")
+    bench_train.prepare(work)
     return work
 
 
 def _torchrun(work: Path, max_steps: int) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(TRAIN),
-        "--model=tiny", f"--tokenizer={work / 'tok'}", f"--data-files={work / 'corpus.txt'}",
-        "--seq-len=32", "--batch-size=4", f"--max-steps={max_steps}", f"--checkpoint-dir={work / 'ckpt'}",
-        "--checkpoint-interval=10", "--log-interval=5", "--lr=3e-3", "--warmup-steps=3", "--shuffle-buffer=100",
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    # In stream order (no shuffle buffer), so a resume must reproduce the losses exactly.
+    extra = [f"--checkpoint-dir={work / 'ckpt'}", "--checkpoint-interval=10", "--keep-checkpoints=2", "--shuffle-buffer=0"]
+    cmd = bench_train.train_command(TRAIN, work, max_steps=max_steps, extra=extra)
+    result = subprocess.run(cmd, cwd=work, env=bench_train.offline_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
+
+
+def _single(work: Path, *args: str) -> list[str]:
+    """One plain process (WORLD_SIZE 1), no torchrun: the quickest real run."""
+    return [
+        sys.executable, str(TRAIN), "--model=tiny", f"--tokenizer={work / 'tok'}", f"--data-files={work / 'corpus.txt'}",
+        "--seq-len=32", "--batch-size=4", "--lr=3e-3", "--warmup-steps=3", "--shuffle-buffer=0", *args,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +81,13 @@ def test_only_one_process_per_node_writes_the_watched_lines(first_run):
     assert len([l for l in first_run.splitlines() if l.startswith("step=1 ")]) == 1
 
 
-def test_checkpoints_are_complete_and_listed(first_run, workdir):
-    for step in (10, 20, 30):
+def test_checkpoints_are_complete_listed_and_only_the_newest_are_kept(first_run, workdir):
+    for step in (20, 30):
         manifest = json.loads((workdir / "ckpt" / f"step_{step:08d}" / "_COMPLETE.json").read_text())
         assert manifest["step"] == step and ".metadata" in manifest["files"]
+        # each rank's stream position is part of the checkpoint
+        assert {"data_rank00000.json", "data_rank00001.json"} <= set(manifest["files"])
+    assert sorted(p.name for p in (workdir / "ckpt").iterdir()) == ["step_00000020", "step_00000030"]
 
 
 def test_resume_skips_a_truncated_checkpoint_and_continues_at_the_right_step(first_run, workdir):
@@ -103,6 +99,7 @@ def test_resume_skips_a_truncated_checkpoint_and_continues_at_the_right_step(fir
     (partial / ".metadata").write_bytes(b"partial")
     out = _torchrun(workdir, 30).stdout
     assert f"resumed from {workdir / 'ckpt' / 'step_00000020'} at step=20" in out
+    assert "replaying" not in out  # the stream continued from its saved state
     resumed = _losses(out)
     assert sorted(resumed) == list(range(21, 31))
     # same weights, optimizer, schedule and data position: the same losses as the first run
@@ -116,3 +113,106 @@ def test_reports_tokens_per_second(first_run, record_property):
     assert tps and min(tps) > 0
     record_property("tiny_cpu_tokens_per_s_median", sorted(tps)[len(tps) // 2])
     print(f"\ntiny preset, 2 gloo processes on CPU: median {sorted(tps)[len(tps) // 2]:.0f} tokens/s")
+
+
+def _single_env() -> dict:
+    """A free rendezvous port for each single-process run."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {**bench_train.offline_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+def _run_single(work: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(_single(work, *args), cwd=work, env=_single_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_non_finite_loss_is_never_checkpointed_and_exits_non_zero(workdir):
+    ckpt = workdir / "nan-ckpt"
+    # An absurd learning rate: step 1's loss is finite (computed before any update); within a
+    # few steps the weights overflow.
+    result = _run_single(workdir, "--max-steps=20", "--lr=1e30", "--warmup-steps=0", "--log-interval=5",
+                         f"--checkpoint-dir={ckpt}", "--checkpoint-interval=1")
+    assert result.returncode == 3, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    # step 1 is printed at once, not at the end of its log window
+    assert any(l.startswith("step=1 loss=") for l in lines)
+    (stopped,) = [l for l in lines if l.startswith("training stopped: non-finite loss")]
+    bad, saved = map(int, re.fullmatch(r"training stopped: non-finite loss at step=(\d+); last checkpoint step=(\d+)", stopped).groups())
+    assert bad >= 2 and saved == bad - 1
+    # every step before the bad one was saved (interval 1), the bad one never
+    assert sorted(p.name for p in ckpt.iterdir())[-1] == f"step_{saved:08d}"
+    settings, _ = config.load_settings(CONTEXT, "dev")
+    rules = {r["name"]: re.compile(r["logPattern"]) for r in job_manifest.log_rules(settings)}
+    # the line stops the loss clocks instead of feeding them
+    assert not rules["JobHangingDetection"].fullmatch(stopped) and not rules["JobStart"].fullmatch(stopped)
+
+
+def test_sigterm_saves_a_checkpoint_and_exits(workdir):
+    ckpt = workdir / "term-ckpt"
+    proc = subprocess.Popen(
+        _single(workdir, "--max-steps=100000", "--log-interval=2", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=100000"),
+        cwd=workdir, env=_single_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if line.startswith("step=3 "):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, _ = proc.communicate(timeout=120)
+    lines += rest.splitlines()
+    assert proc.returncode == 128 + signal.SIGTERM
+    (stopped,) = [l for l in lines if l.startswith("training stopped on SIGTERM")]
+    step = int(re.search(r"after step=(\d+)", stopped).group(1))
+    assert (ckpt / f"step_{step:08d}" / "_COMPLETE.json").exists()
+
+
+def test_stream_state_resumes_at_the_next_chunk(workdir):
+    import argparse
+
+    sys.path.insert(0, str(ROOT / "training"))
+    import train
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(workdir / "tok")
+    args = argparse.Namespace(data_files=[str(workdir / "corpus.txt")], shuffle_buffer=0, seed=1)
+
+    def stream():
+        return train.TokenStream(train.load_stream(args, 0, 1), tokenizer, 32, "text")
+
+    first = stream()
+    for _ in range(7):
+        next(first)
+    state = json.loads(json.dumps(first.state_dict()))  # as saved in the checkpoint
+    resumed = stream()
+    resumed.load_state_dict(state)
+    assert [next(resumed) for _ in range(5)] == [next(first) for _ in range(5)]
+
+
+PERFORMANCE_FLAGS = {
+    "compile": ["--compile"],
+    "selective-ac": ["--activation-checkpointing=selective"],
+    "no-ac": ["--activation-checkpointing=none"],
+    "fused-adamw": ["--fused-optimizer"],
+    "fsdp-units": ["--fsdp-units=tuned"],
+}
+
+
+@pytest.fixture(scope="module")
+def plain_losses(workdir):
+    result = _run_single(workdir, "--max-steps=4", "--log-interval=1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return _losses(result.stdout)
+
+
+@pytest.mark.parametrize("flag", sorted(PERFORMANCE_FLAGS))
+def test_each_performance_option_runs_and_gives_the_plain_loss(workdir, plain_losses, flag):
+    result = _run_single(workdir, "--max-steps=4", "--log-interval=1", *PERFORMANCE_FLAGS[flag])
+    assert result.returncode == 0, result.stderr[-2000:]
+    losses = _losses(result.stdout)
+    assert sorted(losses) == [1, 2, 3, 4]
+    for step, value in plain_losses.items():
+        assert losses[step] == pytest.approx(value, abs=1e-3), step

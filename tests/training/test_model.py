@@ -1,0 +1,126 @@
+"""The sample job's model and metrics against outside truths: a loss computed by hand, the
+published LLaMA 3.1 8B config, its published parameter count and torchtitan's figures."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "training"))  # train.py imports its neighbours as the image does
+import model_shape  # noqa: E402
+import train  # noqa: E402
+
+PUBLISHED_8B = json.loads((ROOT / "tests" / "fixtures" / "llama3.1-8b-config.json").read_text())
+
+
+def _tiny_model(vocab: int = 50, seed: int = 0):
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(train.model_config(model_shape.PRESETS["tiny"], vocab))
+
+
+def test_reported_loss_is_the_cross_entropy_of_each_position_against_its_next_token():
+    model = _tiny_model()
+    rows = torch.randint(50, (2, 9), generator=torch.Generator().manual_seed(1))
+    inputs, targets = next(train.batches(iter(rows.tolist()), 2, torch.device("cpu")))
+    logits = model(input_ids=inputs).logits
+    loss = train.next_token_loss(logits, targets).item()
+    # By hand, in float64: -log softmax(logits at t)[token at t+1], averaged over every position.
+    terms = []
+    for b in range(2):
+        for t in range(8):
+            row = logits[b, t].double()
+            terms.append(torch.logsumexp(row, 0).item() - row[rows[b, t + 1]].item())
+    assert loss == pytest.approx(sum(terms) / len(terms), abs=1e-5)
+
+
+def test_llama31_8b_preset_matches_the_published_config_field_by_field():
+    ours = train.model_config(model_shape.PRESETS["llama3.1-8b"], PUBLISHED_8B["vocab_size"]).to_dict()
+    for key, published in PUBLISHED_8B.items():
+        if not key.startswith("_"):
+            assert ours[key] == published, key
+
+
+def test_the_embedding_follows_the_tokenizer_in_use():
+    config = train.model_config(model_shape.PRESETS["llama3.1-8b"], 32000)
+    assert config.vocab_size == 32000
+
+
+def test_parameter_count_matches_transformers_and_the_published_8b_size():
+    model = _tiny_model(vocab=50)
+    total, non_embedding = model_shape.parameters(model_shape.PRESETS["tiny"], 50)
+    assert total == sum(p.numel() for p in model.parameters())
+    assert non_embedding == total - model.model.embed_tokens.weight.numel()
+    # Built on the meta device: no memory, and the count Meta publishes (8.03B).
+    big = train.build_model(train.model_config(model_shape.PRESETS["llama3.1-8b"], 128256))
+    assert sum(p.numel() for p in big.parameters()) == model_shape.parameters(model_shape.PRESETS["llama3.1-8b"], 128256)[0]
+    assert round(model_shape.parameters(model_shape.PRESETS["llama3.1-8b"], 128256)[0] / 1e9, 2) == 8.03
+
+
+def test_mfu_of_torchtitans_published_throughput_is_its_published_mfu():
+    # torchtitan docs/performance.md: LLaMA 3 8B, 8 H100, seq 8192, torch.compile: about 6,670
+    # tokens/s per GPU at about 39% MFU (its own formula: 6N without the embedding, plus attention).
+    mfu = model_shape.mfu(6670 * 8, model_shape.PRESETS["llama3.1-8b"], 128256, 8192, devices=8, peak=989.0)
+    assert mfu == pytest.approx(0.39, abs=0.005)
+
+
+def test_flops_per_token_is_torchtitans_formula_by_hand():
+    p = model_shape.PRESETS["tiny"]
+    # Hand count for the tiny shape, vocab 50: per layer q,o 64x64 each; k,v 64x32 each;
+    # MLP 3 x 64x128; two norms of 64. Then the final norm and the 64x50 head.
+    per_layer = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
+    non_embedding = 2 * per_layer + 64 + 64 * 50
+    assert model_shape.flops_per_token(p, 50, 32) == 6 * non_embedding + 12 * 2 * 4 * 16 * 32
+
+
+@pytest.mark.parametrize(
+    "name, tflops",
+    [("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA L40S", 362.0), ("NVIDIA L4", 121.0), ("NVIDIA A10G", 70.0), ("Tesla T4", None)],
+)
+def test_peak_tflops_takes_the_most_specific_gpu_name(name, tflops):
+    assert model_shape.peak_tflops(name) == tflops
+
+
+@contextmanager
+def _one_process_group():
+    # A store on a free port, passed in rather than through the environment, which the
+    # training subprocesses of other tests inherit.
+    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_model_built_on_meta_materialises_as_transformers_builds_it():
+    from transformers import LlamaForCausalLM
+
+    preset = model_shape.Preset(**{**model_shape.PRESETS["tiny"].__dict__, "rope_scaling": model_shape.PRESETS["llama3.1-8b"].rope_scaling})
+    config = train.model_config(preset, 50)
+    reference = LlamaForCausalLM(config)
+    with _one_process_group():
+        model = train.shard(
+            train.build_model(config), torch.device("cpu"), bf16=False, activation_checkpointing="full", compile_layers=False, units="layers"
+        )
+        train.materialise(model, torch.device("cpu"), seed=0)
+        # The llama3-scaled rotary frequencies, which the meta device cannot hold, are rebuilt.
+        assert torch.equal(model.model.rotary_emb.inv_freq, reference.model.rotary_emb.inv_freq)
+        assert model.model.rotary_emb.inv_freq.device.type == "cpu"
+        weights = {n: p.full_tensor() for n, p in model.named_parameters()}
+    for name, value in weights.items():
+        assert torch.isfinite(value).all(), name
+        if name.endswith("norm.weight"):
+            assert torch.equal(value, torch.ones_like(value)), name
+    # transformers' initializer: normal(0, initializer_range).
+    proj = torch.cat([v.flatten() for n, v in weights.items() if n.endswith("proj.weight")])
+    assert proj.std().item() == pytest.approx(config.initializer_range, rel=0.05)
+    assert abs(proj.mean().item()) < 1e-3

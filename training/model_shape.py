@@ -1,0 +1,94 @@
+"""The model presets and the arithmetic on them: parameter counts, FLOPs per token, MFU.
+
+No third-party imports: train.py uses it in the image, and manifests/job.py sizes the
+throughput log rule from it without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class Preset:
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    max_positions: int
+    rope_theta: float
+    vocab: int  # the published vocabulary; the embedding follows the tokenizer in use
+    rms_norm_eps: float = 1e-5
+    rope_scaling: dict | None = field(default=None, hash=False)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+PRESETS = {
+    # LLaMA 3.1 8B, as meta-llama/Llama-3.1-8B publishes it (config.json).
+    "llama3.1-8b": Preset(
+        hidden=4096,
+        layers=32,
+        heads=32,
+        kv_heads=8,
+        intermediate=14336,
+        max_positions=131072,
+        rope_theta=500000.0,
+        vocab=128256,
+        rms_norm_eps=1e-5,
+        rope_scaling=MappingProxyType(
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            }
+        ),
+    ),
+    # Small enough to train on a laptop CPU in seconds, same architecture.
+    "tiny": Preset(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_positions=256, rope_theta=10000.0, vocab=300),
+}
+
+# Peak dense (no sparsity) bf16 TFLOPS per device, from the vendors' data sheets.
+PEAK_TFLOPS = {
+    "H100": 989.0,
+    "H200": 989.0,
+    "A100": 312.0,
+    "A10G": 70.0,
+    "L4": 121.0,
+    "L40S": 362.0,
+    "B200": 2250.0,
+}
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The longest table name inside `device_name` ("NVIDIA L40S" is an L40S, not an L4)."""
+    matches = [gpu for gpu in PEAK_TFLOPS if gpu in device_name]
+    return PEAK_TFLOPS[max(matches, key=len)] if matches else None
+
+
+def parameters(preset: Preset, vocab: int) -> tuple[int, int]:
+    """(all parameters, those outside the input embedding), counted from the shape: per
+    layer the q/k/v/o projections, the SwiGLU MLP and two RMSNorms; then the final norm and
+    the untied output head."""
+    h, kv = preset.hidden, preset.kv_heads * preset.head_dim
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * preset.intermediate + 2 * h
+    non_embedding = preset.layers * per_layer + h + h * vocab
+    return non_embedding + vocab * h, non_embedding
+
+
+def flops_per_token(preset: Preset, vocab: int, seq_len: int) -> float:
+    """Training FLOPs per token as torchtitan counts them: 6 x the non-embedding parameters
+    plus 12 x layers x heads x head_dim x sequence for attention (causality not discounted)."""
+    _, non_embedding = parameters(preset, vocab)
+    return 6 * non_embedding + 12 * preset.layers * preset.heads * preset.head_dim * seq_len
+
+
+def mfu(tokens_per_s: float, preset: Preset, vocab: int, seq_len: int, devices: int, peak: float) -> float:
+    """Model FLOPs utilisation; tokens_per_s over all `devices`, `peak` in TFLOPS per device."""
+    return tokens_per_s * flops_per_token(preset, vocab, seq_len) / (devices * peak * 1e12)
