@@ -5,8 +5,9 @@ required topology where EC2 publishes no network-node labels; the sample job tak
 GPU and EFA counts from it.
 
 Sources: the EC2 accelerated-computing instance specifications (GPUs, EFA interfaces),
-the HyperPod deep-health-check documentation (accelerated types only) and the EC2
-instance-topology documentation (p4d/p4de/p5/p5e/p5en/p6e-gb200/trn1/trn1n/trn2/trn2u).
+the HyperPod deep-health-check documentation (accelerated types only), the EC2
+instance-topology documentation (p4d/p4de/p5/p5e/p5en/p6e-gb200/trn1/trn1n/trn2/trn2u) and
+the EFA documentation for RDMA read (p4d, p5, p5e, p5en, p6 and Trainium).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class InstanceType:
     efa_interfaces: int = 0
     topology: bool = False
     deep_health_checks: bool = False
+    # EFA with RDMA read (FI_EFA_USE_DEVICE_RDMA=1); elsewhere libfabric aborts with it set.
+    efa_rdma_read: bool = False
 
     @property
     def is_accelerated(self) -> bool:
@@ -38,12 +41,12 @@ class InstanceType:
         return self.vcpus
 
 
-def _gpu(name, vcpus, mem, gpus, gpu, efa, *, topology=False, dhc=True):
-    return InstanceType(name, vcpus, mem, gpus, gpu, "nvidia.com/gpu", efa, topology, dhc)
+def _gpu(name, vcpus, mem, gpus, gpu, efa, *, topology=False, dhc=True, rdma=False):
+    return InstanceType(name, vcpus, mem, gpus, gpu, "nvidia.com/gpu", efa, topology, dhc, rdma)
 
 
 def _neuron(name, vcpus, mem, chips, chip, efa):
-    return InstanceType(name, vcpus, mem, chips, chip, "aws.amazon.com/neuron", efa, True, True)
+    return InstanceType(name, vcpus, mem, chips, chip, "aws.amazon.com/neuron", efa, True, True, True)
 
 
 def _cpu(name, vcpus, mem):
@@ -51,13 +54,13 @@ def _cpu(name, vcpus, mem):
 
 
 _TYPES = (
-    _gpu("ml.p4d.24xlarge", 96, 1152, 8, "A100", 4, topology=True),
-    _gpu("ml.p4de.24xlarge", 96, 1152, 8, "A100-80GB", 4, topology=True),
-    _gpu("ml.p5.48xlarge", 192, 2048, 8, "H100", 32, topology=True),
-    _gpu("ml.p5e.48xlarge", 192, 2048, 8, "H200", 32, topology=True),
-    _gpu("ml.p5en.48xlarge", 192, 2048, 8, "H200", 16, topology=True),
-    _gpu("ml.p6-b200.48xlarge", 192, 2048, 8, "B200", 8),
-    _gpu("ml.p6e-gb200.36xlarge", 144, 960, 4, "GB200", 17, topology=True),
+    _gpu("ml.p4d.24xlarge", 96, 1152, 8, "A100", 4, topology=True, rdma=True),
+    _gpu("ml.p4de.24xlarge", 96, 1152, 8, "A100-80GB", 4, topology=True, rdma=True),
+    _gpu("ml.p5.48xlarge", 192, 2048, 8, "H100", 32, topology=True, rdma=True),
+    _gpu("ml.p5e.48xlarge", 192, 2048, 8, "H200", 32, topology=True, rdma=True),
+    _gpu("ml.p5en.48xlarge", 192, 2048, 8, "H200", 16, topology=True, rdma=True),
+    _gpu("ml.p6-b200.48xlarge", 192, 2048, 8, "B200", 8, rdma=True),
+    _gpu("ml.p6e-gb200.36xlarge", 144, 960, 4, "GB200", 17, topology=True, rdma=True),
     _gpu("ml.g5.8xlarge", 32, 128, 1, "A10G", 1, dhc=False),
     _gpu("ml.g5.12xlarge", 48, 192, 4, "A10G", 1, dhc=False),
     _gpu("ml.g5.24xlarge", 96, 384, 4, "A10G", 1, dhc=False),

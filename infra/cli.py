@@ -98,7 +98,7 @@ def cmd_render_job(args) -> int:
     image = args.image or settings.sample_job.image_uri
     if not image:
         raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
-    sys.stdout.write(job_manifest.to_yaml(job_manifest.objects(settings, image=image, checkpoint_uri=args.checkpoint_uri)))
+    sys.stdout.write(job_manifest.to_yaml(job_manifest.objects(settings, image=image)))
     return 0
 
 
@@ -210,7 +210,6 @@ def build_parser() -> argparse.ArgumentParser:
     topo_group.add_argument("--required-topology", metavar="LEVEL", help="e.g. topology.k8s.aws/network-node-layer-3")
     render.add_argument("--image", help="training image URI (default: sample_job.image_uri)")
     render.add_argument("--max-steps", type=int, help="training steps")
-    render.add_argument("--checkpoint-uri", help="s3://bucket/prefix (default: the node's local NVMe)")
 
     validate = _command(
         sub, "validate", cmd_validate,

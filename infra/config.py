@@ -303,6 +303,9 @@ class SampleJobSettings(_Model):
     checkpoint_interval_steps: int = Field(default=50, ge=1)
     # Checkpoints go to this S3 prefix in the job's own bucket when true, else to local NVMe.
     checkpoint_to_s3: bool = True
+    # Complete checkpoints kept; older ones are deleted after each save (S3 keeps noncurrent
+    # versions for the bucket's lifecycle window).
+    keep_checkpoints: int = Field(default=3, ge=1, le=1000)
 
 
 # --------------------------------------------------------------------------- root
@@ -525,9 +528,10 @@ def _check_names(s: Settings, p: _Problems):
         p.error(
             "hyperpod.cluster_name", hp_name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric"
         )
-    bucket = naming.lifecycle_bucket_name(s.prefix, s.env_name, s.account, s.region)
-    if not naming.S3_BUCKET.match(bucket):
-        p.error("prefix", s.prefix, f"with env {s.env_name!r} makes lifecycle bucket {bucket!r}, over S3's 63 characters")
+    for kind, name_of in (("lifecycle", naming.lifecycle_bucket_name), ("checkpoint", naming.checkpoint_bucket_name)):
+        bucket = name_of(s.prefix, s.env_name, s.account, s.region)
+        if not naming.S3_BUCKET.match(bucket):
+            p.error("prefix", s.prefix, f"with env {s.env_name!r} makes {kind} bucket {bucket!r}, over S3's 63 characters")
     for key, value in s.tags.items():
         if not 1 <= len(key) <= 128 or len(value) > 256 or key.lower().startswith("aws:"):
             p.error(f"tags.{key}", value, "tag keys are 1-128 characters, not starting 'aws:'; values at most 256")
@@ -868,6 +872,19 @@ def _check_sample_job(s: Settings, p: _Problems):
         p.error("sample_job.priority", job.priority, f"is not a priority class; classes: {', '.join(priorities) or '(none)'}")
     if not s.addons.training_operator.enabled:
         p.error("sample_job.enabled", True, "needs addons.training_operator.enabled (the job is a HyperPodPyTorchJob)")
+    if not job.checkpoint_to_s3 and job.nodes > 1:
+        p.error(
+            "sample_job.checkpoint_to_s3",
+            False,
+            f"must be true with {job.nodes} nodes: each node's NVMe holds only its own ranks' shards, so no node could resume",
+        )
+    if job.tokenizer.startswith("meta-llama/") and not job.hf_token_secret:
+        p.error("sample_job.hf_token_secret", None, f"is required: {job.tokenizer} is gated on Hugging Face")
+    if job.model == "llama3.1-8b" and not job.tokenizer.startswith("meta-llama/Llama-3"):
+        p.warn(
+            f"sample_job.tokenizer: {job.tokenizer} is not the LLaMA 3 tokenizer, so the 8B model's 128,256-row "
+            "embedding shrinks to its vocabulary; for the real model name meta-llama/Llama-3.1-8B and hf_token_secret"
+        )
 
 
 def field_paths(model: type[BaseModel] | None = None, prefix: str = "") -> list[tuple[str, Any]]:

@@ -64,4 +64,9 @@ def lifecycle_bucket_name(prefix: str, env: str, account: str, region: str) -> s
     return f"sagemaker-{prefix}-{env}-lc-{account}-{region}"
 
 
+def checkpoint_bucket_name(prefix: str, env: str, account: str, region: str) -> str:
+    """Fixed, so `hyperpod-cdk render-job` writes the same checkpoint URI the stack's job uses."""
+    return f"{prefix}-{env}-ckpt-{account}-{region}"
+
+
 S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

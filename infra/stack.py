@@ -100,12 +100,19 @@ class PlatformStack(cdk.Stack):
         return bucket
 
     def data_bucket(
-        self, id_: str, key: kms.IKey, access_logs: s3.IBucket, log_prefix: str, bucket_name: str | None = None
+        self,
+        id_: str,
+        key: kms.IKey,
+        access_logs: s3.IBucket,
+        log_prefix: str,
+        bucket_name: str | None = None,
+        lifecycle_rules: list[s3.LifecycleRule] | None = None,
     ) -> s3.Bucket:
         """Encrypted with `key`, SSL-only, versioned, access-logged into `access_logs`."""
         bucket = self._bucket(
             id_,
             bucket_name=bucket_name,
+            lifecycle_rules=lifecycle_rules,
             encryption=s3.BucketEncryption.KMS,
             encryption_key=key,
             bucket_key_enabled=True,

@@ -11,25 +11,47 @@ from __future__ import annotations
 
 from infra import naming
 from infra.config import SampleJobSettings, Settings
-from training import log_format
+from training import log_format, model_shape
 
 API_VERSION = "sagemaker.amazonaws.com/v1"
 KIND = "HyperPodPyTorchJob"
 CONTAINER = "pytorch"
 SERVICE_ACCOUNT = "sample-job"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+# HyperPod labels every node with its instance group (the docs' node selectors use it).
+GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+# The agent (hyperpodrun): its rendezvous writes /opt/ml/input/config before anything else,
+# the operator reaches it on this port from its own namespace.
+AGENT_DIR = "/opt/ml"
+AGENT_PORT = 8080
+OPERATOR_NAMESPACE = "aws-hyperpod"
+# Writable homes for what the read-only root filesystem cannot hold: caches of Hugging Face,
+# Triton and TorchInductor (torch.compile), and $HOME for anything else that writes there.
+CACHE_DIR = "/tmp/cache"
+HF_TOKEN_DIR = "/etc/hf-token"
 # A world-writable (sticky) folder on the instance's NVMe, made by on_create.sh, and where
 # it appears in pods: the job runs as a non-root user.
 NODE_LOCAL = "/opt/sagemaker/jobs"
 LOCAL_MOUNT = "/local"
 SEQ_LEN = {"llama3.1-8b": 8192, "tiny": 256}
-# Log rules (seconds): loss must first appear within JOB_START, then keep coming; a
-# checkpoint must follow the previous one within CHECKPOINT_CADENCE.
 # The image's user (training/Dockerfile): a high UID that exists on no node.
 RUN_AS_UID = 10001
-JOB_START_S = 240
+# Log rules (seconds). The AWS training-operator usage page allows 600 s for the first loss
+# and 1800 s for the first checkpoint: an 8B start (image pull, meta init, sharding,
+# torch.compile's first step) needs minutes, the blog's 240 s would restart it. Then loss
+# lines keep coming within HANG_S and checkpoints within CHECKPOINT_CADENCE_S.
+FIRST_LOSS_S = 600
+FIRST_CHECKPOINT_S = 1800
 HANG_S = 300
 CHECKPOINT_CADENCE_S = 600
+# Throughput floor, as MFU: under it for THROUGHPUT_POINTS loss lines in a row (about five
+# log windows) the job is faulted and restarted off the slow node. Eager FSDP reaches ~30%.
+MIN_MFU = 0.10
+THROUGHPUT_POINTS = 50
+# SIGTERM, then this long to save before SIGKILL (the agent's --shutdown-timeout; the pod's
+# grace period adds a margin on top).
+SHUTDOWN_S = 300
+KEEP_FLAGS = ("--compile", "--fused-optimizer", "--fsdp-units=tuned")
 
 
 # Deliberate deviations from checkov's Kubernetes checks, as checkov reads them (pod annotations).
@@ -41,25 +63,64 @@ CHECKOV_SKIPS = {
 }
 
 
-def log_rules() -> list[dict]:
-    return [
+def log_rules(settings: Settings) -> list[dict]:
+    rules = [
         {
             "name": "JobStart",
             "logPattern": log_format.LOSS_PATTERN,
-            "expectedStartCutOffInSeconds": JOB_START_S,
+            "expectedStartCutOffInSeconds": FIRST_LOSS_S,
         },
         {
             # Training that stops printing batches is hanging (or its loss went NaN).
             "name": "JobHangingDetection",
             "logPattern": log_format.LOSS_VALUE_PATTERN,
+            "expectedStartCutOffInSeconds": FIRST_LOSS_S,
             "expectedRecurringFrequencyInSeconds": HANG_S,
         },
         {
             "name": "CheckpointCadence",
             "logPattern": log_format.CHECKPOINT_PATTERN,
+            "expectedStartCutOffInSeconds": FIRST_CHECKPOINT_S,
             "expectedRecurringFrequencyInSeconds": CHECKPOINT_CADENCE_S,
         },
     ]
+    floor = throughput_floor(settings)
+    if floor:
+        rules.append(
+            {
+                "name": "LowThroughput",
+                "logPattern": log_format.THROUGHPUT_PATTERN,
+                "metricThreshold": floor,
+                "operator": "lt",
+                "metricEvaluationDataPoints": THROUGHPUT_POINTS,
+            }
+        )
+    return rules
+
+
+def throughput_floor(settings: Settings) -> int | None:
+    """The job's tokens/s at MIN_MFU (the loss line reports the whole job's rate). None for
+    the tiny preset, which is overhead-bound at any size of GPU, and for accelerators
+    without a bf16 peak in the table."""
+    job = settings.sample_job
+    spec = settings.instance_group(job.instance_group).spec
+    peak = model_shape.peak_tflops(spec.accelerator)
+    if job.model == "tiny" or not peak:
+        return None
+    preset = model_shape.PRESETS[job.model]
+    devices = job.nodes * spec.accelerators
+    flops = model_shape.flops_per_token(preset, preset.vocab, SEQ_LEN[job.model])
+    return int(MIN_MFU * peak * 1e12 * devices / flops)
+
+
+def checkpoint_uri(settings: Settings) -> str:
+    """Where the job's checkpoints go: its prefix of the checkpoint bucket (the stack creates
+    it under this fixed name), else the node's NVMe."""
+    job = settings.sample_job
+    if job.checkpoint_to_s3:
+        bucket = naming.checkpoint_bucket_name(settings.prefix, settings.env_name, settings.account, settings.region)
+        return f"s3://{bucket}/{job.name}/checkpoints"
+    return f"{LOCAL_MOUNT}/checkpoints/{job.name}"
 
 
 def _labels(settings: Settings, job: SampleJobSettings) -> dict:
@@ -90,9 +151,12 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         f"--nnodes={nodes}",
         f"--nproc-per-node={gpus}",
         "--server-host=0.0.0.0",
-        "--server-port=8080",
+        f"--server-port={AGENT_PORT}",
         "--tee=3",
         "--log_dir=/tmp/hyperpod",
+        # Its default is SIGKILL: a stop would lose everything since the last checkpoint.
+        "--shutdown-signal=SIGTERM",
+        f"--shutdown-timeout={SHUTDOWN_S}",
         "/workspace/train.py",
         f"--model={job.model}",
         f"--tokenizer={job.tokenizer}",
@@ -103,34 +167,41 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         f"--max-steps={job.max_steps}",
         f"--checkpoint-dir={checkpoint_uri}",
         f"--checkpoint-interval={job.checkpoint_interval_steps}",
+        f"--keep-checkpoints={job.keep_checkpoints}",
+        *KEEP_FLAGS,
     ]
 
 
-def build(settings: Settings, *, image: str, checkpoint_uri: str | None = None) -> dict:
+def build(settings: Settings, *, image: str) -> dict:
     """The HyperPodPyTorchJob object. Call with validated settings (config.check)."""
     job = settings.sample_job
     group = settings.instance_group(job.instance_group)
     spec = group.spec
     gpus, efa = spec.accelerators, spec.efa_interfaces
     labels = _labels(settings, job)
-    checkpoint_uri = checkpoint_uri or f"{LOCAL_MOUNT}/checkpoints/{job.name}"
     resources = {spec.accelerator_resource: gpus}
     if efa:
         resources["vpc.amazonaws.com/efa"] = efa
     env = [
+        # The agent's rendezvous reads the node count from here.
+        {"name": "NNODES", "value": str(job.nodes)},
         {"name": "FI_PROVIDER", "value": "efa"},
-        {"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"},
+        *([{"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"}] if spec.efa_rdma_read else []),
         {"name": "FI_EFA_FORK_SAFE", "value": "1"},
         {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"},
+        {"name": "HOME", "value": f"{CACHE_DIR}/home"},
+        {"name": "XDG_CACHE_HOME", "value": CACHE_DIR},
+        {"name": "TRITON_CACHE_DIR", "value": f"{CACHE_DIR}/triton"},
+        {"name": "TORCHINDUCTOR_CACHE_DIR", "value": f"{CACHE_DIR}/inductor"},
         {"name": "HF_HOME", "value": f"{LOCAL_MOUNT}/hf-cache"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
     if job.hf_token_secret:
-        env.append(
-            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": job.hf_token_secret, "key": "token"}}}
-        )
+        # A file rather than an env var (env leaks into crash dumps and `kubectl describe`);
+        # huggingface_hub reads the token from HF_TOKEN_PATH.
+        env.append({"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"})
     # Most of the node goes to the job; the rest stays for kubelet and the HyperPod agents.
     resources["cpu"] = str(int(spec.vcpus * 0.9))
     resources["memory"] = f"{int(spec.memory_gib * 0.85)}Gi"
@@ -138,14 +209,16 @@ def build(settings: Settings, *, image: str, checkpoint_uri: str | None = None) 
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": "Always",
-        "command": _command(settings, job.nodes, gpus, checkpoint_uri),
+        "command": _command(settings, job.nodes, gpus, checkpoint_uri(settings)),
         "env": env,
-        "ports": [{"containerPort": 8080, "name": "agent"}],
+        "ports": [{"containerPort": AGENT_PORT, "name": "agent"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "volumeMounts": [
             {"name": "shm", "mountPath": "/dev/shm"},
             {"name": "local", "mountPath": LOCAL_MOUNT},
             {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "agent", "mountPath": AGENT_DIR},
+            *([{"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}] if job.hf_token_secret else []),
         ],
         # EFA and NCCL need no Linux capabilities: the device plugin hands over the devices.
         "securityContext": {
@@ -161,6 +234,7 @@ def build(settings: Settings, *, image: str, checkpoint_uri: str | None = None) 
                     {
                         "matchExpressions": [
                             {"key": HEALTH_LABEL, "operator": "In", "values": ["Schedulable"]},
+                            {"key": GROUP_LABEL, "operator": "In", "values": [group.name]},
                             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [spec.name]},
                         ]
                     }
@@ -179,12 +253,20 @@ def build(settings: Settings, *, image: str, checkpoint_uri: str | None = None) 
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "affinity": affinity,
+        "terminationGracePeriodSeconds": SHUTDOWN_S + 30,
         "containers": [container],
         "volumes": [
             # NCCL and the data loader need far more shared memory than the 64 MiB default.
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(8, spec.memory_gib // 4)}Gi"}},
             {"name": "local", "hostPath": {"path": NODE_LOCAL, "type": "DirectoryOrCreate"}},
             {"name": "tmp", "emptyDir": {}},
+            {"name": "agent", "emptyDir": {}},
+            *(
+                # Projected: the CRD models accept a secret volume only in this form.
+                [{"name": "hf-token", "projected": {"sources": [{"secret": {"name": job.hf_token_secret, "items": [{"key": "token", "path": "token"}]}}]}}]
+                if job.hf_token_secret
+                else []
+            ),
         ],
     }
     tolerations = [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in group.taints]
@@ -207,15 +289,16 @@ def build(settings: Settings, *, image: str, checkpoint_uri: str | None = None) 
                 # Restart only the failed pods first; a full job restart after three of those
                 # within six hours.
                 "restartPolicy": {"numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600, "maxFullJobRestarts": 2},
-                "logMonitoringConfiguration": log_rules(),
+                "logMonitoringConfiguration": log_rules(settings),
             },
         },
     }
 
 
 def network_policy(settings: Settings) -> dict:
-    """Ingress only from the job's own pods (rendezvous and NCCL); egress stays open for
-    S3 checkpoints and the dataset. Enforced where the VPC CNI's network policy is on."""
+    """Ingress from the job's own pods (rendezvous and NCCL) and from the training operator
+    to the agent's port; egress stays open for S3 checkpoints and the dataset. Enforced
+    where the VPC CNI's network policy is on."""
     name = settings.sample_job.name
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -224,14 +307,20 @@ def network_policy(settings: Settings) -> dict:
         "spec": {
             "podSelector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": name}}}]}],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": name}}}]},
+                {
+                    "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": OPERATOR_NAMESPACE}}}],
+                    "ports": [{"protocol": "TCP", "port": AGENT_PORT}],
+                },
+            ],
         },
     }
 
 
-def objects(settings: Settings, *, image: str, checkpoint_uri: str | None = None) -> list[dict]:
+def objects(settings: Settings, *, image: str) -> list[dict]:
     """Everything the job needs, in apply order."""
-    return [service_account(settings), network_policy(settings), build(settings, image=image, checkpoint_uri=checkpoint_uri)]
+    return [service_account(settings), network_policy(settings), build(settings, image=image)]
 
 
 def service_account(settings: Settings) -> dict:

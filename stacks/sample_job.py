@@ -15,9 +15,10 @@ import aws_cdk as cdk
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra import compliance
+from infra import compliance, naming
 from infra.config import Settings
 from infra.pod_identity import pod_identity_role
 from infra.stack import PlatformStack
@@ -47,13 +48,27 @@ class SampleJobStack(PlatformStack):
                 self, "TrainingImage", directory=str(TRAINING_DIR), platform=ecr_assets.Platform.LINUX_AMD64
             )
             image = asset.image_uri
-        checkpoint_uri = None
         identity = None
         if job.checkpoint_to_s3:
             self.checkpoint_bucket = self.data_bucket(
-                "CheckpointBucket", cluster.bucket_key, cluster.access_logs, "checkpoint-bucket/"
+                "CheckpointBucket",
+                cluster.bucket_key,
+                cluster.access_logs,
+                "checkpoint-bucket/",
+                # The name the manifest (and render-job) derive the checkpoint URI from.
+                bucket_name=naming.checkpoint_bucket_name(settings.prefix, settings.env_name, settings.account, settings.region),
+                lifecycle_rules=[
+                    # train.py deletes all but the newest checkpoints; versioning would keep
+                    # every deleted shard forever without this.
+                    s3.LifecycleRule(
+                        id="ExpireDeletedCheckpoints",
+                        noncurrent_version_expiration=cdk.Duration.days(7),
+                        expired_object_delete_marker=True,
+                    ),
+                    # A rank killed mid-upload leaves parts that are billed until aborted.
+                    s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(1)),
+                ],
             )
-            checkpoint_uri = f"s3://{self.checkpoint_bucket.bucket_name}/{job.name}/checkpoints"
             identity = pod_identity_role(
                 self,
                 cluster.cluster,
@@ -77,19 +92,19 @@ class SampleJobStack(PlatformStack):
                 "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
                 f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.checkpoint_bucket.node.default_child)}.Arn>/{job.name}/*]",
             )
-        self.objects = job_manifest.objects(settings, image=image, checkpoint_uri=checkpoint_uri)
+        self.objects = job_manifest.objects(settings, image=image)
         self.manifest = eks.KubernetesManifest(self, "Job", cluster=cluster.cluster, manifest=self.objects, overwrite=True)
         if identity is not None:
-            # Pods get credentials only once the association exists.
-            self.manifest.node.add_dependency(identity.association)
+            # Pods get credentials only once the association exists, and write to the bucket.
+            self.manifest.node.add_dependency(identity.association, self.checkpoint_bucket.node.default_child)
         cdk.CfnOutput(self, "JobName", value=f"{job_manifest.namespace(settings)}/{job.name}")
         cdk.CfnOutput(
             self,
             "WatchCommand",
             value=f"kubectl get hyperpodpytorchjobs -n {job_manifest.namespace(settings)} {job.name} -w",
         )
-        if checkpoint_uri:
-            cdk.CfnOutput(self, "CheckpointUri", value=checkpoint_uri)
+        if job.checkpoint_to_s3:
+            cdk.CfnOutput(self, "CheckpointUri", value=job_manifest.checkpoint_uri(settings))
 
     def _checkpoint_policy(self, role: iam.IRole) -> iam.ManagedPolicy:
         policy = iam.ManagedPolicy(self, "SampleJobCheckpointPolicy", roles=[role])

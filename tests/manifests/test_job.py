@@ -114,8 +114,10 @@ def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "In", "values": ["Schedulable"]} in term["matchExpressions"]
     assert {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["ml.p5.48xlarge"]} in term["matchExpressions"]
+    # HyperPod's own node label, so two groups of one type are told apart
+    assert {"key": "sagemaker.amazonaws.com/instance-group-name", "operator": "In", "values": ["gpu"]} in term["matchExpressions"]
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
-    assert mounts == {"/dev/shm", "/local", "/tmp"}
+    assert mounts == {"/dev/shm", "/local", "/tmp", "/opt/ml", "/etc/hf-token"}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["shm"]["emptyDir"]["medium"] == "Memory" and volumes["local"]["hostPath"]["path"] == "/opt/sagemaker/jobs"
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
@@ -129,16 +131,78 @@ def test_run_policy_restarts_partially_first_and_watches_the_logs():
     assert run["jobMaxRetryCount"] > 0 and run["cleanPodPolicy"] == "None"
     assert run["restartPolicy"]["numRestartBeforeFullJobRestart"] >= 1
     rules = {r["name"]: r for r in run["logMonitoringConfiguration"]}
-    assert rules["JobStart"]["expectedStartCutOffInSeconds"] == 240
+    # The AWS training-operator usage page: 600 s for the first loss, 1800 s for the first checkpoint.
+    assert rules["JobStart"]["expectedStartCutOffInSeconds"] == 600
+    assert rules["JobHangingDetection"]["expectedStartCutOffInSeconds"] == 600
     assert rules["JobHangingDetection"]["expectedRecurringFrequencyInSeconds"] > 0
+    assert rules["CheckpointCadence"]["expectedStartCutOffInSeconds"] == 1800
     assert rules["CheckpointCadence"]["expectedRecurringFrequencyInSeconds"] == 600
+    assert "LowThroughput" not in rules  # the tiny preset is overhead-bound: no floor
+
+
+def test_throughput_rule_floor_is_ten_percent_mfu_by_hand_and_reads_the_loss_line():
+    import re
+
+    from training import log_format
+
+    _, manifest = _job("prod")
+    (rule,) = [r for r in manifest["spec"]["runPolicy"]["logMonitoringConfiguration"] if r["name"] == "LowThroughput"]
+    # 2 nodes x 8 H100 at 989 TFLOPS; LLaMA 3.1 8B at 8192 tokens: 6 x 7,504,924,672 non-embedding
+    # parameters + 12 x 32 layers x 4096 x 8192 = 57,914,449,920 FLOPs per token.
+    assert rule["metricThreshold"] == int(0.10 * 989e12 * 16 / 57_914_449_920)
+    assert rule["operator"] == "lt" and rule["metricEvaluationDataPoints"] >= 10
+    line = log_format.LOSS_LINE.format(step=12, loss=2.5, lr=3e-4, tps=31234.5) + " mfu=0.114"
+    assert float(re.fullmatch(rule["logPattern"], line).group(1)) == 31234.5
+
+
+def test_efa_rdma_read_is_asked_for_only_where_the_instance_has_it():
+    # FACTS: FI_EFA_USE_DEVICE_RDMA=1 aborts libfabric on g5/g6; p4d/p5/p6 and trn have RDMA read.
+    for env, expected in (("prod", "1"), ("dev", None)):
+        _, manifest = _job(env)
+        env_vars = {e["name"]: e.get("value") for e in manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+        assert env_vars.get("FI_EFA_USE_DEVICE_RDMA") == expected, env
+
+
+def test_the_operator_namespace_reaches_the_agent_port_and_nothing_else_gets_in():
+    settings, _ = config.load_settings(CONTEXT, "prod")
+    policy = job_manifest.network_policy(settings)
+    own, operator = policy["spec"]["ingress"]
+    assert own == {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": settings.sample_job.name}}}]}
+    # The training operator runs in aws-hyperpod (FACTS) and calls the agent's --server-port.
+    assert operator["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "aws-hyperpod"}}}]
+    port = next(a for a in job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+                if a.startswith("--server-port="))
+    assert operator["ports"] == [{"protocol": "TCP", "port": int(port.split("=")[1])}]
+
+
+def test_multi_node_jobs_refuse_node_local_checkpoints():
+    with pytest.raises(config.ConfigError) as exc:
+        config.load_settings(patched_context("prod", {"sample_job": {"checkpoint_to_s3": False}}), "prod")
+    assert any("sample_job.checkpoint_to_s3: False must be true with 2 nodes" in p for p in exc.value.problems)
+
+
+def test_the_gated_tokenizer_needs_its_secret_and_the_8b_model_wants_it():
+    with pytest.raises(config.ConfigError) as exc:
+        config.load_settings(patched_context("prod", {"sample_job": {"hf_token_secret": None}}), "prod")
+    assert any("sample_job.hf_token_secret: None is required: meta-llama/Llama-3.1-8B is gated on Hugging Face" in p for p in exc.value.problems)
+    _, warnings = config.load_settings(patched_context("prod", {"sample_job": {"tokenizer": "hf-internal-testing/llama-tokenizer"}}), "prod")
+    assert any("sample_job.tokenizer: hf-internal-testing/llama-tokenizer is not the LLaMA 3 tokenizer" in w for w in warnings)
 
 
 def test_the_gated_tokenizer_token_comes_from_a_secret_never_from_config():
     _, manifest = _job("dev", {"sample_job": {"tokenizer": "meta-llama/Llama-3.1-8B", "hf_token_secret": "hf-token"}})
-    env = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]
-    (token,) = [e for e in env if e["name"] == "HF_TOKEN"]
-    assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+    pod = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert "HF_TOKEN" not in env  # a file, not an env var (checkov CKV_K8S_35)
+    # huggingface_hub's own constant: the token file it reads
+    from huggingface_hub import constants
+
+    assert "HF_TOKEN_PATH" in open(constants.__file__).read()
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "hf-token"]
+    assert env["HF_TOKEN_PATH"]["value"] == mount["mountPath"] + "/token" and mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "hf-token"]
+    assert volume["projected"]["sources"] == [{"secret": {"name": "hf-token", "items": [{"key": "token", "path": "token"}]}}]
 
 
 def test_gpu_or_efa_counts_that_do_not_match_the_type_are_refused():

@@ -70,3 +70,29 @@ def test_job_role_is_pod_identity_for_the_job_service_account(synth):
 def test_switching_the_job_off_deploys_the_platform_without_it(synth):
     s = synth("dev", {"sample_job": {"enabled": False}})
     assert "sample-job" not in s.templates and "addons" in s.templates
+
+
+def test_job_writes_to_the_bucket_the_stack_creates_and_render_job_agrees(synth, capsys):
+    import yaml
+
+    from infra import cli
+
+    s = synth("prod")
+    ((bucket_id, bucket),) = s.resources("sample-job", "AWS::S3::Bucket").items()
+    command = _manifest(s)[-1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    (uri,) = [a.split("=", 1)[1] for a in command if a.startswith("--checkpoint-dir=")]
+    assert uri.startswith(f"s3://{bucket['Properties']['BucketName']}/")
+    assert cli.main(["render-job", "-c", "env=prod", "--image", "img:1"]) == 0
+    rendered = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
+    assert f"--checkpoint-dir={uri}" in rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    # the job starts after the bucket it writes to exists
+    (job,) = s.resources("sample-job", "Custom::AWSCDK-EKS-KubernetesResource").values()
+    assert bucket_id in job["DependsOn"]
+
+
+def test_checkpoint_bucket_expires_deleted_checkpoints_and_aborts_stale_uploads(synth):
+    (bucket,) = synth("prod").resources("sample-job", "AWS::S3::Bucket").values()
+    rules = {r["Id"]: r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
+    assert rules["ExpireDeletedCheckpoints"]["NoncurrentVersionExpiration"]["NoncurrentDays"] > 0
+    assert rules["AbortIncompleteUploads"]["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] == 1
+    assert all(r["Status"] == "Enabled" for r in rules.values())
