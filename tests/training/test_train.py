@@ -216,3 +216,31 @@ def test_each_performance_option_runs_and_gives_the_plain_loss(workdir, plain_lo
     assert sorted(losses) == [1, 2, 3, 4]
     for step, value in plain_losses.items():
         assert losses[step] == pytest.approx(value, abs=1e-3), step
+
+
+def _choose_as_rank(rank: int, port: int, out: str):
+    import torch.distributed as dist
+
+    sys.path.insert(0, str(ROOT / "training"))
+    import train
+
+    store = dist.TCPStore("127.0.0.1", port, 2, is_master=rank == 0)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+    # Each rank lists a different newest checkpoint, as ranks listing an eventually
+    # consistent store (or their own node's disk) during a save can.
+    train.complete_checkpoints = lambda base: [(20 + 10 * rank, f"{base}/step_{20 + 10 * rank:08d}")]
+    Path(out, f"rank{rank}.json").write_text(json.dumps(train.choose_checkpoint("s3://b/ckpt", rank)))
+    dist.destroy_process_group()
+
+
+def test_every_rank_resumes_from_the_checkpoint_rank_0_chose(tmp_path):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_choose_as_rank, args=(port, str(tmp_path)), nprocs=2)
+    chosen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert chosen == [[20, "s3://b/ckpt/step_00000020"]] * 2
