@@ -3,24 +3,27 @@
 
 from __future__ import annotations
 
+import os
 import sys
-
-import aws_cdk as cdk
+from typing import TYPE_CHECKING
 
 from addons import registry
-from infra import compliance
-from infra.chart import ChartNotPrepared
-from infra.config import ConfigError, Settings
-from infra.stack import PlatformStack
-from stacks.addons import AddonsStack
-from stacks.cluster import ClusterStack
-from stacks.hyperpod import HyperPodStack
-from stacks.network import NetworkStack
-from stacks.sample_job import SampleJobStack
+from infra.config import ConfigError, Settings, context_from_cdk_cli
+
+if TYPE_CHECKING:
+    import aws_cdk as cdk
+
+    from infra.stack import PlatformStack
 
 
 def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     """Build every stack of `settings` into `app`, in deploy order."""
+    from stacks.addons import AddonsStack
+    from stacks.cluster import ClusterStack
+    from stacks.hyperpod import HyperPodStack
+    from stacks.network import NetworkStack
+    from stacks.sample_job import SampleJobStack
+
     network = NetworkStack(app, settings=settings)
     cluster = ClusterStack(app, settings=settings, network=network)
     hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
@@ -42,16 +45,11 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
 def annotate(stack: cdk.Stack, warnings: list[str]) -> None:
     """Config warnings as CDK warnings on the first stack: the CLI shows each once, and
     `Annotations.of(...).acknowledge_warning(id)` can silence one by its id."""
+    import aws_cdk as cdk
+
     for line in warnings:
         field = line.split(": ", 2)[1] if line.count(": ") >= 2 else "config"
         cdk.Annotations.of(stack).add_warning_v2(f"hyperpod-cdk:{field}", line)
-
-
-def settings_from(app: cdk.App) -> tuple[Settings, list[str]]:
-    """The chosen environment's settings, with every config rule checked, including the
-    add-ons' requirements (so nothing is composed from a config that cannot deploy)."""
-    context = {key: app.node.try_get_context(key) for key in ("defaults", "environments")}
-    return registry.load(context, app.node.try_get_context("env"))
 
 
 def _refuse(problems: list[str], warnings: list[str] = ()) -> int:
@@ -64,15 +62,25 @@ def _refuse(problems: list[str], warnings: list[str] = ()) -> int:
 
 
 def main(context: dict | None = None) -> int:
-    """`context` stands in for what the CDK CLI passes (tests run many configs in one process)."""
-    app = cdk.App(context=context) if context is not None else cdk.App()
+    """`context` stands in for what the CDK CLI passes (tests run many configs in one process).
+
+    The config is read and checked first, from the same JSON `hyperpod-cdk validate` reads
+    (the CLI's CDK_CONTEXT_JSON, nulls and all), before anything starts jsii: a refusal
+    takes well under two seconds and creates nothing."""
+    raw = context if context is not None else context_from_cdk_cli(os.environ)
     try:
-        settings, warnings = settings_from(app)
+        settings, warnings = registry.load(raw, raw.get("env"))
     except ConfigError as err:
         return _refuse(err.problems, err.warnings)
+    import aws_cdk as cdk
+
+    from infra import compliance
+    from infra.chart import ChartNotPrepared
+
+    app = cdk.App(context=context) if context is not None else cdk.App()
     try:
         stacks = compose(app, settings)
-    except ConfigError as err:  # found while composing, e.g. an add-on's requirement
+    except ConfigError as err:  # found while composing
         return _refuse(err.problems, warnings)
     except ChartNotPrepared as err:
         return _refuse([str(err)])

@@ -12,12 +12,18 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
-import aws_cdk as cdk
-from aws_cdk import aws_eks_v2 as eks
-from constructs import IConstruct
+from typing import TYPE_CHECKING
 
-from infra import readiness
+from infra import lazy
+
 from infra.config import AddonSwitch, Settings, deep_merge
+
+if TYPE_CHECKING:
+    from constructs import IConstruct
+
+cdk = lazy.module("aws_cdk")
+eks = lazy.module("aws_cdk.aws_eks_v2")
+readiness = lazy.module("infra.readiness")
 
 
 @dataclass(frozen=True)

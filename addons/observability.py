@@ -3,15 +3,16 @@ Prometheus workspace, optionally Amazon Managed Grafana, and the collector's rol
 
 from __future__ import annotations
 
-import aws_cdk as cdk
-from aws_cdk import aws_aps as aps
-from aws_cdk import aws_grafana as grafana
-from aws_cdk import aws_iam as iam
-
 from addons.base import AddonContext, ManagedAddon
-from infra import compliance
-from infra.pod_identity import pod_identity_role
 from addons.pod_identity_agent import PodIdentityAgentAddon
+from infra import lazy
+
+cdk = lazy.module("aws_cdk")
+aps = lazy.module("aws_cdk.aws_aps")
+grafana = lazy.module("aws_cdk.aws_grafana")
+iam = lazy.module("aws_cdk.aws_iam")
+compliance = lazy.module("infra.compliance")
+pod_identity = lazy.module("infra.pod_identity")
 
 NAMESPACE = "hyperpod-observability"
 SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
@@ -48,7 +49,7 @@ class ObservabilityAddon(ManagedAddon):
         self.prometheus.apply_removal_policy(stack.data_removal_policy)
         self.grafana = self._grafana(ctx, name) if obs.grafana.enabled else None
         logs_arn = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*"
-        identity = pod_identity_role(
+        identity = pod_identity.pod_identity_role(
             ctx.scope,
             ctx.cluster,
             "ObservabilityCollector",

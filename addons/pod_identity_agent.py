@@ -6,9 +6,12 @@ never installed a second time.
 
 from __future__ import annotations
 
-from constructs import IConstruct
+from typing import TYPE_CHECKING
 
 from addons.base import Addon, AddonContext
+
+if TYPE_CHECKING:
+    from constructs import IConstruct
 
 
 class PodIdentityAgentAddon(Addon):

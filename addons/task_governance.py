@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import re
 
-import aws_cdk as cdk
-from aws_cdk import aws_sagemaker as sagemaker
-from constructs import IConstruct
+from typing import TYPE_CHECKING
 
 from addons.base import AddonContext, ManagedAddon, ReadyWhen
-from infra import naming, readiness
+from infra import lazy, naming
 from infra.config import Settings, Team
 
-# aws-cdk-lib 2.275 has no L1 for AWS::SageMaker::ComputeQuota (cfn-lint's schemas do);
-# use the L1 once the installed library ships it. One code path, chosen here, once.
-_CfnComputeQuota = getattr(sagemaker, "CfnComputeQuota", None)
+if TYPE_CHECKING:
+    from constructs import IConstruct
+
+cdk = lazy.module("aws_cdk")
+sagemaker = lazy.module("aws_cdk.aws_sagemaker")
+readiness = lazy.module("infra.readiness")
+
 
 
 def _enabled(flag: bool) -> str:
@@ -109,8 +111,11 @@ class TaskGovernanceAddon(ManagedAddon):
     def _quota(self, ctx: AddonContext, team: Team) -> cdk.CfnResource:
         props = quota_properties(self.settings, team, ctx.hyperpod_cluster_arn)
         id_ = f"Quota-{team.name}"  # keyed by team, so reordering teams replaces nothing
-        if _CfnComputeQuota is not None:  # pragma: no cover - newer aws-cdk-lib
-            return _CfnComputeQuota(ctx.scope, id_, **_snake(props))
+        # aws-cdk-lib 2.275 has no L1 for AWS::SageMaker::ComputeQuota (cfn-lint's schemas
+        # do); the L1 is used once the installed library ships it.
+        l1 = getattr(sagemaker, "CfnComputeQuota", None)
+        if l1 is not None:  # pragma: no cover - newer aws-cdk-lib
+            return l1(ctx.scope, id_, **_snake(props))
         return cdk.CfnResource(ctx.scope, id_, type="AWS::SageMaker::ComputeQuota", properties=props)
 
 

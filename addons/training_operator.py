@@ -4,11 +4,13 @@ HyperPodPyTorchJobs with log-based hang and fault detection and partial restarts
 from __future__ import annotations
 
 from addons.base import AddonContext, ManagedAddon, ReadyWhen
-from infra import compliance
-from infra.pod_identity import pod_identity_role
 from addons.cert_manager import CertManagerAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
+from infra import lazy
+
+compliance = lazy.module("infra.compliance")
+pod_identity = lazy.module("infra.pod_identity")
 
 NAMESPACE = "aws-hyperpod"
 SERVICE_ACCOUNT = "hp-training-operator-controller-manager"
@@ -34,7 +36,7 @@ class TrainingOperatorAddon(ManagedAddon):
     after = (TaskGovernanceAddon,)
 
     def prerequisites(self, ctx: AddonContext):
-        identity = pod_identity_role(
+        identity = pod_identity.pod_identity_role(
             ctx.scope,
             ctx.cluster,
             "TrainingOperator",
