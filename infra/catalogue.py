@@ -30,6 +30,8 @@ class InstanceType:
     deep_health_checks: bool = False
     # EFA with RDMA read (FI_EFA_USE_DEVICE_RDMA=1); elsewhere libfabric aborts with it set.
     efa_rdma_read: bool = False
+    # Part of an EC2 UltraServer: its nodes carry the topology.k8s.aws/ultraserver-id label.
+    ultraserver: bool = False
 
     @property
     def is_accelerated(self) -> bool:
@@ -60,7 +62,7 @@ _TYPES = (
     _gpu("ml.p5e.48xlarge", 192, 2048, 8, "H200", 32, topology=True, rdma=True),
     _gpu("ml.p5en.48xlarge", 192, 2048, 8, "H200", 16, topology=True, rdma=True),
     _gpu("ml.p6-b200.48xlarge", 192, 2048, 8, "B200", 8, rdma=True),
-    _gpu("ml.p6e-gb200.36xlarge", 144, 960, 4, "GB200", 17, topology=True, rdma=True),
+    InstanceType("ml.p6e-gb200.36xlarge", 144, 960, 4, "GB200", "nvidia.com/gpu", 17, True, True, True, True),
     _gpu("ml.g5.8xlarge", 32, 128, 1, "A10G", 1, dhc=False),
     _gpu("ml.g5.12xlarge", 48, 192, 4, "A10G", 1, dhc=False),
     _gpu("ml.g5.24xlarge", 96, 384, 4, "A10G", 1, dhc=False),

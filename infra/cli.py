@@ -63,7 +63,9 @@ def cmd_topology(args) -> int:
 
 
 def load_context() -> dict:
-    return json.loads((ROOT / "cdk.json").read_text())["context"]
+    """The cdk.json the CDK CLI would read: the current directory's, else this project's."""
+    here = Path.cwd() / "cdk.json"
+    return json.loads((here if here.exists() else ROOT / "cdk.json").read_text())["context"]
 
 
 def env_from(args) -> str:
@@ -88,12 +90,12 @@ def cmd_render_job(args) -> int:
         for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps}.items()
         if v is not None
     }
-    update = {"sample_job": settings.sample_job.model_copy(update={**overrides, "enabled": True})}
+    patch: dict = {"sample_job": {**overrides, "enabled": True}}
     if args.preferred_topology or args.required_topology:
         mode = "preferred" if args.preferred_topology else "required"
-        update["topology"] = config.TopologySettings(mode=mode, level=args.preferred_topology or args.required_topology)
-    settings = settings.model_copy(update=update)
-    for line in config.check(settings):  # the same rules as cdk synth
+        patch["topology"] = {"mode": mode, "level": args.preferred_topology or args.required_topology}
+    settings, warnings = config.override(settings, patch)  # the same rules as cdk synth
+    for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
     image = args.image or settings.sample_job.image_uri
     if not image:
@@ -118,14 +120,14 @@ def cmd_validate(args) -> int:
         except config.ConfigError as err:
             failed += 1
             for line in err.warnings:
-                print(f"warning: {line}")
+                print(f"warning: {line}", file=sys.stderr)
             for line in err.problems:
-                print(f"error: {line}")
+                print(f"error: {line}", file=sys.stderr)
             continue
         for line in warnings:
-            print(f"warning: {line}")
+            print(f"warning: {line}", file=sys.stderr)
         print(f"ok: {env}")
-    return 1 if failed else 0
+    return 2 if failed else 0
 
 
 def cmd_review(args) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib.metadata
 import ipaddress
+import json
 import re
 import typing
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
-from infra import catalogue, naming, versions
+from infra import catalogue, cfn_schema, naming, versions
 
 DEFAULT_ENV = "dev"
 
@@ -384,6 +385,19 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return merged
 
 
+def context_from_cdk_cli(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The context the CDK CLI hands the app: the JSON of cdk.json and -c flags in
+    CDK_CONTEXT_JSON, and what did not fit in the environment in the file that
+    CONTEXT_OVERFLOW_LOCATION_ENV names. Read as JSON, so null means null here exactly as
+    in `hyperpod-cdk validate` (the CDK library would drop it and fall back to the default)."""
+    context = json.loads(environ.get("CDK_CONTEXT_JSON") or "{}")
+    overflow = environ.get("CONTEXT_OVERFLOW_LOCATION_ENV")
+    if overflow:
+        with open(overflow) as handle:
+            context.update(json.load(handle))
+    return context
+
+
 def environment_names(context: Mapping[str, Any]) -> list[str]:
     envs = context.get("environments") or {}
     return sorted(envs) if isinstance(envs, Mapping) else []
@@ -413,6 +427,17 @@ def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[S
     except ValidationError as exc:
         raise ConfigError([f"{env}: {line}" for line in _pydantic_lines(exc)]) from None
     return settings, check(settings)
+
+
+def override(settings: Settings, patch: Mapping[str, Any]) -> tuple[Settings, list[str]]:
+    """`settings` with `patch` merged over it, parsed and checked exactly as cdk.json is
+    (every field limit, every cross rule): CLI overrides get no looser rules."""
+    raw = deep_merge(settings.model_dump(), patch)
+    try:
+        patched = Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([f"{settings.env_name}: {line}" for line in _pydantic_lines(exc)]) from None
+    return patched, check(patched)
 
 
 def check(settings: Settings) -> list[str]:
@@ -467,9 +492,29 @@ def _pydantic_lines(exc: ValidationError) -> list[str]:
             lines.append(f"{path}: unknown field; allowed here: {', '.join(_allowed_keys(loc))}")
         elif err["type"] == "missing":
             lines.append(f"{path}: required field is missing")
+        elif err["type"] == "string_pattern_mismatch":
+            lines.append(f"{path}: {_short(err.get('input'))} is invalid: {_PATTERN_WORDS.get(loc[-1], 'does not have the expected form')}")
+        elif err["type"] == "string_type" and isinstance(err.get("input"), float):
+            lines.append(f"{path}: {err['input']!r} is a number; write it in quotes (\"1.30\" as a number reads 1.3)")
         else:
             lines.append(f"{path}: {_short(err.get('input'))} is invalid: {err['msg']}")
     return lines
+
+
+# What each pattern-checked field allows, in words (pydantic would print the regex).
+_PATTERN_WORDS = {
+    "version": "must be a Kubernetes minor version in quotes, like \"1.33\"",
+    "revision": "must be a full 40-character git commit SHA",
+    "hf_token_secret": "must be a Kubernetes secret name: lowercase letters, digits, '-' and '.'",
+    "saml_metadata_url": "must be an https:// URL",
+    "training_plan_arn": "must be a SageMaker training plan ARN, arn:aws:sagemaker:<region>:<account>:training-plan/<name>",
+    "subnet_id": "must be a subnet ID, subnet-0123456789abcdef0",
+    "route_table_id": "must be a route table ID, rtb-0123456789abcdef0",
+    "vpc_id": "must be a VPC ID, vpc-0123456789abcdef0",
+    "account": "must be a 12-digit AWS account ID",
+    "region": "must be an AWS region name, like us-east-1",
+    "prefix": "must start with a lowercase letter, then lowercase letters, digits and hyphens, at most 20 characters",
+}
 
 
 def _short(value: Any) -> str:
@@ -495,6 +540,7 @@ class _Problems:
 def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     p = _Problems()
     _check_names(s, p)
+    _check_region(s, p)
     _check_network(s, p)
     _check_eks(s, p)
     _check_instance_groups(s, p)
@@ -532,9 +578,31 @@ def _check_names(s: Settings, p: _Problems):
         bucket = name_of(s.prefix, s.env_name, s.account, s.region)
         if not naming.S3_BUCKET.match(bucket):
             p.error("prefix", s.prefix, f"with env {s.env_name!r} makes {kind} bucket {bucket!r}, over S3's 63 characters")
+    # SageMaker's tag rules are the strictest of the services tagged (its CloudFormation schema).
+    tag = cfn_schema.definition("AWS::SageMaker::Cluster", "Tag")["properties"]
     for key, value in s.tags.items():
-        if not 1 <= len(key) <= 128 or len(value) > 256 or key.lower().startswith("aws:"):
-            p.error(f"tags.{key}", value, "tag keys are 1-128 characters, not starting 'aws:'; values at most 256")
+        if key.lower().startswith("aws:") or not cfn_schema.matches(tag["Key"], key):
+            p.error("tags", key, f"is not a tag key SageMaker accepts: {cfn_schema.describe(tag['Key'])}, not starting 'aws:'")
+        elif not cfn_schema.matches(tag["Value"], value):
+            p.error(f"tags.{key}", value, f"is not a tag value SageMaker accepts: {cfn_schema.describe(tag['Value'])}; letters, digits, spaces and _ . : / = + - @")
+
+
+def _check_region(s: Settings, p: _Problems):
+    """Every resource type this config creates must exist in the region (cfn-lint's
+    per-region CloudFormation schemas)."""
+    if not cfn_schema.known_region(s.region):
+        p.error("region", s.region, "is not an AWS region CloudFormation knows (per cfn-lint's region list)")
+        return
+    wanted = ["AWS::EKS::Cluster", "AWS::SageMaker::Cluster"]
+    if s.governance.teams:
+        wanted += ["AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"]
+    if s.addons.observability.enabled:
+        wanted.append("AWS::APS::Workspace")
+        if s.addons.observability.grafana.enabled:
+            wanted.append("AWS::Grafana::Workspace")
+    missing = [t for t in wanted if not cfn_schema.region_has(s.region, t)]
+    if missing:
+        p.error("region", s.region, f"has no {', '.join(missing)} in CloudFormation; choose a region that offers them")
 
 
 def _az_checks(s: Settings, p: _Problems):
@@ -569,8 +637,38 @@ def _planned_primary_subnets(s: Settings) -> list[ipaddress.IPv4Network] | None:
     return planned
 
 
+# EKS's max-pods guidance for the VPC CNI: 110 pods per node under 30 vCPUs, 250 above.
+# Each pod takes an address of its node's subnet; AWS keeps 5 addresses of every subnet.
+SUBNET_RESERVED = 5
+
+
+def _max_pods(vcpus: int) -> int:
+    return 110 if vcpus < 30 else 250
+
+
+def _check_subnet_capacity(s: Settings, p: _Problems):
+    """Each node needs an address, and each of its pods another, from its HyperPod subnet."""
+    default_az = s.network.hyperpod_subnets[0].availability_zone if s.network.hyperpod_subnets else None
+    for i, sn in enumerate(s.network.hyperpod_subnets):
+        if sn.cidr is None:
+            continue  # an existing subnet: its free addresses are the account's to know (preflight)
+        groups = [g for g in s.hyperpod.instance_groups if (g.availability_zone or default_az) == sn.availability_zone]
+        known = [g for g in groups if catalogue.lookup(g.instance_type)]
+        usable = sn.cidr.num_addresses - SUBNET_RESERVED
+        nodes = sum(g.count for g in groups)
+        at_density = sum(g.count * (1 + _max_pods(g.spec.vcpus)) for g in known)
+        if nodes > usable:
+            p.error(f"network.hyperpod_subnets[{i}].cidr", str(sn.cidr), f"has {usable} usable addresses for {nodes} nodes")
+        elif at_density > usable:
+            p.warn(
+                f"network.hyperpod_subnets[{i}].cidr: {sn.cidr} has {usable} usable addresses; its {nodes} nodes at EKS's "
+                f"max-pods density need {at_density}; pods beyond that stay Pending"
+            )
+
+
 def _check_network(s: Settings, p: _Problems):
     _az_checks(s, p)
+    _check_subnet_capacity(s, p)
     net = s.network
     if net.nat_gateways > len(s.availability_zones):
         p.error("network.nat_gateways", net.nat_gateways, f"must be at most the number of AZs ({len(s.availability_zones)})")
@@ -651,6 +749,8 @@ def _check_existing_vpc(s: Settings, p: _Problems):
 
 
 def _check_eks(s: Settings, p: _Problems):
+    for a, b in _collisions(s.eks.admin_principal_arns, lambda arn: naming.admin_entry_id(arn)):
+        p.error("eks.admin_principal_arns", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
     version = versions.parse(s.eks.version)
     if version < versions.MIN_EKS_VERSION or version > versions.MAX_EKS_VERSION:
         p.error(
@@ -721,9 +821,54 @@ def _check_instance_groups(s: Settings, p: _Problems):
             )
         if g.availability_zone is not None and g.availability_zone not in hp_azs:
             p.error(f"{path}.availability_zone", g.availability_zone, f"has no HyperPod subnet; subnets exist in: {', '.join(sorted(hp_azs))}")
+        taint = cfn_schema.definition("AWS::SageMaker::Cluster", "ClusterKubernetesTaint")["properties"]
         for j, t in enumerate(g.taints):
             if t.key.startswith("sagemaker.amazonaws.com/"):
                 p.error(f"{path}.taints[{j}].key", t.key, "is reserved for HyperPod itself")
+            elif not _k8s_qualified_name(t.key, taint["Key"]):
+                p.error(f"{path}.taints[{j}].key", t.key, _QUALIFIED_NAME_WORDS)
+            if t.value is not None and not cfn_schema.matches(taint["Value"], t.value):
+                p.error(f"{path}.taints[{j}].value", t.value, _LABEL_VALUE_WORDS)
+        # Kubernetes label keys and values follow the same rules as taint keys and values
+        # (HyperPod's schema spells those out; its Labels map does not).
+        for key, value in g.labels.items():
+            if not _k8s_qualified_name(key, taint["Key"]):
+                p.error(f"{path}.labels", key, _QUALIFIED_NAME_WORDS)
+            elif value and not cfn_schema.matches(taint["Value"], value):
+                p.error(f"{path}.labels.{key}", value, _LABEL_VALUE_WORDS)
+        if g.training_plan_arn:
+            plan_region, plan_account = g.training_plan_arn.split(":")[3:5]
+            if (plan_region, plan_account) != (s.region, s.account):
+                p.error(
+                    f"{path}.training_plan_arn",
+                    g.training_plan_arn,
+                    f"is in {plan_region}/{plan_account}; a training plan serves clusters of its own region and account ({s.region}/{s.account})",
+                )
+
+
+_QUALIFIED_NAME_WORDS = (
+    "is not a Kubernetes label/taint key: an optional DNS-subdomain prefix and '/', then a name of at most 63 "
+    "letters, digits, '-', '_' and '.', starting and ending alphanumeric"
+)
+_LABEL_VALUE_WORDS = "is not a Kubernetes label/taint value: at most 63 letters, digits, '-', '_' and '.', starting and ending alphanumeric"
+
+
+def _k8s_qualified_name(key: str, rule: dict) -> bool:
+    """The schema's key pattern, plus Kubernetes' 63-character limit on the name after the
+    prefix (apimachinery IsQualifiedName), which a single pattern cannot say."""
+    return cfn_schema.matches(rule, key) and len(key.rsplit("/", 1)[-1]) <= 63
+
+
+def _collisions(values, key) -> list[tuple[Any, Any]]:
+    """Pairs of distinct values with the same key (e.g. the construct id they become)."""
+    seen: dict[Any, Any] = {}
+    pairs = []
+    for value in values:
+        k = key(value)
+        if k in seen and seen[k] != value:
+            pairs.append((seen[k], value))
+        seen.setdefault(k, value)
+    return pairs
 
 
 def _check_addons(s: Settings, p: _Problems):
@@ -741,6 +886,11 @@ def _check_addons(s: Settings, p: _Problems):
                 "needs an instance group of 4xlarge (16 vCPUs) or larger for its collectors; add one or turn it off",
             )
         grafana = a.observability.grafana
+        if grafana.enabled and "AWS_SSO" in grafana.authentication_providers:
+            p.warn(
+                "addons.observability.grafana.authentication_providers: AWS_SSO needs IAM Identity Center enabled in "
+                f"{s.region} for this account (an organization instance); without it the Grafana workspace fails to create"
+            )
         if grafana.enabled and "SAML" in grafana.authentication_providers and not grafana.saml_metadata_url:
             p.error(
                 "addons.observability.grafana.saml_metadata_url",
@@ -784,6 +934,8 @@ def _check_governance(s: Settings, p: _Problems):
     capacity = s.capacity()
     for name in _duplicates(t.name for t in g.teams):
         p.error("governance.teams", name, "is defined twice")
+    for a, b in _collisions([t.name for t in g.teams], naming.construct_key):
+        p.error("governance.teams", b, f"and {a!r} differ only in punctuation, which CloudFormation logical ids drop; rename one")
     demand: dict[str, list[tuple[str, int]]] = {}
     for i, team in enumerate(g.teams):
         path = f"governance.teams[{i}]"
@@ -801,6 +953,8 @@ def _check_governance(s: Settings, p: _Problems):
             p.error(f"{path}.borrow_limit", team.borrow_limit, "applies only with sharing 'LendAndBorrow'")
         if team.borrow_limit is not None and not 1 <= team.borrow_limit <= 500:
             p.error(f"{path}.borrow_limit", team.borrow_limit, "must be 1 to 500 (percent of the team's quota)")
+        for itype in _duplicates(q.instance_type for q in team.quotas):
+            p.error(f"{path}.quotas", itype, "is listed twice in one team's quota; SageMaker takes one entry per instance type")
         for j, q in enumerate(team.quotas):
             qpath = f"{path}.quotas[{j}]"
             if q.instance_type not in capacity:
@@ -832,6 +986,15 @@ def _check_governance(s: Settings, p: _Problems):
     t = s.topology
     if t.level not in TOPOLOGY_LEVELS:
         p.error("topology.level", t.level, f"is not a topology level; allowed: {', '.join(TOPOLOGY_LEVELS)}")
+    if t.mode != "none" and t.level == "topology.k8s.aws/ultraserver-id":
+        for i, grp in enumerate(s.hyperpod.instance_groups):
+            spec = catalogue.lookup(grp.instance_type)
+            if spec and spec.is_accelerated and not spec.ultraserver:
+                line = f"{grp.instance_type} (hyperpod.instance_groups[{i}]) is not an UltraServer type, so its nodes have no ultraserver-id label"
+                if t.mode == "required":
+                    p.error("topology.level", t.level, f"is required but {line}; use a network-node layer")
+                else:
+                    p.warn(f"topology.level: {t.level} is preferred but {line}; jobs are placed without it")
     if t.mode == "required":
         for i, grp in enumerate(s.hyperpod.instance_groups):
             spec = catalogue.lookup(grp.instance_type)
@@ -872,6 +1035,21 @@ def _check_sample_job(s: Settings, p: _Problems):
         p.error("sample_job.priority", job.priority, f"is not a priority class; classes: {', '.join(priorities) or '(none)'}")
     if not s.addons.training_operator.enabled:
         p.error("sample_job.enabled", True, "needs addons.training_operator.enabled (the job is a HyperPodPyTorchJob)")
+    if not naming.K8S_LABEL.match(job.name) or len(job.name) > naming.K8S_LABEL_MAX:
+        p.error("sample_job.name", job.name, "must be a Kubernetes name: lowercase letters, digits and hyphens, at most 63 characters")
+    if job.checkpoint_interval_steps > job.max_steps:
+        # Fine for a short smoke run; a long one would be restarted by CheckpointCadence.
+        p.warn(
+            f"sample_job.checkpoint_interval_steps: {job.checkpoint_interval_steps} is more than max_steps "
+            f"({job.max_steps}): the only checkpoint is the last, so a run longer than "
+            "30 minutes is restarted by the CheckpointCadence rule"
+        )
+    if group is not None and catalogue.lookup(group.instance_type) and group.spec.accelerator_resource != "nvidia.com/gpu" and group.spec.is_accelerated:
+        p.error(
+            "sample_job.instance_group",
+            job.instance_group,
+            f"is {group.instance_type} ({group.spec.accelerator}); the sample job's image is CUDA PyTorch, which needs NVIDIA GPUs",
+        )
     if not job.checkpoint_to_s3 and job.nodes > 1:
         p.error(
             "sample_job.checkpoint_to_s3",

@@ -58,6 +58,17 @@ def priority_class_name(priority: str) -> str:
     return f"{priority}-priority"
 
 
+def construct_key(name: str) -> str:
+    """What CloudFormation keeps of a top-level construct id in its logical id: letters and
+    digits only, so two names equal under this collide."""
+    return re.sub(r"[^A-Za-z0-9]", "", name)
+
+
+def admin_entry_id(arn: str) -> str:
+    """The construct id of an admin principal's EKS access entry, keyed by the principal."""
+    return "Admin-" + construct_key(arn.split(":", 4)[4])
+
+
 def lifecycle_bucket_name(prefix: str, env: str, account: str, region: str) -> str:
     """HyperPod reads lifecycle scripts from buckets named sagemaker-* (the prefix the
     AmazonSageMakerClusterInstanceRolePolicy grants and the service validates)."""

@@ -5,7 +5,6 @@ the lifecycle scripts the nodes run at boot."""
 from __future__ import annotations
 
 import importlib
-import re
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -125,7 +124,7 @@ class ClusterStack(PlatformStack):
             # Keyed by the principal, not its position, so reordering the list replaces nothing.
             eks.AccessEntry(
                 self,
-                "Admin-" + re.sub(r"[^A-Za-z0-9]", "", arn.split(":", 4)[4]),
+                naming.admin_entry_id(arn),
                 cluster=self.cluster,
                 principal=arn,
                 access_policies=[admin],
