@@ -1,18 +1,22 @@
 """The bad-input corpus: every file in tests/bad_inputs is a small patch over dev that must
-be refused through app.py's real entry point, with a line naming the field and no traceback.
+be refused through app.py's real entry point and through `hyperpod-cdk validate`, with a
+line naming the same field and no traceback.
 
-app.main() runs in this process with the context the CDK CLI would pass, so the whole
-corpus costs one jsii start; two cases also go through the `cdk` CLI itself.
+app.main() runs in this process with the context the CDK CLI would pass, and validate runs
+in this process on a project folder's cdk.json; the cases marked `cdk_cli` also go through
+the `cdk synth` command itself (about 2 s each: app.py refuses before jsii starts).
 """
 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import patched_context, run_cdk
+from infra import cli
+from tests.conftest import ROOT, patched_context, run_cdk
 
 CORPUS = sorted((Path(__file__).parent / "bad_inputs").glob("*.json"))
 
@@ -40,17 +44,51 @@ def test_bad_input_is_refused_naming_the_field(path, capsys, monkeypatch):
     assert not outdir.exists()
 
 
-@pytest.mark.parametrize("name", ["unknown_network_key", "training_operator_without_cert_manager"])
-def test_the_cdk_cli_path_refuses_them_too(name, tmp_path):
-    case = json.loads((Path(__file__).parent / "bad_inputs" / f"{name}.json").read_text())
-    project = tmp_path / "project"
-    project.mkdir()
-    root = Path(__file__).resolve().parent.parent
-    cdk_json = json.loads((root / "cdk.json").read_text())
+def _project(case: dict, where: Path) -> Path:
+    """A folder with the case's cdk.json, as a user's checkout would have it."""
+    where.mkdir(parents=True)
+    cdk_json = json.loads((ROOT / "cdk.json").read_text())
     cdk_json["context"] = patched_context("dev", case["patch"])
-    cdk_json["app"] = f"{root / '.venv' / 'bin' / 'python'} {root / 'app.py'}"
-    (project / "cdk.json").write_text(json.dumps(cdk_json))
-    result = run_cdk("synth", "--quiet", "-o", str(tmp_path / "out"), cwd=project)
-    assert result.returncode != 0
-    assert f"error: dev: {case['field']}:" in result.stderr and "Traceback" not in result.stderr
-    assert not list((tmp_path / "out").glob("*.template.json")) if (tmp_path / "out").exists() else True
+    cdk_json["app"] = f"{ROOT / '.venv' / 'bin' / 'python'} {ROOT / 'app.py'}"
+    (where / "cdk.json").write_text(json.dumps(cdk_json))
+    return where
+
+
+CLI_CASES = [p for p in CORPUS if json.loads(p.read_text()).get("cdk_cli")]
+
+
+def test_the_corpus_goes_through_the_cdk_cli_often_enough():
+    assert len(CLI_CASES) >= 30
+
+
+@pytest.fixture(scope="module")
+def cdk_synth_verdicts(tmp_path_factory) -> dict[str, tuple[int, str, bool]]:
+    """(exit status, stderr, whether any template was written) of `cdk synth` per case,
+    two at a time."""
+    root = tmp_path_factory.mktemp("bad-cli")
+
+    def run(path: Path):
+        project = _project(json.loads(path.read_text()), root / path.stem)
+        result = run_cdk("synth", "--quiet", "-o", str(project / "out"), cwd=project)
+        return path.stem, (result.returncode, result.stderr, bool(list((project / "out").glob("*.template.json"))))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, CLI_CASES))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_validate_refuses_it_naming_the_same_field(path, tmp_path, capsys, monkeypatch):
+    case = json.loads(path.read_text())
+    monkeypatch.chdir(_project(case, tmp_path / "project"))
+    assert cli.main(["validate", "-c", "env=dev"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"error: dev: {case['field']}:" in err, err
+
+
+@pytest.mark.parametrize("path", CLI_CASES, ids=lambda p: p.stem)
+def test_cdk_synth_refuses_it_as_validate_does(path, cdk_synth_verdicts):
+    case = json.loads(path.read_text())
+    code, err, wrote = cdk_synth_verdicts[path.stem]
+    assert code != 0 and not wrote
+    assert f"error: dev: {case['field']}:" in err and "Traceback" not in err, err[-2000:]

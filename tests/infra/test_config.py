@@ -7,8 +7,10 @@ import importlib
 import pytest
 from pydantic import ValidationError
 
+import json
+
 from infra import config, versions
-from tests.conftest import CONTEXT, ENVIRONMENTS, patched_context
+from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
 
 
 def load(patch: dict | None = None, env: str = "dev"):
@@ -191,3 +193,53 @@ def test_existing_vpc_needs_subnet_ids_not_cidrs():
 def test_private_endpoint_with_public_cidrs_is_refused():
     lines = problems({"eks": {"endpoint_access": "private", "public_access_cidrs": ["203.0.113.0/24"]}})
     assert any(line.startswith("dev: eks.public_access_cidrs:") for line in lines)
+
+
+# ---------------------------------------------------------------- one reader, no jsii
+
+
+def test_validate_starts_no_jsii_and_answers_within_a_second_and_a_half():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time; t = time.perf_counter(); from infra import cli; rc = cli.main(['validate', '--all']); "
+        "print(rc, time.perf_counter() - t, any(m in sys.modules for m in ('jsii', 'aws_cdk', 'constructs')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    rc, seconds, jsii = out.splitlines()[-1].split()
+    rc, seconds, jsii = int(rc), float(seconds), jsii == "True"
+    assert rc == 0 and not jsii and seconds < 1.5
+
+
+def test_the_context_is_read_as_the_cdk_cli_passes_it(tmp_path):
+    overflow = tmp_path / "context-overflow.json"
+    overflow.write_text(json.dumps({"environments": {"dev": {"sample_job": {"priority": None}}}}))
+    context = config.context_from_cdk_cli(
+        {"CDK_CONTEXT_JSON": json.dumps({"env": "dev", "defaults": {"x": 1}}), "CONTEXT_OVERFLOW_LOCATION_ENV": str(overflow)}
+    )
+    # nulls survive, as in cdk.json (the CDK library would drop them)
+    assert context == {"env": "dev", "defaults": {"x": 1}, "environments": {"dev": {"sample_job": {"priority": None}}}}
+
+
+def test_null_means_no_value_not_the_default():
+    settings, _ = config.load_settings(patched_context("dev", {"sample_job": {"priority": None}}), "dev")
+    assert settings.sample_job.priority is None  # the defaults block says "training"
+
+
+@pytest.mark.parametrize(
+    "patch, starts",
+    [
+        ({"addons": {"observability": {"enabled": True, "grafana": {"enabled": True}}}},
+         "addons.observability.grafana.authentication_providers: AWS_SSO needs IAM Identity Center"),
+        ({"topology": {"mode": "preferred", "level": "topology.k8s.aws/ultraserver-id"}},
+         "topology.level: topology.k8s.aws/ultraserver-id is preferred but ml.g5.8xlarge"),
+        ({"sample_job": {"checkpoint_interval_steps": 500}}, "sample_job.checkpoint_interval_steps: 500 is more than max_steps (200)"),
+        # 64 - 5 = 59 usable; 1 + 110 for the m5.4xlarge (16 vCPUs), 1 + 250 for the g5.8xlarge (32 vCPUs)
+        ({"network": {"hyperpod_subnets": [{"availability_zone": "us-east-1a", "cidr": "10.1.0.0/26"}]}},
+         "network.hyperpod_subnets[0].cidr: 10.1.0.0/26 has 59 usable addresses; its 2 nodes at EKS's max-pods density need 362"),
+    ],
+)
+def test_legal_values_that_need_something_else_are_warnings(patch, starts):
+    _, warnings = config.load_settings(patched_context("dev", patch), "dev")
+    assert any(w.startswith(f"dev: {starts}") for w in warnings), warnings

@@ -105,8 +105,8 @@ def test_cli_validate_reports_every_problem_and_exits_non_zero(tmp_path, capsys,
     from tests.conftest import patched_context
 
     monkeypatch.setattr(cli, "load_context", lambda: patched_context("dev", {"network": {"nat_gateways": 4}, "eks": {"version": "1.2"}}))
-    assert cli.main(["validate", "-c", "env=dev"]) == 1
-    lines = capsys.readouterr().out.splitlines()
+    assert cli.main(["validate", "-c", "env=dev"]) == 2  # as every other command's refusal
+    lines = capsys.readouterr().err.splitlines()
     assert any(l.startswith("error: dev: eks.version") for l in lines)
     assert any(l.startswith("error: dev: network.nat_gateways") for l in lines)
     monkeypatch.undo()

@@ -257,6 +257,9 @@ def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
     "args, message",
     [
         (["--nodes", "9"], "sample_job.nodes: 9 is more than instance group 'gpu' has (4)"),
+        (["--nodes", "0"], "sample_job.nodes: 0 is invalid: Input should be greater than or equal to 1"),
+        (["--nodes", "-3"], "sample_job.nodes: -3 is invalid: Input should be greater than or equal to 1"),
+        (["--max-steps", "0"], "sample_job.max_steps: 0 is invalid: Input should be greater than or equal to 1"),
         (["--team", "nobody"], "sample_job.team: 'nobody' is not a team"),
         (["--priority", "urgent"], "sample_job.priority: 'urgent' is not a priority class"),
         (["--required-topology", "topology.k8s.aws/rack"], "topology.level: 'topology.k8s.aws/rack' is not a topology level"),
