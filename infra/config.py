@@ -423,7 +423,9 @@ def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[S
     raw = merged_environment(context, env)
     raw.pop("env_name", None)
     try:
-        settings = Settings.model_validate({**raw, "env_name": env})
+        # Strict, from JSON: a number is a number and a string a string in every field
+        # ("2" is not a count, 1.3 is not a version), as the services read them.
+        settings = Settings.model_validate_json(json.dumps({**raw, "env_name": env}), strict=True)
     except ValidationError as exc:
         raise ConfigError([f"{env}: {line}" for line in _pydantic_lines(exc)]) from None
     return settings, check(settings)
@@ -432,9 +434,9 @@ def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[S
 def override(settings: Settings, patch: Mapping[str, Any]) -> tuple[Settings, list[str]]:
     """`settings` with `patch` merged over it, parsed and checked exactly as cdk.json is
     (every field limit, every cross rule): CLI overrides get no looser rules."""
-    raw = deep_merge(settings.model_dump(), patch)
+    raw = deep_merge(settings.model_dump(mode="json"), patch)
     try:
-        patched = Settings.model_validate(raw)
+        patched = Settings.model_validate_json(json.dumps(raw), strict=True)
     except ValidationError as exc:
         raise ConfigError([f"{settings.env_name}: {line}" for line in _pydantic_lines(exc)]) from None
     return patched, check(patched)
