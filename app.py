@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     """Build every stack of `settings` into `app`, in deploy order."""
     from stacks.addons import AddonsStack
-    from stacks.cluster import ClusterStack
+    from stacks.cluster import ClusterStack, stop_deploy_without_chart
     from stacks.hyperpod import HyperPodStack
     from stacks.network import NetworkStack
     from stacks.sample_job import SampleJobStack
@@ -39,6 +39,8 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     )
     if settings.sample_job.enabled:
         stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, after=addons))
+    if not cluster.chart_prepared:
+        stop_deploy_without_chart(stacks, settings)
     return stacks
 
 
@@ -72,18 +74,18 @@ def main(context: dict | None = None) -> int:
         settings, warnings = registry.load(raw, raw.get("env"))
     except ConfigError as err:
         return _refuse(err.problems, err.warnings)
+    from infra.synth import use_venv_node
+
+    use_venv_node()  # jsii on the venv's Node 24, however the app was started
     import aws_cdk as cdk
 
     from infra import compliance
-    from infra.chart import ChartNotPrepared
 
     app = cdk.App(context=context) if context is not None else cdk.App()
     try:
         stacks = compose(app, settings)
     except ConfigError as err:  # found while composing
         return _refuse(err.problems, warnings)
-    except ChartNotPrepared as err:
-        return _refuse([str(err)])
     annotate(stacks[0], warnings)
     compliance.apply(app)
     app.synth()

