@@ -122,7 +122,8 @@ def _single_env() -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return {**bench_train.offline_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    # One compile thread: no pool of inductor worker processes for the test to wait on.
+    return {**bench_train.offline_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def _run_single(work: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -201,18 +202,39 @@ PERFORMANCE_FLAGS = {
 }
 
 
+def _run_in_process(work: Path, *args: str) -> dict[int, float]:
+    """train.py's train() in this process (one rank, gloo): the imports are paid once for
+    all the option runs below. Returns the logged losses."""
+    import contextlib
+    import io
+    import os
+
+    sys.path.insert(0, str(ROOT / "training"))
+    import train
+
+    env = _single_env()
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_term = signal.getsignal(signal.SIGTERM)
+    os.environ.update(env)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            assert train.train(train.parse_args(_single(work, *args)[2:])) == 0
+    finally:
+        signal.signal(signal.SIGTERM, saved_term)
+        for k, v in saved_env.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return _losses(out.getvalue())
+
+
 @pytest.fixture(scope="module")
 def plain_losses(workdir):
-    result = _run_single(workdir, "--max-steps=4", "--log-interval=1")
-    assert result.returncode == 0, result.stderr[-2000:]
-    return _losses(result.stdout)
+    return _run_in_process(workdir, "--max-steps=4", "--log-interval=1")
 
 
 @pytest.mark.parametrize("flag", sorted(PERFORMANCE_FLAGS))
 def test_each_performance_option_runs_and_gives_the_plain_loss(workdir, plain_losses, flag):
-    result = _run_single(workdir, "--max-steps=4", "--log-interval=1", *PERFORMANCE_FLAGS[flag])
-    assert result.returncode == 0, result.stderr[-2000:]
-    losses = _losses(result.stdout)
+    losses = _run_in_process(workdir, "--max-steps=4", "--log-interval=1", *PERFORMANCE_FLAGS[flag])
     assert sorted(losses) == [1, 2, 3, 4]
     for step, value in plain_losses.items():
         assert losses[step] == pytest.approx(value, abs=1e-3), step
