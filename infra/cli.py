@@ -1,6 +1,6 @@
 """`hyperpod-cdk`: the operator CLI.
 
-  hyperpod-cdk topology [--from FILE] [--format mermaid|html] [--output FILE] [--summary]
+  hyperpod-cdk topology [--from FILE] [--format mermaid|html|markdown] [--output FILE] [--summary]
   hyperpod-cdk render-job [-c env=NAME] [--nodes N] [--team T] [--priority P] [--image URI] ...
   hyperpod-cdk validate [-c env=NAME | --all]
   hyperpod-cdk review [--env NAME | --all] [--against DIR]
@@ -21,7 +21,6 @@ from pathlib import Path
 from infra import config, topology
 
 ROOT = Path(__file__).resolve().parent.parent
-MERMAID_JS = ROOT / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 
 
 class CliError(Exception):
@@ -48,12 +47,12 @@ def cmd_topology(args) -> int:
     nodes = topology.parse_nodes(doc)
     if args.summary:
         text = topology.summary_text(nodes)
+    elif args.format == "html":
+        text = topology.html_page(nodes, title=f"{args.cluster_name}: EC2 network topology")
+    elif args.format == "markdown":
+        text = topology.markdown(nodes, title=f"{args.cluster_name}: EC2 network topology")
     else:
         text = topology.mermaid(nodes, cluster=args.cluster_name)
-        if args.format == "html":
-            if not MERMAID_JS.is_file():
-                raise CliError(f"{MERMAID_JS} is missing; run `make install` (npm ci installs mermaid)")
-            text = topology.html_page(text, MERMAID_JS.read_text())
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.output}", file=sys.stderr)
@@ -205,10 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "topology", cmd_topology,
         help="draw the EC2 network topology of the cluster's nodes",
         description=topology.__doc__,
-        examples=["> topology.mmd", "--from nodes.json --format html --output topology.html", "--summary"],
+        examples=["> topology.mmd", "--from nodes.json --format html --output topology.html", "--format markdown", "--summary"],
     )
     topo.add_argument("--from", dest="from_file", metavar="FILE", help="node list JSON (default: kubectl get nodes -o json)")
-    topo.add_argument("--format", choices=["mermaid", "html"], default="mermaid", help="Mermaid text or a self-contained HTML page")
+    topo.add_argument(
+        "--format",
+        choices=["mermaid", "html", "markdown"],
+        default="mermaid",
+        help="Mermaid text, a page grouped by layer-3 network node, or a Markdown table for pull requests",
+    )
     topo.add_argument("--output", metavar="FILE", help="write here instead of stdout")
     topo.add_argument("--summary", action="store_true", help="per layer-3 network node: nodes, schedulable nodes, GPUs")
     topo.add_argument("--cluster-name", default="HyperPod cluster", help="label of the diagram's root")

@@ -1,4 +1,5 @@
-"""The cluster's EC2 network topology, from a node list, as a Mermaid diagram or a summary.
+"""The cluster's EC2 network topology, from a node list: a page grouped by layer-3 network
+node, a Markdown summary for pull requests, a plain summary, or a Mermaid diagram.
 
 Input is what `kubectl get nodes -o json` prints. EC2 labels each node with the network
 nodes above it (`topology.k8s.aws/network-node-layer-1..3`, layer 1 the farthest);
@@ -105,12 +106,20 @@ def summary(nodes: list[Node]) -> list[dict]:
     rows: dict[tuple, dict] = {}
     for n in nodes:
         key = n.layers if n.placed else (None, None, None)
-        row = rows.setdefault(key, {"layers": key, "nodes": 0, "schedulable": 0, "gpus": 0, "types": set()})
+        row = rows.setdefault(key, {"layers": key, "nodes": 0, "schedulable": 0, "gpus": 0, "types": set(), "unhealthy": []})
         row["nodes"] += 1
         row["gpus"] += n.gpus
         row["schedulable"] += n.health == "Schedulable"
         row["types"].add(n.instance_type)
+        if n.health != "Schedulable":
+            row["unhealthy"].append(n)
     return sorted(rows.values(), key=lambda r: (r["layers"][2] is None, -r["schedulable"], str(r["layers"])))
+
+
+def largest_required_job(rows: list[dict]) -> int:
+    """Nodes of the largest job a required layer-3 topology can place: the most schedulable
+    nodes under any one layer-3 network node."""
+    return max((r["schedulable"] for r in rows if r["layers"][2]), default=0)
 
 
 def summary_text(nodes: list[Node]) -> str:
@@ -124,22 +133,67 @@ def summary_text(nodes: list[Node]) -> str:
             f"{(l3 or '(no topology labels)'):<28} {(l2 or '-'):<22} {r['nodes']:>5} {r['schedulable']:>11} {r['gpus']:>5}  "
             + ", ".join(sorted(r["types"]))
         )
-    placed = [r for r in rows if r["layers"][2]]
-    fit = max((r["schedulable"] for r in placed), default=0)
-    out.append(f"largest job with required topology at layer 3: {fit} node(s)")
+    out.append(f"largest job with required topology at layer 3: {largest_required_job(rows)} node(s)")
     return "\n".join(out) + "\n"
 
 
-def html_page(diagram: str, mermaid_js: str, title: str = "HyperPod topology") -> str:
-    """A self-contained page: the Mermaid library inlined, no network needed to render."""
-    # A literal "</script" inside the library would end the element early.
-    script = mermaid_js.replace("</script", "<\\/script")
+def markdown(nodes: list[Node], title: str = "HyperPod topology") -> str:
+    """The summary as a Markdown table, for a pull request or an issue."""
+    rows = summary(nodes)
+    out = [f"### {title}", "", f"{len(nodes)} nodes; largest job with required topology at layer 3: "
+           f"**{largest_required_job(rows)} node(s)**", "",
+           "| layer-3 network node | layer-2 | schedulable / nodes | GPUs | types | not schedulable |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        _, l2, l3 = r["layers"]
+        bad = ", ".join(f"{n.name} ({n.health})" for n in r["unhealthy"]) or "-"
+        out.append(f"| {l3 or '(no topology labels)'} | {l2 or '-'} | {r['schedulable']} / {r['nodes']} | {r['gpus']} | "
+                   f"{', '.join(sorted(r['types']))} | {bad} |")
+    return "\n".join(out) + "\n"
+
+
+_STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 16px; color: #1a1a1a; }
+table { border-collapse: collapse; margin-bottom: 16px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 14px; }
+.layer2 { margin: 12px 0; }
+.layer2 > h2 { font-size: 16px; margin: 4px 0; }
+.groups { display: flex; flex-wrap: wrap; gap: 8px; }
+.group { width: 210px; border: 2px solid #2e7d32; background: #e8f5e9; border-radius: 6px; padding: 6px 8px; }
+.group.degraded { border-color: #c62828; background: #ffebee; }
+.group.unplaced { border-color: #757575; background: #f5f5f5; }
+.group .label { font-size: 14px; font-weight: 600; word-break: break-all; }
+.group .counts { font-size: 14px; }
+.group ul { margin: 4px 0 0 16px; padding: 0; font-size: 13px; color: #b71c1c; }
+"""
+
+
+def html_page(nodes: list[Node], title: str = "HyperPod topology") -> str:
+    """A self-contained page that stays readable at hundreds of nodes: the summary table,
+    then one box per layer-3 network node under its layer-2 heading (schedulable/total,
+    GPUs; red when any node is not schedulable, which are listed by name)."""
+    e = html.escape
+    rows = summary(nodes)
+    table = ["<table><tr><th>layer-3 network node</th><th>layer-2</th><th>schedulable / nodes</th><th>GPUs</th><th>types</th></tr>"]
+    for r in rows:
+        _, l2, l3 = r["layers"]
+        table.append(f"<tr><td>{e(l3 or '(no topology labels)')}</td><td>{e(l2 or '-')}</td>"
+                     f"<td>{r['schedulable']} / {r['nodes']}</td><td>{r['gpus']}</td><td>{e(', '.join(sorted(r['types'])))}</td></tr>")
+    table.append("</table>")
+    sections: dict[str, list[str]] = {}
+    for r in sorted(rows, key=lambda r: tuple(x or "~" for x in r["layers"])):
+        l1, l2, l3 = r["layers"]
+        heading = f"layer-1 {l1} / layer-2 {l2}" if l3 else NO_TOPOLOGY
+        state = "unplaced" if not l3 else ("degraded" if r["unhealthy"] else "healthy")
+        bad = "".join(f"<li>{e(n.name)}: {e(n.health)}</li>" for n in r["unhealthy"])
+        sections.setdefault(heading, []).append(
+            f'<div class="group {state}" data-health="{state}"><div class="label">{e(l3 or "no labels")}</div>'
+            f'<div class="counts">{r["schedulable"]}/{r["nodes"]} schedulable, {r["gpus"]} GPUs</div>'
+            + (f"<ul>{bad}</ul>" if bad else "") + "</div>"
+        )
+    body = "".join(f'<section class="layer2"><h2>{e(h)}</h2><div class="groups">{"".join(g)}</div></section>' for h, g in sections.items())
     return (
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
-        f"<title>{html.escape(title)}</title></head>\n<body>\n"
-        f"<h1>{html.escape(title)}</h1>\n"
-        f"<pre class=\"mermaid\">\n{html.escape(diagram)}</pre>\n"
-        f"<script>{script}</script>\n"
-        "<script>mermaid.initialize({startOnLoad: true, securityLevel: 'strict', maxTextSize: 1000000});</script>\n"
-        "</body></html>\n"
+        f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{e(title)}</title><style>{_STYLE}</style></head>\n<body>\n'
+        f"<h1>{e(title)}</h1>\n<p>{len(nodes)} nodes. Largest job with required topology at layer 3: "
+        f"<strong>{largest_required_job(rows)} node(s)</strong></p>\n{''.join(table)}\n{body}\n</body></html>\n"
     )
