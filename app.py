@@ -24,6 +24,8 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     from stacks.network import NetworkStack
     from stacks.sample_job import SampleJobStack
 
+    from infra import compliance
+
     network = NetworkStack(app, settings=settings)
     cluster = ClusterStack(app, settings=settings, network=network)
     hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
@@ -41,6 +43,9 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
         stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, after=addons))
     if not cluster.chart_prepared:
         stop_deploy_without_chart(stacks, settings)
+    compliance.adopt_log_groups(
+        stacks, network.logs_key, settings.protection.log_retention_days, network.data_removal_policy
+    )
     return stacks
 
 

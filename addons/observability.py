@@ -71,8 +71,8 @@ class ObservabilityAddon(ManagedAddon):
             identity.policy,
             "HyperPod names each cluster's log groups /aws/sagemaker/Clusters/<cluster>/<id> at run time, "
             "so the collector's CloudWatch Logs access is scoped to that prefix, not one group",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*:log-stream:*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(stack)}:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(stack)}:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*:log-stream:*]",
         )
         cdk.CfnOutput(stack, "PrometheusEndpoint", value=self.prometheus.attr_prometheus_endpoint)
         # The add-on's configuration references the workspace, which orders them already.

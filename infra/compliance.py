@@ -88,13 +88,33 @@ _CDK_LAMBDA = (
 )
 
 
+def partition(scope: IConstruct) -> str:
+    """The partition as cdk-nag prints it in a finding: the literal (the
+    enablePartitionLiterals flag, with a known region) or the pseudo parameter."""
+    value = cdk.Stack.of(scope).partition
+    return "<AWS::Partition>" if cdk.Token.is_unresolved(value) else value
+
+
+def adopt_log_groups(stacks: list[cdk.Stack], key, retention_days: int, removal: cdk.RemovalPolicy) -> None:
+    """The log groups aws-cdk-lib creates for its own Lambdas (useCdkManagedLogGroup) get
+    what ours have: the environment's logs key, its retention and its removal policy."""
+    from aws_cdk import aws_logs as logs
+
+    for stack in stacks:
+        for construct in stack.node.find_all():
+            if isinstance(construct, logs.CfnLogGroup) and construct.kms_key_id is None:
+                construct.kms_key_id = key.key_arn
+                construct.retention_in_days = retention_days
+                construct.apply_removal_policy(removal)
+
+
 def cdk_asset_read(stack: cdk.Stack) -> tuple[str, ...]:
     """The wildcard findings of CDK's grant to read this stack's file assets."""
     return (
         "AwsSolutions-IAM5[Action::s3:GetBucket*]",
         "AwsSolutions-IAM5[Action::s3:GetObject*]",
         "AwsSolutions-IAM5[Action::s3:List*]",
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-{stack.account}-{stack.region}/*]",
+        f"AwsSolutions-IAM5[Resource::arn:{partition(stack)}:s3:::cdk-hnb659fds-assets-{stack.account}-{stack.region}/*]",
     )
 
 

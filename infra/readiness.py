@@ -90,7 +90,7 @@ class HyperPodNodesReady(Construct):
             is_complete,
             "ListClusterNodes only reads; a HyperPod cluster's ARN ends in an id assigned at creation, and "
             "naming it would hold the gate's Lambdas back until the cluster exists",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:{stack.region}:{stack.account}:cluster/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(stack)}:sagemaker:{stack.region}:{stack.account}:cluster/*]",
         )
 
 

@@ -149,12 +149,12 @@ class HyperPodStack(PlatformStack):
             "repositories (EKS add-ons, HyperPod agents) as well as ours; the VPC CNI creates ENIs at run time "
             "(ids unknown); lifecycle scripts are read from a versioned prefix of our bucket",
             "AwsSolutions-IAM5[Resource::*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:network-interface/*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:instance/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:ec2:{self.region}:{self.account}:network-interface/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:ec2:{self.region}:{self.account}:instance/*]",
             "AwsSolutions-IAM5[Action::s3:GetBucket*]",
             "AwsSolutions-IAM5[Action::s3:GetObject*]",
             "AwsSolutions-IAM5[Action::s3:List*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{self._lifecycle_bucket_name}/lifecycle/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:s3:::{self._lifecycle_bucket_name}/lifecycle/*]",
         )
         return role
 

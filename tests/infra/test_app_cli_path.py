@@ -34,3 +34,36 @@ def test_bad_config_exits_non_zero_with_one_line_per_problem_and_no_traceback(tm
     assert "Traceback" not in result.stderr + result.stdout
 
 
+
+
+# Flags set to something other than the pinned CLI's recommendation, each with its reason
+# (the README lists them too).
+FLAGS_NOT_AS_RECOMMENDED = {
+    # Recommended "weak" (Fn::GetStackOutput). Our optional-stack contract and the teardown
+    # tests are built on exports; the move is a migration of its own ("both", then "weak").
+    "@aws-cdk/core:defaultCrossStackReferences": "strong",
+}
+
+
+def test_cdk_json_sets_every_flag_the_pinned_cdk_recommends():
+    from tests.conftest import ROOT
+
+    recommended = json.loads((ROOT / "node_modules/aws-cdk/lib/init-templates/.recommended-feature-flags.json").read_text())
+    ours = {k: v for k, v in CONTEXT.items() if k.startswith("@")}
+    for flag, value in recommended.items():
+        assert ours.get(flag) == FLAGS_NOT_AS_RECOMMENDED.get(flag, value), flag
+
+
+def test_every_log_group_is_encrypted_with_our_key_and_kept_for_our_retention(synth):
+    for env in ("dev", "prod"):
+        s = synth(env)
+        for stack, template in s.templates.items():
+            for lid, res in template["Resources"].items():
+                if res["Type"] == "AWS::Logs::LogGroup":
+                    # CDK's own Lambdas' groups too (useCdkManagedLogGroup)
+                    assert "KmsKeyId" in res["Properties"], (env, stack, lid)
+                    assert res["Properties"]["RetentionInDays"] == s.settings.protection.log_retention_days, (env, stack, lid)
+                    # The kubectl provider's groups go with the EKS cluster, which is never retained
+                    # (README: teardown must finish); every other group follows the data policy.
+                    kept = s.settings.protection.retain_data and not lid.startswith("ClusterKubectlProvider")
+                    assert res["DeletionPolicy"] == ("Retain" if kept else "Delete"), (env, stack, lid)
