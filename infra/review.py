@@ -12,6 +12,7 @@ any unacknowledged nag error or cfn-lint error.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -235,7 +236,8 @@ def _size_line(stack: dict) -> str:
 
 
 def to_markdown(report: dict) -> str:
-    out = [f"# Review of {report['assembly']}", ""]
+    where = os.path.relpath(report["assembly"])
+    out = [f"# Review of {report['assembly'] if where.startswith('..') else where}", ""]
     changes = report.get("changes")
     if changes is not None:
         critical = [c for c in changes if c["critical"]]
