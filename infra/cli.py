@@ -20,7 +20,6 @@ from pathlib import Path
 
 from infra import config, topology
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class CliError(Exception):
