@@ -79,7 +79,7 @@ def main(context: dict | None = None) -> int:
         settings, warnings = registry.load(raw, raw.get("env"))
     except ConfigError as err:
         return _refuse(err.problems, err.warnings)
-    from infra.synth import use_venv_node
+    from infra.node import use_venv_node
 
     use_venv_node()  # jsii on the venv's Node 24, however the app was started
     import aws_cdk as cdk

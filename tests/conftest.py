@@ -58,7 +58,7 @@ class Synth:
 
 
 def _synthesize(context: dict, env: str, outdir: Path) -> Synth:
-    from infra.synth import synthesize
+    from cli.synth import synthesize
 
     settings, stacks = synthesize(context, env, outdir)
     prefix = f"{settings.prefix}-{env}-"

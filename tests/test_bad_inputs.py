@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import cli
+from cli import main as cli
 from tests.conftest import ROOT, patched_context, run_cdk
 
 CORPUS = sorted((Path(__file__).parent / "bad_inputs").glob("*.json"))

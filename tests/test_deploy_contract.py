@@ -264,7 +264,7 @@ def test_chart_values_set_only_keys_the_chart_has(env):
 
 
 def test_the_review_shows_an_endpoint_open_to_the_internet(synth):
-    from infra import review
+    from cli import review
 
     report = review.build(synth("dev").outdir, with_lint=False)
     assert any("eks.public_access_cidrs" in w and "0.0.0.0/0" in w for w in report["warnings"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra import review
+from cli import review
 from tests.conftest import ENVIRONMENTS
 
 

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 import yaml
 
-from infra import config, iam_audit, review
+from infra import config
+from cli import iam_audit, review
 from manifests import job as job_manifest
 from infra.naming import STACK_SUFFIXES
 from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT

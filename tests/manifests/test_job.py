@@ -12,7 +12,8 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from infra import cli, config, naming
+from cli import main as cli
+from infra import config, naming
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
 
@@ -213,7 +214,7 @@ def test_gpu_or_efa_counts_that_do_not_match_the_type_are_refused():
 
 
 def test_the_builder_needs_no_cdk():
-    code = "import sys, manifests.job, infra.cli; assert 'aws_cdk' not in sys.modules and 'torch' not in sys.modules"
+    code = "import sys, manifests.job, cli.main; assert 'aws_cdk' not in sys.modules and 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 

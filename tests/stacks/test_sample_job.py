@@ -75,7 +75,7 @@ def test_switching_the_job_off_deploys_the_platform_without_it(synth):
 def test_job_writes_to_the_bucket_the_stack_creates_and_render_job_agrees(synth, capsys):
     import yaml
 
-    from infra import cli
+    from cli import main as cli
 
     s = synth("prod")
     ((bucket_id, bucket),) = s.resources("sample-job", "AWS::S3::Bucket").items()

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from infra import replacement
+from cli import replacement
 from stacks import lifecycle as lifecycle_module
 from tests.conftest import CONTEXT, _synthesize
 

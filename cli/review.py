@@ -164,7 +164,7 @@ def load_warnings(outdir: Path) -> list[str]:
 
 def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) -> dict:
     """Every section of the review as plain data (what review.json holds)."""
-    from infra import deploy_plan, diff, iam_audit
+    from cli import deploy_plan, diff, iam_audit
 
     stacks = load_stacks(outdir)
     nag = load_nag(outdir)
@@ -278,7 +278,7 @@ def to_markdown(report: dict) -> str:
         for w in r["wildcards"]:
             out.append(f"  - wildcard: {', '.join(w['actions'])} on {', '.join(w['resources'])}")
     plan = report["deploy_plan"]
-    out += ["", "## Estimated deploy plan", "", f"About {plan['minutes']:.0f} minutes of wall-clock time (typical creation times, infra/deploy_plan.py). It waits on:", ""]
+    out += ["", "## Estimated deploy plan", "", f"About {plan['minutes']:.0f} minutes of wall-clock time (typical creation times, cli/deploy_plan.py). It waits on:", ""]
     for st in plan["critical_path"]:
         out.append(f"- {st['start']:>5.1f} min: {st['type']} `{st['resource']}` in {st['stack']} (~{st['minutes']:.0f} min)")
     if changes is not None:

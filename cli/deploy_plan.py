@@ -88,7 +88,7 @@ def _minutes(res_type: str, continuous: bool) -> float:
 
 
 def plan(stacks) -> tuple[float, list[Step]]:
-    """stacks: infra.review.StackSummary in deploy order. (total minutes, critical path)."""
+    """stacks: cli.review.StackSummary in deploy order. (total minutes, critical path)."""
     done: dict[str, list[Step]] = {}  # stack -> the critical path up to its last resource
 
     def end(path: list[Step]) -> float:

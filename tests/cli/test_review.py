@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from infra import cli, deploy_plan, diff, review
+from cli import main as cli
+from cli import deploy_plan, diff, review
 from tests.conftest import ROOT
 
 

@@ -18,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra import config, topology
+from infra import config
+from cli import topology
 
 
 
@@ -142,8 +143,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_review(args) -> int:
-    from infra import review
-    from infra.synth import synthesize
+    from cli import review
+    from cli.synth import synthesize
 
     context = load_context()
     out_root = Path(args.outdir) if args.outdir else find_cdk_json().parent / "cdk.out"
@@ -169,7 +170,7 @@ def cmd_review(args) -> int:
 
 
 def cmd_preflight(args) -> int:
-    from infra import preflight
+    from cli import preflight
 
     settings, _ = _settings(env_from(args))
     results = preflight.run(settings, region=args.region, profile=args.profile)
@@ -273,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from infra.synth import use_venv_node
+    from infra.node import use_venv_node
 
     use_venv_node()  # before anything imports aws_cdk
     args = build_parser().parse_args(argv)

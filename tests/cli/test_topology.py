@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from infra import cli, topology
+from cli import main as cli
+from cli import topology
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "nodes"

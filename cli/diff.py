@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra import replacement
+from cli import replacement
 
 # Losing one of these takes a GPU cluster or data with it: called out first.
 CRITICAL_TYPES = ("AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket")
@@ -29,7 +29,7 @@ def _resources(stack) -> dict:
 
 
 def compare(old_stacks, new_stacks, region: str = "us-east-1") -> list[Change]:
-    """Stacks are infra.review.StackSummary lists."""
+    """Stacks are cli.review.StackSummary lists."""
     old = {s.name: s for s in old_stacks}
     new = {s.name: s for s in new_stacks}
     changes = []

@@ -8,7 +8,8 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from infra import config, preflight
+from infra import config
+from cli import preflight
 from tests.conftest import patched_context
 
 REGION = "us-east-1"

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from infra import topology
+from cli import topology
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH = 1400
