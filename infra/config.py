@@ -349,6 +349,14 @@ class Settings(_Model):
     def hyperpod_cluster_name(self) -> str:
         return self.hyperpod.cluster_name or naming.default_hyperpod_cluster_name(self.prefix, self.env_name)
 
+    @property
+    def lifecycle_bucket_name(self) -> str:
+        return naming.lifecycle_bucket_name(self.prefix, self.env_name, self.account, self.region)
+
+    @property
+    def checkpoint_bucket_name(self) -> str:
+        return naming.checkpoint_bucket_name(self.prefix, self.env_name, self.account, self.region)
+
     def stack_name(self, suffix: str) -> str:
         return naming.stack_name(self.prefix, self.env_name, suffix)
 
@@ -576,8 +584,7 @@ def _check_names(s: Settings, p: _Problems):
         p.error(
             "hyperpod.cluster_name", hp_name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric"
         )
-    for kind, name_of in (("lifecycle", naming.lifecycle_bucket_name), ("checkpoint", naming.checkpoint_bucket_name)):
-        bucket = name_of(s.prefix, s.env_name, s.account, s.region)
+    for kind, bucket in (("lifecycle", s.lifecycle_bucket_name), ("checkpoint", s.checkpoint_bucket_name)):
         if not naming.S3_BUCKET.match(bucket):
             p.error("prefix", s.prefix, f"with env {s.env_name!r} makes {kind} bucket {bucket!r}, over S3's 63 characters")
     # SageMaker's tag rules are the strictest of the services tagged (its CloudFormation schema).

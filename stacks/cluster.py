@@ -92,7 +92,7 @@ class ClusterStack(PlatformStack):
             self.bucket_key,
             self.access_logs,
             "lifecycle-bucket/",
-            bucket_name=naming.lifecycle_bucket_name(settings.prefix, settings.env_name, settings.account, settings.region),
+            bucket_name=settings.lifecycle_bucket_name,
         )
         self.lifecycle_uri, self.lifecycle_scripts = lifecycle.deploy_scripts(self, self.lifecycle_bucket)
         compliance.acknowledge_eks_internals(self.cluster)

@@ -13,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from infra import compliance, naming, readiness
+from infra import compliance, readiness
 from infra.config import InstanceGroup, Settings
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
@@ -134,7 +134,7 @@ class HyperPodStack(PlatformStack):
         policy = iam.ManagedPolicy(self, "ExecutionPolicy", statements=statements, roles=[role])
         # By its fixed name, so the grant (and its acknowledgment below) reads the same in every
         # synth rather than naming the cluster stack's export.
-        scripts_bucket = s3.Bucket.from_bucket_name(self, "LifecycleScriptsBucket", self._lifecycle_bucket_name)
+        scripts_bucket = s3.Bucket.from_bucket_name(self, "LifecycleScriptsBucket", self.settings.lifecycle_bucket_name)
         scripts_bucket.grant_read(policy, "lifecycle/*")
         self.bucket_key.grant_decrypt(policy)
         compliance.acknowledge(
@@ -154,14 +154,9 @@ class HyperPodStack(PlatformStack):
             "AwsSolutions-IAM5[Action::s3:GetBucket*]",
             "AwsSolutions-IAM5[Action::s3:GetObject*]",
             "AwsSolutions-IAM5[Action::s3:List*]",
-            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:s3:::{self._lifecycle_bucket_name}/lifecycle/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:s3:::{self.settings.lifecycle_bucket_name}/lifecycle/*]",
         )
         return role
-
-    @property
-    def _lifecycle_bucket_name(self) -> str:
-        st = self.settings
-        return naming.lifecycle_bucket_name(st.prefix, st.env_name, st.account, st.region)
 
     # ------------------------------------------------------------------ cluster
 

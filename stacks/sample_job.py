@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra import compliance, naming
+from infra import compliance
 from infra.config import Settings
 from infra.pod_identity import pod_identity_role
 from infra.stack import PlatformStack
@@ -56,7 +56,7 @@ class SampleJobStack(PlatformStack):
                 cluster.access_logs,
                 "checkpoint-bucket/",
                 # The name the manifest (and render-job) derive the checkpoint URI from.
-                bucket_name=naming.checkpoint_bucket_name(settings.prefix, settings.env_name, settings.account, settings.region),
+                bucket_name=settings.checkpoint_bucket_name,
                 lifecycle_rules=[
                     # train.py deletes all but the newest checkpoints; versioning would keep
                     # every deleted shard forever without this.
