@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from log_format import CHECKPOINT_LINE, LOSS_LINE, NONFINITE_LINE, STOPPED_LINE  # beside this script, in the image too
-from model_shape import PRESETS, Preset, flops_per_token, parameters, peak_tflops
+from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
 
 MANIFEST = "_COMPLETE.json"
 DATA_STATE = "data_rank{rank:05d}.json"
@@ -303,13 +303,13 @@ def lr_schedule(args):
     return factor
 
 
-def peak_flops(args, device) -> float | None:
+def device_peak_tflops(args, device) -> float | None:
+    """Dense bf16 TFLOPS of one device, for MFU: --peak-tflops, else from the GPU's name."""
     if args.peak_tflops:
-        return args.peak_tflops * 1e12
+        return args.peak_tflops
     if device.type != "cuda":
         return None
-    tflops = peak_tflops(torch.cuda.get_device_name(device))
-    return tflops * 1e12 if tflops else None
+    return peak_tflops(torch.cuda.get_device_name(device))
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -325,21 +325,23 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def complete_checkpoints(base: str) -> list[tuple[int, str]]:
-    """(step, dir) of every complete checkpoint under `base`, newest first."""
-    fs = _fs(base)
+def _step_dirs(fs, base: str) -> list[tuple[int, str]]:
+    """(step, dir) of every step_<n> folder under `base`, complete or not."""
     if not fs.exists(base):
         return []
     found = []
     for entry in fs.ls(base, detail=False):
         name = entry.rstrip("/").rsplit("/", 1)[-1]
         match = re.fullmatch(r"step_(\d+)", name)
-        if not match:
-            continue
-        ckpt = _join(base, name)
-        if _is_complete(fs, ckpt):
-            found.append((int(match.group(1)), ckpt))
-    return sorted(found, reverse=True)
+        if match:
+            found.append((int(match.group(1)), _join(base, name)))
+    return found
+
+
+def complete_checkpoints(base: str) -> list[tuple[int, str]]:
+    """(step, dir) of every complete checkpoint under `base`, newest first."""
+    fs = _fs(base)
+    return sorted(((step, ckpt) for step, ckpt in _step_dirs(fs, base) if _is_complete(fs, ckpt)), reverse=True)
 
 
 def _is_complete(fs, ckpt: str) -> bool:
@@ -413,13 +415,7 @@ def prune_checkpoints(base: str, keep: int) -> list[str]:
         return []
     kept = {path for _, path in complete[:keep]}
     newest = complete[0][0]
-    doomed = []
-    for entry in fs.ls(base, detail=False):
-        name = entry.rstrip("/").rsplit("/", 1)[-1]
-        match = re.fullmatch(r"step_(\d+)", name)
-        path = _join(base, name)
-        if match and path not in kept and int(match.group(1)) < newest:
-            doomed.append(path)
+    doomed = [path for step, path in _step_dirs(fs, base) if path not in kept and step < newest]
     for path in doomed:
         fs.rm(path, recursive=True)
     return doomed
@@ -496,8 +492,7 @@ def train(args) -> int:
             scheduler.step()
         log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)
     data = batches(stream, args.batch_size, device, skip=skip)
-    peak = peak_flops(args, device)
-    flops_token = flops_per_token(preset, vocab, args.seq_len)
+    peak = device_peak_tflops(args, device)
     tokens_per_step = args.batch_size * args.seq_len * world
     total_params, _ = parameters(preset, vocab)
     log(
@@ -538,7 +533,7 @@ def train(args) -> int:
                 return 3
             line = LOSS_LINE.format(step=s, loss=value, lr=lr, tps=tps)
             if peak:
-                line += f" mfu={tps * flops_token / (peak * world):.3f}"
+                line += f" mfu={mfu(tps, preset, vocab, args.seq_len, world, peak):.3f}"
             log(line, local_rank=local_rank)
         pending.clear()
         if save_now or (stopping and args.checkpoint_dir):

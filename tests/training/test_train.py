@@ -115,15 +115,18 @@ def test_reports_tokens_per_second(first_run, record_property):
     print(f"\ntiny preset, 2 gloo processes on CPU: median {sorted(tps)[len(tps) // 2]:.0f} tokens/s")
 
 
-def _single_env() -> dict:
-    """A free rendezvous port for each single-process run."""
+def _free_port() -> int:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def _single_env() -> dict:
+    """A free rendezvous port for each single-process run."""
     # One compile thread: no pool of inductor worker processes for the test to wait on.
-    return {**bench_train.offline_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    return {**bench_train.offline_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def _run_single(work: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -256,13 +259,8 @@ def _choose_as_rank(rank: int, port: int, out: str):
 
 
 def test_every_rank_resumes_from_the_checkpoint_rank_0_chose(tmp_path):
-    import socket
-
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_choose_as_rank, args=(port, str(tmp_path)), nprocs=2)
+    mp.spawn(_choose_as_rank, args=(_free_port(), str(tmp_path)), nprocs=2)
     chosen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert chosen == [[20, "s3://b/ckpt/step_00000020"]] * 2
