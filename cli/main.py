@@ -3,7 +3,7 @@
   hyperpod-cdk topology [--from FILE] [--format mermaid|html|markdown] [--output FILE] [--summary]
   hyperpod-cdk render-job [-c env=NAME] [--nodes N] [--team T] [--priority P] [--image URI] ...
   hyperpod-cdk validate [-c env=NAME | --all]
-  hyperpod-cdk review [--env NAME | --all] [--against DIR]
+  hyperpod-cdk review [--env NAME | --all] [--against DIR] [--assembly DIR]
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
@@ -18,9 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra import config
 from cli import topology
-
+from infra import config
 
 
 class CliError(Exception):
@@ -71,8 +70,8 @@ def find_cdk_json(start: Path | None = None) -> Path:
     raise CliError(f"no cdk.json in {here} or any folder above it; run hyperpod-cdk inside the project")
 
 
-def load_context() -> dict:
-    path = find_cdk_json()
+def load_context(path: Path | None = None) -> dict:
+    path = path or find_cdk_json()
     print(f"config: {path}", file=sys.stderr)
     try:
         return json.loads(path.read_text()).get("context") or {}
@@ -116,8 +115,8 @@ def cmd_render_job(args) -> int:
     return 0
 
 
-def _environments(args) -> list[str]:
-    return config.environment_names(load_context()) if getattr(args, "all", False) else [env_from(args)]
+def _environments(args, context: dict) -> list[str]:
+    return config.environment_names(context) if getattr(args, "all", False) else [env_from(args)]
 
 
 def cmd_validate(args) -> int:
@@ -126,7 +125,7 @@ def cmd_validate(args) -> int:
 
     context = load_context()
     failed = 0
-    for env in _environments(args):
+    for env in _environments(args, context):
         try:
             _, warnings = registry.load(context, env)
         except config.ConfigError as err:
@@ -146,10 +145,11 @@ def cmd_review(args) -> int:
     from cli import review
     from cli.synth import synthesize
 
-    context = load_context()
-    out_root = Path(args.outdir) if args.outdir else find_cdk_json().parent / "cdk.out"
+    cdk_json = find_cdk_json()
+    context = load_context(cdk_json)
+    out_root = Path(args.outdir) if args.outdir else cdk_json.parent / "cdk.out"
     status = 0
-    for env in _environments(args):
+    for env in _environments(args, context):
         if args.assembly:  # what `cdk synth` wrote (make synth): reviewed as it is
             outdir = Path(args.assembly)
             if not (outdir / "manifest.json").exists():
