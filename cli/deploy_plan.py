@@ -16,7 +16,6 @@ from dataclasses import dataclass
 # Typical creation minutes per resource type. Anything not listed: DEFAULT_MINUTES.
 TYPICAL_MINUTES = {
     "AWS::EKS::Cluster": 12.0,
-    "AWS::SageMaker::Cluster": 25.0,  # instances boot, run lifecycle scripts and deep health checks
     "AWS::EKS::Addon": 3.0,
     "Custom::AWSCDK-EKS-HelmChart": 4.0,
     "Custom::AWSCDK-EKS-KubernetesResource": 1.0,
@@ -47,6 +46,17 @@ DEFAULT_MINUTES = 0.1
 # Cluster-level resources only, before any node (NodeProvisioningMode Continuous).
 CONTINUOUS_CLUSTER_MINUTES = 3.0
 
+# HyperPod nodes: boot, the lifecycle script and joining EKS, by kind of instance (the large
+# accelerated types load more drivers and bring up EFA), the project's typical figures.
+BOOT_MINUTES = {"cpu": 10.0, "accelerated": 15.0, "efa-cluster": 20.0}
+# Each node past the first: more capacity to find and more chances of a slow one.
+PER_EXTRA_NODE_MINUTES = 0.5
+EXTRA_NODES_CAP_MINUTES = 15.0
+# Deep health checks (OnStartDeepHealthChecks). InstanceStress runs DCGM diagnostics at
+# level 4: NVIDIA documents level 3 at about 15 minutes and level 4 as longer-running; we
+# take twice level 3. InstanceConnectivity runs NCCL and EFA tests across the group.
+DEEP_HEALTH_CHECK_MINUTES = {"InstanceStress": 30.0, "InstanceConnectivity": 10.0}
+
 
 @dataclass
 class Step:
@@ -76,14 +86,41 @@ def _continuous(resources: dict) -> bool:
     )
 
 
-def _minutes(res_type: str, continuous: bool) -> float:
+def group_minutes(group: dict) -> float:
+    """Minutes until one instance group's nodes are all Running, by type, count and checks."""
+    from infra import catalogue
+
+    kind = catalogue.lookup(group["InstanceType"])
+    boot = BOOT_MINUTES["cpu"]
+    if kind is not None and kind.is_accelerated:
+        boot = BOOT_MINUTES["efa-cluster" if kind.efa_interfaces >= 4 else "accelerated"]
+    count = group.get("InstanceCount", 1)
+    count = count if isinstance(count, int) else 1
+    extra = min(EXTRA_NODES_CAP_MINUTES, PER_EXTRA_NODE_MINUTES * max(0, count - 1))
+    checks = sum(DEEP_HEALTH_CHECK_MINUTES.get(c, 0.0) for c in group.get("OnStartDeepHealthChecks", []))
+    return boot + extra + checks
+
+
+def node_minutes(resources: dict) -> float:
+    """The slowest instance group of the stack's HyperPod clusters (groups start in parallel)."""
+    return max(
+        (
+            group_minutes(group)
+            for r in resources.values()
+            if r["Type"] == "AWS::SageMaker::Cluster"
+            for group in r.get("Properties", {}).get("InstanceGroups", [])
+        ),
+        default=0.0,
+    )
+
+
+def _minutes(res_type: str, continuous: bool, nodes: float) -> float:
     """Typical minutes of one resource. With continuous provisioning the HyperPod cluster
     reports done before its nodes exist, and the node gate carries their boot time."""
-    nodes = TYPICAL_MINUTES["AWS::SageMaker::Cluster"]
-    if continuous and res_type == "AWS::SageMaker::Cluster":
-        return CONTINUOUS_CLUSTER_MINUTES
+    if res_type == "AWS::SageMaker::Cluster":
+        return CONTINUOUS_CLUSTER_MINUTES if continuous else CONTINUOUS_CLUSTER_MINUTES + nodes
     if continuous and res_type == "Custom::HyperPodNodesReady":
-        return nodes - CONTINUOUS_CLUSTER_MINUTES
+        return nodes
     return TYPICAL_MINUTES.get(res_type, DEFAULT_MINUTES)
 
 
@@ -99,6 +136,7 @@ def plan(stacks) -> tuple[float, list[Step]]:
         base = max((done[d] for d in stack.depends_on if d in done), key=end, default=[])
         resources = stack.resources
         continuous = _continuous(resources)
+        nodes = node_minutes(resources)
         paths: dict[str, list[Step]] = {}
 
         def visit(lid: str, trail=()) -> list[Step]:
@@ -107,7 +145,7 @@ def plan(stacks) -> tuple[float, list[Step]]:
                 before = [visit(ref, trail + (lid,)) for ref in refs]
                 path = max(before, key=end, default=base)  # each starts from `base`
                 res_type = resources[lid]["Type"]
-                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), _minutes(res_type, continuous))]
+                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), _minutes(res_type, continuous, nodes))]
             return paths[lid]
 
         done[stack.name] = max((visit(lid) for lid in resources), key=end, default=base)

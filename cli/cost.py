@@ -1,0 +1,108 @@
+"""What the environment costs to keep standing, per hour and per month, from the
+resources in the assembly and the dated table in cli/prices.py.
+
+The instance groups dominate and are counted at their configured size. Usage-based
+charges (data through NAT, samples into Prometheus, storage) are shown with the
+assumption they rest on, never hidden inside a total.
+"""
+
+from __future__ import annotations
+
+from cli import prices
+from cli.assembly import StackSummary, of_type
+from infra import versions
+
+# An assumption, named: active series a node sends to Prometheus (node exporter, DCGM,
+# kubelet and the HyperPod collectors), each scraped every 30 s.
+SERIES_PER_NODE = 2000
+SCRAPE_SECONDS = 30
+# Editors and administrators assumed active in Grafana.
+GRAFANA_EDITORS = 1
+
+
+def _line(item: str, count: float, hourly: float | None, note: str = "", monthly_fixed: float | None = None) -> dict:
+    if monthly_fixed is not None:
+        hourly = monthly_fixed / prices.HOURS_PER_MONTH
+    return {
+        "item": item,
+        "count": count,
+        "hourly": None if hourly is None else round(hourly, 4),
+        "monthly": None if hourly is None else round(hourly * prices.HOURS_PER_MONTH, 2),
+        "note": note,
+    }
+
+
+def _literal_count(value) -> int:
+    return value if isinstance(value, int) else 1
+
+
+def estimate(stacks: list[StackSummary], region: str) -> dict:
+    lines = []
+    nodes = 0
+    for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
+        for group in res["Properties"].get("InstanceGroups", []):
+            itype, count = group["InstanceType"], _literal_count(group.get("InstanceCount", 0))
+            nodes += count
+            rate = prices.INSTANCE_FLOOR.get(itype)
+            note = "EC2 On-Demand floor; the HyperPod rate is at or above it" if rate else "no price in the table"
+            lines.append(_line(f"{count} x {itype} ({group['InstanceGroupName']})", count, None if rate is None else rate * count, note))
+    for _, _, res in of_type(stacks, "AWS::EKS::Cluster"):
+        version = res["Properties"].get("Version", versions.DEFAULT_EKS_VERSION)
+        extended = versions.parse(version) < versions.OLDEST_STANDARD_SUPPORT
+        rate = prices.EKS_EXTENDED if extended else prices.EKS_STANDARD
+        support = "extended support" if extended else "standard support"
+        lines.append(_line(f"EKS control plane {version} ({support})", 1, rate, versions.EKS_SUPPORT_SOURCE))
+    nat = sum(1 for _ in of_type(stacks, "AWS::EC2::NatGateway"))
+    if nat:
+        lines.append(_line(f"{nat} NAT gateway(s)", nat, nat * prices.NAT_GATEWAY_HOUR, "plus $0.045 per GB processed"))
+    endpoint_azs = sum(
+        len(res["Properties"].get("SubnetIds", []))
+        for _, _, res in of_type(stacks, "AWS::EC2::VPCEndpoint")
+        if res["Properties"].get("VpcEndpointType") == "Interface"
+    )
+    if endpoint_azs:
+        lines.append(_line(f"interface endpoints ({endpoint_azs} endpoint-AZs)", endpoint_azs, endpoint_azs * prices.INTERFACE_ENDPOINT_AZ_HOUR, "plus $0.01 per GB"))
+    keys = sum(1 for _ in of_type(stacks, "AWS::KMS::Key"))
+    if keys:
+        lines.append(_line(f"{keys} KMS key(s)", keys, None, "per key-month", monthly_fixed=keys * prices.KMS_KEY_MONTH))
+    if any(True for _ in of_type(stacks, "AWS::APS::Workspace")):
+        samples = nodes * SERIES_PER_NODE * prices.HOURS_PER_MONTH * 3600 / SCRAPE_SECONDS
+        monthly = samples / 10_000_000 * prices.PROMETHEUS_PER_10M_SAMPLES
+        note = f"usage-based: assumes {SERIES_PER_NODE} series per node every {SCRAPE_SECONDS} s ({samples / 1e6:,.0f}M samples a month)"
+        lines.append(_line("Managed Prometheus ingestion", nodes, None, note, monthly_fixed=monthly))
+    if any(True for _ in of_type(stacks, "AWS::Grafana::Workspace")):
+        lines.append(_line("Managed Grafana", GRAFANA_EDITORS, None, f"per active editor; assumes {GRAFANA_EDITORS}", monthly_fixed=GRAFANA_EDITORS * prices.GRAFANA_EDITOR_MONTH))
+    priced = [line for line in lines if line["hourly"] is not None]
+    return {
+        "region": region,
+        "table_region": prices.REGION,
+        "as_of": prices.AS_OF,
+        "lines": lines,
+        "hourly": round(sum(line["hourly"] for line in priced), 2),
+        "monthly": round(sum(line["monthly"] for line in priced), 2),
+        "unpriced": [line["item"] for line in lines if line["hourly"] is None],
+    }
+
+
+def markdown(cost: dict) -> list[str]:
+    where = (
+        f"prices of {cost['table_region']}, as of {cost['as_of']}"
+        if cost["region"] == cost["table_region"]
+        else f"prices of {cost['table_region']} as of {cost['as_of']}; {cost['region']} may differ"
+    )
+    out = [
+        "## Estimated cost",
+        "",
+        f"An estimate from the dated table in cli/prices.py ({where}): about **${cost['hourly']:,.2f} an hour, "
+        f"${cost['monthly']:,.0f} a month** while everything stands, before data transfer and storage.",
+        "",
+        "| item | per hour | per month | note |",
+        "|---|---:|---:|---|",
+    ]
+    for line in cost["lines"]:
+        hourly = "unpriced" if line["hourly"] is None else f"${line['hourly']:,.2f}"
+        monthly = "unpriced" if line["monthly"] is None else f"${line['monthly']:,.0f}"
+        out.append(f"| {line['item']} | {hourly} | {monthly} | {line['note']} |")
+    if cost["unpriced"]:
+        out += ["", f"Not in the total (no price in the table): {', '.join(cost['unpriced'])}."]
+    return out

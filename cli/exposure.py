@@ -1,0 +1,133 @@
+"""Risk and exposure in an assembly: what holds data and what happens to it on delete,
+what the internet can reach, and the service quotas a deploy needs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+
+from cli.assembly import StackSummary, of_type, path_of
+
+# Types whose loss loses data or a running cluster.
+STATEFUL_TYPES = (
+    "AWS::S3::Bucket",
+    "AWS::KMS::Key",
+    "AWS::Logs::LogGroup",
+    "AWS::EKS::Cluster",
+    "AWS::SageMaker::Cluster",
+    "AWS::APS::Workspace",
+    "AWS::Grafana::Workspace",
+    "AWS::FSx::FileSystem",
+    "AWS::ECR::Repository",
+)
+
+
+def quota_name(instance_type: str) -> str:
+    """The SageMaker service quota that caps HyperPod instances of one type (Service Quotas' name)."""
+    return f"{instance_type} for cluster usage"
+
+
+def stateful(stacks: list[StackSummary]) -> list[dict]:
+    emptied = {
+        ref.get("Ref")
+        for stack in stacks
+        for res in stack.resources.values()
+        if res["Type"] == "Custom::S3AutoDeleteObjects"
+        for ref in [res.get("Properties", {}).get("BucketName", {})]
+        if isinstance(ref, dict)
+    }
+    return [
+        {
+            "stack": stack.name,
+            "resource": path_of(res, lid),
+            "type": res["Type"],
+            "deletion_policy": res.get("DeletionPolicy", "Delete"),
+            "update_replace_policy": res.get("UpdateReplacePolicy", "Delete"),
+            "emptied_on_delete": lid in emptied,
+            "termination_protection": stack.termination_protection,
+        }
+        for stack, lid, res in of_type(stacks, *STATEFUL_TYPES)
+    ]
+
+
+def public_endpoints(stacks: list[StackSummary]) -> list[dict]:
+    rows = []
+    for stack, lid, res in of_type(stacks, "AWS::EKS::Cluster"):
+        vpc = res["Properties"].get("ResourcesVpcConfig", {})
+        if vpc.get("EndpointPublicAccess", True):
+            # EKS's default for a public endpoint without a list is 0.0.0.0/0.
+            rows.append({"stack": stack.name, "resource": path_of(res, lid), "cidrs": vpc.get("PublicAccessCidrs", ["0.0.0.0/0"])})
+    return rows
+
+
+def _vpc_cidrs(stacks: list[StackSummary]) -> list[ipaddress.IPv4Network]:
+    cidrs = []
+    for _, _, res in of_type(stacks, "AWS::EC2::VPC", "AWS::EC2::VPCCidrBlock"):
+        block = res["Properties"].get("CidrBlock")
+        if isinstance(block, str):
+            cidrs.append(ipaddress.ip_network(block))
+    return cidrs
+
+
+def open_ingress(stacks: list[StackSummary]) -> list[dict]:
+    """Ingress rules admitting an address range outside the VPC's own CIDR blocks."""
+    inside = _vpc_cidrs(stacks)
+    rules = []
+    for stack, lid, res in of_type(stacks, "AWS::EC2::SecurityGroupIngress"):
+        rules.append((stack, path_of(res, lid), res["Properties"]))
+    for stack, lid, res in of_type(stacks, "AWS::EC2::SecurityGroup"):
+        rules += [(stack, path_of(res, lid), rule) for rule in res["Properties"].get("SecurityGroupIngress", [])]
+    rows = []
+    for stack, path, rule in rules:
+        cidr = rule.get("CidrIp") or rule.get("CidrIpv6")
+        if not isinstance(cidr, str):
+            continue  # a security group or prefix list, or the VPC's CIDR by reference
+        net = ipaddress.ip_network(cidr, strict=False)
+        if any(net.version == v.version and net.subnet_of(v) for v in inside):
+            continue
+        ports = "all" if str(rule.get("IpProtocol")) == "-1" else f"{rule.get('IpProtocol')} {rule.get('FromPort')}-{rule.get('ToPort')}"
+        rows.append({"stack": stack.name, "resource": path, "cidr": cidr, "ports": ports})
+    return rows
+
+
+def quotas(stacks: list[StackSummary]) -> list[dict]:
+    needed: Counter = Counter()
+    for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
+        for group in res["Properties"].get("InstanceGroups", []):
+            count = group.get("InstanceCount", 0)
+            needed[group["InstanceType"]] += count if isinstance(count, int) else 0
+    return [{"quota": quota_name(t), "needed": n, "line": f"{n} x {quota_name(t)}"} for t, n in sorted(needed.items())]
+
+
+def report(stacks: list[StackSummary]) -> dict:
+    return {
+        "stateful": stateful(stacks),
+        "public_endpoints": public_endpoints(stacks),
+        "open_ingress": open_ingress(stacks),
+        "quotas": quotas(stacks),
+    }
+
+
+def markdown(risk: dict) -> list[str]:
+    out = ["## Risk and exposure", "", "What holds data, and what a stack delete does to it:", ""]
+    out += ["| resource | type | on delete | on replace | stack protected |", "|---|---|---|---|---|"]
+    for r in risk["stateful"]:
+        on_delete = r["deletion_policy"].lower() + (" (emptied first)" if r["emptied_on_delete"] else "")
+        out.append(
+            f"| `{r['resource']}` | {r['type'].split('::', 1)[1]} | {on_delete} | {r['update_replace_policy'].lower()} | "
+            f"{'yes' if r['termination_protection'] else 'no'} |"
+        )
+    out += [""]
+    if risk["public_endpoints"]:
+        for e in risk["public_endpoints"]:
+            out.append(f"- **Public Kubernetes API endpoint** `{e['resource']}` admits {', '.join(e['cidrs'])}.")
+    else:
+        out.append("- The Kubernetes API endpoint is private.")
+    for rule in risk["open_ingress"]:
+        out.append(f"- **Security group rule** `{rule['resource']}` admits {rule['cidr']} (outside the VPC) on {rule['ports']}.")
+    if not risk["open_ingress"]:
+        out.append("- No security-group rule admits an address outside the VPC.")
+    out += ["", "Service quotas the deploy needs (Service Quotas > Amazon SageMaker; `hyperpod-cdk preflight` checks them):", ""]
+    out += [f"- {q['line']}" for q in risk["quotas"]]
+    return out

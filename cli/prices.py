@@ -1,0 +1,60 @@
+"""The dated price table the review's cost estimate reads. An estimate, not a quote.
+
+Region: us-east-1, USD, read 2026-12-02. Where a price is the same in every commercial
+region it says so; elsewhere the review names the table's region beside the figure.
+
+Instances: the EC2 On-Demand Linux hourly price of the same hardware. HyperPod bills its
+ml.* instances at a SageMaker AI rate at or above that (aws.amazon.com/sagemaker/pricing,
+HyperPod tab, per region), so the instance lines are a floor. P4d, P4de and P5 are the
+prices after EC2's June 2025 reduction (retrieved 2026-11-09, datareceipts GPU pricing);
+a type without a row is shown unpriced instead of guessed.
+"""
+
+from __future__ import annotations
+
+REGION = "us-east-1"
+AS_OF = "2026-12-02"
+HOURS_PER_MONTH = 730  # AWS's own convention in the pricing calculator
+
+# EC2 On-Demand Linux, us-east-1, per hour.
+INSTANCE_FLOOR = {
+    "ml.t3.xlarge": 0.1664,
+    "ml.t3.2xlarge": 0.3328,
+    "ml.m5.xlarge": 0.192,
+    "ml.m5.2xlarge": 0.384,
+    "ml.m5.4xlarge": 0.768,
+    "ml.m5.8xlarge": 1.536,
+    "ml.m5.12xlarge": 2.304,
+    "ml.m5.16xlarge": 3.072,
+    "ml.m5.24xlarge": 4.608,
+    "ml.c5.4xlarge": 0.68,
+    "ml.c5.9xlarge": 1.53,
+    "ml.c5.18xlarge": 3.06,
+    "ml.g5.8xlarge": 2.448,
+    "ml.g5.12xlarge": 5.672,
+    "ml.g5.24xlarge": 8.144,
+    "ml.g5.48xlarge": 16.288,
+    "ml.g6.8xlarge": 2.0144,
+    "ml.g6.12xlarge": 4.6016,
+    "ml.g6.48xlarge": 13.3504,
+    "ml.g6e.12xlarge": 10.49264,
+    "ml.g6e.48xlarge": 30.13118,
+    "ml.p4d.24xlarge": 21.957642,
+    "ml.p4de.24xlarge": 27.44705,
+    "ml.p5.48xlarge": 55.04,
+    "ml.trn1.32xlarge": 21.50,
+    "ml.trn1n.32xlarge": 24.78,
+}
+
+# Amazon EKS pricing: per cluster-hour, the same in every commercial region.
+EKS_STANDARD = 0.10
+EKS_EXTENDED = 0.60
+# Amazon VPC pricing, us-east-1.
+NAT_GATEWAY_HOUR = 0.045  # plus $0.045 per GB processed
+INTERFACE_ENDPOINT_AZ_HOUR = 0.01  # per endpoint per AZ, plus $0.01 per GB
+# AWS KMS: per customer managed key-month, every region (the first rotation adds $1 a month each).
+KMS_KEY_MONTH = 1.0
+# Amazon Managed Service for Prometheus, us-east-1: the first 2 billion samples a month.
+PROMETHEUS_PER_10M_SAMPLES = 0.90
+# Amazon Managed Grafana: per active editor or administrator a month, every region.
+GRAFANA_EDITOR_MONTH = 9.0

@@ -1,0 +1,165 @@
+"""The review of a change, on pairs of assemblies synthesized in the test: what a reviewer
+must see for a count change, a type change, a rename, a switched-off stack and a new public
+CIDR; then cost, exposure, IAM access levels, the stack graph and the deploy estimate."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from cli import changes, cost, deploy_plan, iam_audit, prices, review
+from cli.assembly import StackSummary, load_stacks
+
+GROUPS = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}]
+
+
+def _review(synth, base_patch, new_patch, *, cdk_diff=False, env="dev") -> dict:
+    base, new = synth(env, base_patch), synth(env, new_patch)
+    baseline = changes.load_baseline([str(base.outdir)], [])
+    return review.build(new.outdir, against=baseline, with_lint=False, with_cdk_diff=cdk_diff)
+
+
+def _callouts(report, kind: str) -> list[str]:
+    return [c for c in report["changes"]["callouts"] if c.startswith(kind + ":")]
+
+
+def test_a_count_change_is_a_node_count_callout_and_replaces_nothing(synth):
+    report = _review(synth, None, {"hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 3}]}})
+    assert _callouts(report, "NODE COUNT") == ["NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)"]
+    assert not [c for c in report["changes"]["changes"] if c["action"] in ("replaced", "removed")]
+    assert not _callouts(report, "NODES REPLACED") and report["pass"]
+    (line,) = [l for l in report["cost"]["lines"] if "(gpu)" in l["item"]]
+    assert line["hourly"] == pytest.approx(3 * prices.INSTANCE_FLOOR["ml.g5.8xlarge"], abs=1e-3)
+    assert {"quota": "ml.g5.8xlarge for cluster usage", "needed": 3, "line": "3 x ml.g5.8xlarge for cluster usage"} in report["risk"]["quotas"]
+
+
+def test_a_type_change_replaces_every_node_of_the_group(synth):
+    new = {
+        "hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g5.12xlarge", "count": 1}]},
+        "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.g5.12xlarge", "count": 1}]}]},
+        "sample_job": {"enabled": False},  # the tiny job is sized for one A10G; not what this test is about
+    }
+    report = _review(synth, {"sample_job": {"enabled": False}}, new, cdk_diff=True)
+    (line,) = _callouts(report, "NODES REPLACED")
+    assert "instance group gpu" in line and "InstanceType ml.g5.8xlarge -> ml.g5.12xlarge" in line
+    # A plain diff calls it a modification; the callout is what says the nodes go.
+    (hp,) = [c for c in report["changes"]["changes"] if c["type"] == "AWS::SageMaker::Cluster"]
+    assert hp["action"] == "modified"
+    diff = report["changes"]["cdk_diff"]["hyperpod-dev-hyperpod"]
+    assert '[-] "InstanceType": "ml.g5.8xlarge"' in diff and '[+] "InstanceType": "ml.g5.12xlarge"' in diff
+
+
+def test_a_rename_replaces_the_cluster_what_references_it_and_is_refused_while_imported(synth):
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    report = _review(synth, None, {"hyperpod": {"cluster_name": "renamed-hp"}})
+    (hp,) = [c for c in report["changes"]["changes"] if c["type"] == "AWS::SageMaker::Cluster"]
+    assert hp["action"] == "replaced" and hp["because"] == ["/properties/ClusterName"] and hp["critical"]
+    # The scheduler config and the quotas go with it: ClusterArn is create-only in their schemas.
+    for type_ in ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"):
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", type_).schema
+        assert "/properties/ClusterArn" in schema["createOnlyProperties"]
+        assert any(type_ in c and "hyperpod-dev-hyperpod/Cluster" in c for c in _callouts(report, "REPLACED WITH IT"))
+    (refused,) = _callouts(report, "REFUSED")
+    assert "ClusterArn" in refused and "hyperpod-dev-addons imports it" in refused
+    assert report["pass"] is False
+    text = review.to_markdown(report)
+    assert text.splitlines()[4].startswith("- **REPLACED**: AWS::SageMaker::Cluster `Cluster`")
+
+
+def test_switching_off_an_optional_stack_leaves_it_behind_and_loses_no_export_in_use(synth):
+    report = _review(synth, None, {"sample_job": {"enabled": False}})
+    assert report["changes"]["stacks_removed"] == ["hyperpod-dev-sample-job"]
+    (left,) = _callouts(report, "STACK LEFT BEHIND")
+    assert "cdk destroy hyperpod-dev-sample-job" in left
+    assert not _callouts(report, "REFUSED")  # the stacks that stay keep exporting what it imports
+
+
+def test_a_new_public_cidr_shows_in_exposure_and_updates_the_cluster_in_place(synth):
+    report = _review(synth, None, {"eks": {"public_access_cidrs": ["203.0.113.0/24"]}}, cdk_diff=True)
+    assert [e["cidrs"] for e in report["risk"]["public_endpoints"]] == [["203.0.113.0/24"]]
+    (eks,) = [c for c in report["changes"]["changes"] if c["type"] == "AWS::EKS::Cluster"]
+    assert eks["action"] == "modified"  # PublicAccessCidrs is not create-only
+    assert "203.0.113.0/24" in report["changes"]["cdk_diff"]["hyperpod-dev-cluster"]
+    from cli import sarif
+
+    results = sarif.log(report)["runs"][0]["results"]
+    (endpoint,) = [r for r in results if r["ruleId"] == "exposure/public-endpoint"]
+    assert endpoint["level"] == "note" and "203.0.113.0/24" in endpoint["message"]["text"]
+
+
+def test_a_deployed_template_from_get_template_is_a_baseline(synth, tmp_path):
+    s = synth("dev")
+    template = json.loads((s.outdir / "hyperpod-dev-network.template.json").read_text())
+    template["Resources"]["Vpc8378EB38"]["Properties"]["CidrBlock"] = "10.9.0.0/16"
+    # What `aws cloudformation get-template` prints: the body as a string.
+    (tmp_path / "deployed.json").write_text(json.dumps({"TemplateBody": json.dumps(template), "StagesAvailable": ["Original"]}))
+    names = [x.name for x in load_stacks(s.outdir)]
+    baseline = changes.load_baseline([f"hyperpod-dev-network={tmp_path / 'deployed.json'}"], names)
+    report = review.build(s.outdir, against=baseline, with_lint=False, with_cdk_diff=False)
+    assert report["changes"]["stacks_compared"] == ["hyperpod-dev-network"]
+    assert {"stack": "hyperpod-dev-network", "resource": "Vpc8378EB38", "type": "AWS::EC2::VPC", "action": "replaced",
+            "because": ["/properties/CidrBlock"], "critical": False} in report["changes"]["changes"]
+    with pytest.raises(changes.BaselineError, match="no stack named 'deployed'"):
+        changes.load_baseline([str(tmp_path / "deployed.json")], names)
+
+
+def test_iam_actions_are_classified_by_their_documented_access_level():
+    # Service Authorization Reference: kms:Decrypt and sts:AssumeRole are Write, though their
+    # names read like reads; sagemaker:DescribeCluster is Read, iam:PassRole Permissions management.
+    template = {"Resources": {"R": {"Type": "AWS::IAM::Role", "Properties": {"Policies": [{"PolicyDocument": {"Statement": [
+        {"Effect": "Allow", "Action": ["kms:Decrypt", "sagemaker:DescribeCluster", "iam:PassRole", "s3:GetObjekt"], "Resource": "*"}]}}]}}}}
+    roles = iam_audit.audit({"s": template})
+    assert iam_audit.access_level("kms:Decrypt") == "Write" and iam_audit.access_level("sts:AssumeRole") == "Write"
+    # A pattern takes the highest level of what it matches: every ec2:Describe* is List, s3:* reaches PutBucketPolicy.
+    assert iam_audit.access_level("ec2:Describe*") == "List" and iam_audit.access_level("s3:*") == "Permissions management"
+    assert iam_audit.on_any_resource(roles) == [
+        {"role": "R", "level": "Permissions management", "actions": ["iam:PassRole"]},
+        {"role": "R", "level": "Write", "actions": ["kms:Decrypt"]},
+    ]
+    assert iam_audit.unknown_actions(roles) == [{"role": "R", "action": "s3:GetObjekt"}]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_no_deployed_role_uses_an_unknown_action(synth, env):
+    s = synth(env)
+    roles = iam_audit.audit({k: t for k, t in s.templates.items()})
+    assert iam_audit.unknown_actions(roles) == []
+
+
+def test_the_stack_graph_draws_every_import_between_the_stacks(synth):
+    report = review.build(synth("dev").outdir, with_lint=False)
+    graph = "\n".join(review.stack_graph(report))
+    node = {s["name"]: f"s{i}" for i, s in enumerate(report["stacks"], 1)}
+    # Read straight from the templates: each Fn::ImportValue names its producer's export.
+    for consumer in report["stacks"]:
+        text = (synth("dev").outdir / f"{consumer['name']}.template.json").read_text()
+        producers = {}
+        for name in set(re.findall(r'"Fn::ImportValue": "([^"]+)"', text)):
+            producers.setdefault(name.split(":")[0], set()).add(name)
+        for producer, names in producers.items():
+            assert f'{node[producer]} -->|"{len(names)} export(s)"| {node[consumer["name"]]}' in graph
+    assert graph.startswith("```mermaid\nflowchart LR")
+
+
+def test_the_deploy_estimate_scales_with_type_count_and_deep_health_checks(synth):
+    dev, prod = (review.build(synth(e).outdir, with_lint=False)["deploy_plan"] for e in ("dev", "prod"))
+    assert all(isinstance(p["minutes"], int) for p in (dev, prod))
+    # prod: four p5 with InstanceStress and InstanceConnectivity; dev: one g5 without checks.
+    checks = sum(deploy_plan.DEEP_HEALTH_CHECK_MINUTES.values())
+    assert prod["hyperpod_nodes_minutes"] >= dev["hyperpod_nodes_minutes"] + checks
+    one = {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}
+    assert deploy_plan.group_minutes({**one, "InstanceCount": 16}) > deploy_plan.group_minutes(one)
+    assert deploy_plan.group_minutes(one) > deploy_plan.group_minutes({"InstanceType": "ml.m5.4xlarge", "InstanceCount": 1})
+
+
+def test_cost_uses_the_extended_support_rate_only_below_standard_support():
+    def eks(version):
+        stack = StackSummary("s", {"Resources": {"C": {"Type": "AWS::EKS::Cluster", "Properties": {"Version": version}}}}, [])
+        return cost.estimate([stack], "eu-west-1")
+
+    # Amazon EKS pricing: $0.10 per cluster-hour in standard support, $0.60 in extended support.
+    assert eks("1.33")["hourly"] == 0.60 and eks("1.35")["hourly"] == 0.10
+    assert "eu-west-1 may differ" in "\n".join(cost.markdown(eks("1.35")))
