@@ -258,7 +258,7 @@ def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]]) ->
             if name not in after:
                 callouts.append(f"NODES REMOVED: instance group {name} in {stack} is removed; its {before[name].get('InstanceCount')} node(s) are terminated")
             elif name not in before:
-                callouts.append(f"NODES ADDED: instance group {name} in {stack} is new ({after[name].get('InstanceCount')} x {after[name]['InstanceType']})")
+                callouts.append(f"NODES ADDED: instance group {name} in {stack} is new ({after[name].get('InstanceCount')} x {after[name].get('InstanceType', 'flexible types')})")
             else:
                 fields = [
                     f

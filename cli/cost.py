@@ -41,7 +41,8 @@ def estimate(stacks: list[StackSummary], region: str) -> dict:
     nodes = 0
     for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
         for group in res["Properties"].get("InstanceGroups", []):
-            itype, count = group["InstanceType"], _literal_count(group.get("InstanceCount", 0))
+            itype = group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", ["?"])[0]
+            count = _literal_count(group.get("InstanceCount", 0))
             nodes += count
             rate = prices.INSTANCE_FLOOR.get(itype)
             note = "EC2 On-Demand floor; the HyperPod rate is at or above it" if rate else "no price in the table"

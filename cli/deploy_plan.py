@@ -52,10 +52,10 @@ BOOT_MINUTES = {"cpu": 10.0, "accelerated": 15.0, "efa-cluster": 20.0}
 # Each node past the first: more capacity to find and more chances of a slow one.
 PER_EXTRA_NODE_MINUTES = 0.5
 EXTRA_NODES_CAP_MINUTES = 15.0
-# Deep health checks (OnStartDeepHealthChecks). InstanceStress runs DCGM diagnostics at
-# level 4: NVIDIA documents level 3 at about 15 minutes and level 4 as longer-running; we
-# take twice level 3. InstanceConnectivity runs NCCL and EFA tests across the group.
-DEEP_HEALTH_CHECK_MINUTES = {"InstanceStress": 30.0, "InstanceConnectivity": 10.0}
+# Deep health checks (OnStartDeepHealthChecks): "a DHC takes around 60-90 minutes to complete"
+# (HyperPod docs, Create a NodeClass). We take 75: most of it the stress test (DCGM level 4),
+# the rest the NCCL and EFA tests across the group.
+DEEP_HEALTH_CHECK_MINUTES = {"InstanceStress": 60.0, "InstanceConnectivity": 15.0}
 
 
 @dataclass
@@ -90,12 +90,15 @@ def group_minutes(group: dict) -> float:
     """Minutes until one instance group's nodes are all Running, by type, count and checks."""
     from infra import catalogue
 
-    kind = catalogue.lookup(group["InstanceType"])
+    # A flexible group (InstanceRequirements) is timed by its first type.
+    kind = catalogue.lookup(group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", [""])[0])
     boot = BOOT_MINUTES["cpu"]
     if kind is not None and kind.is_accelerated:
         boot = BOOT_MINUTES["efa-cluster" if kind.efa_interfaces >= 4 else "accelerated"]
     count = group.get("InstanceCount", 1)
     count = count if isinstance(count, int) else 1
+    if count == 0:  # Karpenter's groups start empty: nothing to wait for
+        return 0.0
     extra = min(EXTRA_NODES_CAP_MINUTES, PER_EXTRA_NODE_MINUTES * max(0, count - 1))
     checks = sum(DEEP_HEALTH_CHECK_MINUTES.get(c, 0.0) for c in group.get("OnStartDeepHealthChecks", []))
     return boot + extra + checks

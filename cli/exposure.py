@@ -96,8 +96,10 @@ def quotas(stacks: list[StackSummary]) -> list[dict]:
     for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
         for group in res["Properties"].get("InstanceGroups", []):
             count = group.get("InstanceCount", 0)
-            needed[group["InstanceType"]] += count if isinstance(count, int) else 0
-    return [{"quota": quota_name(t), "needed": n, "line": f"{n} x {quota_name(t)}"} for t, n in sorted(needed.items())]
+            itype = group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", ["?"])[0]
+            needed[itype] += count if isinstance(count, int) else 0
+    # Karpenter's groups start at 0; their ceiling (max_count) is in the NodePool, which preflight reads from config.
+    return [{"quota": quota_name(t), "needed": n, "line": f"{n} x {quota_name(t)}"} for t, n in sorted(needed.items()) if n]
 
 
 def report(stacks: list[StackSummary]) -> dict:
