@@ -52,6 +52,8 @@ class AddonContext:
     pod_identity_agent: IConstruct
     # What task governance's scheduler config and quotas attach to.
     hyperpod_cluster_arn: str
+    # The shared FSx file system (stacks/storage.FileSystem) where fsx.enabled.
+    file_system: object = None
 
 
 class Addon(ABC):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from addons.base import Addon
 from addons.cert_manager import CertManagerAddon
+from addons.fsx_csi import FsxCsiAddon
 from addons.observability import ObservabilityAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
@@ -20,6 +21,7 @@ ALL: tuple[type[Addon], ...] = (
     TaskGovernanceAddon,
     TrainingOperatorAddon,
     ObservabilityAddon,
+    FsxCsiAddon,
 )
 
 

@@ -16,7 +16,7 @@ import json
 import re
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
@@ -62,6 +62,8 @@ class ExistingVpc(_Model):
 
     vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
     vpc_cidr: ipaddress.IPv4Network
+    # The VPC's other CIDR blocks: interface endpoints admit HTTPS from every block.
+    secondary_cidrs: tuple[ipaddress.IPv4Network, ...] = ()
     # One private subnet per entry of `availability_zones`, in the same order, for EKS.
     private_subnet_ids: tuple[SubnetId, ...] = Field(min_length=2)
     private_subnet_route_table_ids: tuple[RouteTableId, ...] = Field(min_length=2)
@@ -73,12 +75,48 @@ class NetworkSettings(_Model):
     secondary_cidrs: tuple[ipaddress.IPv4Network, ...] = (ipaddress.IPv4Network("10.1.0.0/16"),)
     public_subnet_mask: int = Field(default=24, ge=16, le=28)
     private_subnet_mask: int = Field(default=20, ge=16, le=28)
-    nat_gateways: int = Field(default=1, ge=1, le=6)
+    # 0: no NAT and no internet route (a closed network; needs interface_endpoints "all").
+    # None: 1 in a new VPC; an existing VPC brings its own routes and takes none.
+    nat_gateways: Optional[int] = Field(default=None, ge=0, le=6)
     hyperpod_subnets: tuple[HyperPodSubnet, ...] = Field(min_length=1)
-    # Interface endpoints for sagemaker.api and eks-auth, so nodes need no NAT for them.
-    interface_endpoints: bool = False
+    # Interface endpoints: "none"; true (sagemaker.api and eks-auth, so nodes need no NAT for
+    # them); or "all", every AWS service the nodes and the kubectl Lambda reach (ENDPOINT_SERVICES).
+    interface_endpoints: Union[bool, Literal["none", "all"]] = False
     flow_logs: bool = True
     existing_vpc: Optional[ExistingVpc] = None
+
+    @property
+    def nat_count(self) -> int:
+        return 0 if self.existing_vpc else (1 if self.nat_gateways is None else self.nat_gateways)
+
+    @property
+    def endpoint_services(self) -> tuple[str, ...]:
+        if self.interface_endpoints == "all":
+            return ENDPOINT_SERVICES
+        return ("sagemaker.api", "eks-auth") if self.interface_endpoints is True else ()
+
+    @property
+    def cidr_blocks(self) -> tuple[ipaddress.IPv4Network, ...]:
+        """Every CIDR block of the VPC, new or existing."""
+        if self.existing_vpc:
+            return (self.existing_vpc.vpc_cidr, *self.existing_vpc.secondary_cidrs)
+        return (self.vpc_cidr, *self.secondary_cidrs)
+
+
+# What HyperPod nodes and the kubectl Lambda call, as interface endpoints (S3 stays a gateway
+# endpoint): the SageMaker API and EKS (node registration, the kubectl Lambda), EKS Auth (Pod
+# Identity), EC2 (the VPC CNI), ECR (images), STS, CloudWatch Logs and metrics, and SSM's three
+# (node access). A network without NAT needs every one of them.
+ENDPOINT_SERVICES = (
+    "sagemaker.api", "eks", "eks-auth", "ec2", "ecr.api", "ecr.dkr", "sts", "logs", "monitoring",
+    "ssm", "ssmmessages", "ec2messages",
+)
+# What still needs the internet in a closed network, named by validation.
+NEEDS_INTERNET = (
+    "the sample job streams C4 and its tokenizer from Hugging Face",
+    "training/Dockerfile pip-installs from PyPI when the image is built in the VPC",
+    "chart images outside ECR need a pull-through cache",
+)
 
 
 # --------------------------------------------------------------------------- EKS
@@ -133,10 +171,46 @@ class Taint(_Model):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
+class RollingBatch(_Model):
+    """How many instances an AMI update takes at a time."""
+
+    unit: Literal["instances", "percent"] = "instances"
+    value: int = Field(default=1, ge=1)
+
+    @property
+    def cfn_type(self) -> str:
+        return "INSTANCE_COUNT" if self.unit == "instances" else "CAPACITY_PERCENTAGE"
+
+
+class ScheduledUpdate(_Model):
+    """AMI updates on a schedule (ScheduledUpdateConfig): rolling, rolled back on an alarm."""
+
+    # cron(Minutes Hours Day-of-month Month Day-of-week Year), as the schema's pattern allows.
+    schedule: str
+    batch: RollingBatch = RollingBatch()
+    rollback_batch: Optional[RollingBatch] = None
+    wait_seconds: int = Field(default=0, ge=0, le=3600)
+    rollback_alarms: tuple[str, ...] = Field(default=(), max_length=10)
+
+
 class InstanceGroup(_Model):
     name: str
     instance_type: str
     count: int
+    # Karpenter scales this group (hyperpod.autoscaling karpenter): count 0, at most max_count.
+    autoscaled: bool = False
+    max_count: Optional[int] = None
+    # The group is InService once this many nodes run (MinInstanceCount); None: all of count.
+    min_count: Optional[int] = None
+    # Spot or On-Demand (CapacityRequirements); None leaves HyperPod's default, On-Demand.
+    capacity: Optional[Literal["on_demand", "spot"]] = None
+    # Further types HyperPod may launch for this group (InstanceRequirements); same accelerators.
+    alternative_instance_types: tuple[str, ...] = ()
+    # A custom AMI built from the HyperPod AMI (ImageId); None: HyperPod's current AMI.
+    image_id: Optional[str] = None
+    scheduled_update: Optional[ScheduledUpdate] = None
+    # EFA interface type (NetworkInterface): "efa-only" gives EFA without an IP interface.
+    network_interface: Optional[Literal["efa", "efa-only"]] = None
     threads_per_core: int = 1
     ebs_volume_gb: int = 500
     # None means: both checks on types that support them, none elsewhere.
@@ -154,9 +228,16 @@ class InstanceGroup(_Model):
         return catalogue.CATALOGUE[self.instance_type]
 
     @property
+    def ceiling(self) -> int:
+        """The most nodes the group can have: what quotas must cover."""
+        return self.max_count if self.autoscaled and self.max_count else self.count
+
+    @property
     def health_checks(self) -> tuple[str, ...]:
         if self.deep_health_checks is not None:
             return self.deep_health_checks
+        if self.autoscaled:  # not supported with Karpenter (HyperPod's NodeClass page)
+            return ()
         return ("InstanceStress", "InstanceConnectivity") if self.spec.deep_health_checks else ()
 
 
@@ -175,6 +256,16 @@ class HyperPodSettings(_Model):
     cluster_name: Optional[str] = None
     node_recovery: Literal["Automatic", "None"] = "Automatic"
     continuous_provisioning: bool = False
+    # "karpenter": HyperPod's managed Karpenter scales the groups marked autoscaled.
+    autoscaling: Literal["none", "karpenter"] = "none"
+    # Managed tiered checkpointing: this share of each node's memory holds checkpoints
+    # (TieredStorageConfig); None leaves it off.
+    tiered_storage_memory_percent: Optional[int] = Field(default=None, ge=1, le=100)
+
+    @property
+    def continuous(self) -> bool:
+        """NodeProvisioningMode Continuous: asked for, or implied by Karpenter, which is built on it."""
+        return self.continuous_provisioning or self.autoscaling == "karpenter"
     # A ceiling on any one group's count, so a typo (400 for 4) cannot reach the quota call.
     max_instances_per_group: int = Field(default=64, ge=1, le=10000)
     helm_chart: HelmChartSource
@@ -226,6 +317,8 @@ class AddonsSettings(_Model):
     training_operator: AddonSwitch = AddonSwitch()
     observability: ObservabilityAddon = ObservabilityAddon()
     task_governance: AddonSwitch = AddonSwitch()
+    # The FSx for Lustre CSI driver: installed only where fsx.enabled (its version and values here).
+    fsx_csi: AddonSwitch = AddonSwitch()
 
 
 # --------------------------------------------------------------------------- governance
@@ -303,13 +396,41 @@ class SampleJobSettings(_Model):
     max_steps: int = Field(default=100, ge=1, le=10_000_000)
     checkpoint_interval_steps: int = Field(default=50, ge=1)
     # Checkpoints go to this S3 prefix in the job's own bucket when true, else to local NVMe.
-    checkpoint_to_s3: bool = True
+    # s3: the checkpoint bucket; fsx: the shared FSx for Lustre file system (fsx.enabled);
+    # local: the node's NVMe (single-node jobs only).
+    checkpoint_to: Literal["s3", "fsx", "local"] = "s3"
     # Complete checkpoints kept; older ones are deleted after each save (S3 keeps noncurrent
     # versions for the bucket's lifecycle window).
     keep_checkpoints: int = Field(default=3, ge=1, le=1000)
 
 
 # --------------------------------------------------------------------------- root
+
+
+class ExistingFileSystem(_Model):
+    """An FSx for Lustre file system made elsewhere: what a static PersistentVolume needs."""
+
+    file_system_id: str = Field(pattern=r"^fs-[0-9a-f]{8,21}$")
+    # From `aws fsx describe-file-systems`: DNSName and LustreConfiguration.MountName.
+    dns_name: str = Field(pattern=r"^fs-[0-9a-f]{8,21}\.fsx\.[a-z0-9-]+\.amazonaws\.com$")
+    mount_name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,8}$")
+
+
+class FsxSettings(_Model):
+    """Shared storage: FSx for Lustre, mounted in every team's namespace as the claim `fsx`."""
+
+    enabled: bool = False
+    # A new file system (PERSISTENT_2): 1200 or 2400 GiB, then steps of 2400 (FSx CreateFileSystem).
+    storage_gib: int = 1200
+    # MB/s per TiB of storage: PERSISTENT_2 offers 125, 250, 500 and 1000.
+    throughput_per_tib: int = 250
+    # Its AZ; it must have a HyperPod subnet. None: the first HyperPod subnet's (the GPU AZ).
+    availability_zone: Optional[str] = None
+    # Use this file system instead of creating one.
+    existing: Optional[ExistingFileSystem] = None
+
+
+FSX_THROUGHPUTS = (125, 250, 500, 1000)
 
 
 class ProtectionSettings(_Model):
@@ -338,6 +459,7 @@ class Settings(_Model):
     addons: AddonsSettings = AddonsSettings()
     governance: GovernanceSettings = GovernanceSettings()
     topology: TopologySettings = TopologySettings()
+    fsx: FsxSettings = FsxSettings()
     sample_job: SampleJobSettings
 
     # Derived names, so every consumer uses the same ones.
@@ -371,8 +493,12 @@ class Settings(_Model):
         """Instances per type over all groups."""
         totals: dict[str, int] = {}
         for group in self.hyperpod.instance_groups:
-            totals[group.instance_type] = totals.get(group.instance_type, 0) + group.count
+            totals[group.instance_type] = totals.get(group.instance_type, 0) + group.ceiling
         return totals
+
+    @property
+    def fsx_availability_zone(self) -> str:
+        return self.fsx.availability_zone or self.network.hyperpod_subnets[0].availability_zone
 
     @property
     def uses_existing_vpc(self) -> bool:
@@ -554,6 +680,8 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     _check_network(s, p)
     _check_eks(s, p)
     _check_instance_groups(s, p)
+    _check_autoscaling(s, p)
+    _check_fsx(s, p)
     _check_addons(s, p)
     _check_governance(s, p)
     _check_sample_job(s, p)
@@ -664,8 +792,8 @@ def _check_subnet_capacity(s: Settings, p: _Problems):
         groups = [g for g in s.hyperpod.instance_groups if (g.availability_zone or default_az) == sn.availability_zone]
         known = [g for g in groups if catalogue.lookup(g.instance_type)]
         usable = sn.cidr.num_addresses - SUBNET_RESERVED
-        nodes = sum(g.count for g in groups)
-        at_density = sum(g.count * (1 + _max_pods(g.spec.vcpus)) for g in known)
+        nodes = sum(g.ceiling for g in groups)
+        at_density = sum(g.ceiling * (1 + _max_pods(g.spec.vcpus)) for g in known)
         if nodes > usable:
             p.error(f"network.hyperpod_subnets[{i}].cidr", str(sn.cidr), f"has {usable} usable addresses for {nodes} nodes")
         elif at_density > usable:
@@ -679,8 +807,17 @@ def _check_network(s: Settings, p: _Problems):
     _az_checks(s, p)
     _check_subnet_capacity(s, p)
     net = s.network
-    if net.nat_gateways > len(s.availability_zones):
+    if net.existing_vpc and net.nat_gateways is not None:
+        p.error("network.nat_gateways", net.nat_gateways, "must be left out with existing_vpc: that VPC brings its own routes and no NAT gateway is created")
+    elif net.nat_count > len(s.availability_zones):
         p.error("network.nat_gateways", net.nat_gateways, f"must be at most the number of AZs ({len(s.availability_zones)})")
+    if not net.existing_vpc and net.nat_count == 0:
+        if net.interface_endpoints != "all":
+            p.error("network.nat_gateways", 0, 'leaves the nodes no way to the AWS APIs; set network.interface_endpoints to "all" (or add a NAT gateway)')
+        elif s.eks.endpoint_access == "public":
+            p.error("eks.endpoint_access", "public", "is unreachable from a network without NAT; use 'private' or 'public_and_private'")
+        else:
+            p.warn(f"network.nat_gateways: 0 - no internet access, so: {'; '.join(NEEDS_INTERNET)}")
     for az in _duplicates(sn.availability_zone for sn in net.hyperpod_subnets):
         p.error("network.hyperpod_subnets", az, "has two subnets in the same AZ; give one per AZ")
     for i, sn in enumerate(net.hyperpod_subnets):
@@ -816,8 +953,15 @@ def _check_instance_groups(s: Settings, p: _Problems):
         if spec is None:
             p.error(f"{path}.instance_type", g.instance_type, f"is not a known HyperPod type; known: {', '.join(sorted(catalogue.CATALOGUE))}")
         ceiling = s.hyperpod.max_instances_per_group
-        if not 1 <= g.count <= ceiling:
+        if g.autoscaled:
+            if g.count != 0:  # "If you start with more than 0 nodes, Karpenter will scale them down to 0"
+                p.error(f"{path}.count", g.count, "must be 0 for an autoscaled group: Karpenter starts it at 0 and adds nodes for pending pods")
+            if g.max_count is None or not 1 <= g.max_count <= ceiling:
+                p.error(f"{path}.max_count", g.max_count, f"must be 1 to {ceiling} for an autoscaled group (the NodePool's limit)")
+        elif not 1 <= g.count <= ceiling:
             p.error(f"{path}.count", g.count, f"must be 1 to {ceiling} (hyperpod.max_instances_per_group)")
+        elif g.max_count is not None:
+            p.error(f"{path}.max_count", g.max_count, "applies only with autoscaled: true")
         if g.threads_per_core not in (1, 2):
             p.error(f"{path}.threads_per_core", g.threads_per_core, "must be 1 or 2")
         if not 1 <= g.ebs_volume_gb <= 16384:
@@ -845,6 +989,7 @@ def _check_instance_groups(s: Settings, p: _Problems):
                 p.error(f"{path}.labels", key, _QUALIFIED_NAME_WORDS)
             elif value and not cfn_schema.matches(taint["Value"], value):
                 p.error(f"{path}.labels.{key}", value, _LABEL_VALUE_WORDS)
+        _check_group_options(s, g, path, p)
         if g.training_plan_arn:
             plan_region, plan_account = g.training_plan_arn.split(":")[3:5]
             if (plan_region, plan_account) != (s.region, s.account):
@@ -853,6 +998,77 @@ def _check_instance_groups(s: Settings, p: _Problems):
                     g.training_plan_arn,
                     f"is in {plan_region}/{plan_account}; a training plan serves clusters of its own region and account ({s.region}/{s.account})",
                 )
+
+
+def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: _Problems) -> None:
+    """The AWS::SageMaker::Cluster options beyond type and count, against the schema's own rules."""
+    if g.min_count is not None and not 0 <= g.min_count <= g.count:
+        p.error(f"{path}.min_count", g.min_count, f"must be 0 to count ({g.count})")
+    if g.image_id is not None and not cfn_schema.matches(cfn_schema.definition("AWS::SageMaker::Cluster", "ImageId"), g.image_id):
+        p.error(f"{path}.image_id", g.image_id, "must be an AMI id like ami-0123456789abcdef0")
+    if g.capacity == "spot" and g.training_plan_arn:
+        p.error(f"{path}.capacity", "spot", "cannot use a training plan (reserved capacity); drop one of them")
+    spec = catalogue.lookup(g.instance_type)
+    limit = cfn_schema.definition("AWS::SageMaker::Cluster", "InstanceRequirements")["properties"]["InstanceTypes"]["maxItems"]
+    if len(g.alternative_instance_types) + 1 > limit:
+        p.error(f"{path}.alternative_instance_types", list(g.alternative_instance_types), f"with instance_type makes more than {limit} types")
+    for j, other in enumerate(g.alternative_instance_types):
+        alt = catalogue.lookup(other)
+        where = f"{path}.alternative_instance_types[{j}]"
+        if alt is None:
+            p.error(where, other, "is not a known HyperPod type")
+        elif other == g.instance_type or other in g.alternative_instance_types[:j]:
+            p.error(where, other, "is listed twice")
+        elif spec is not None and (alt.accelerators, alt.accelerator_resource) != (spec.accelerators, spec.accelerator_resource):
+            p.error(where, other, f"has {alt.accelerators} x {alt.accelerator_resource}, {g.instance_type} {spec.accelerators}: a job sized for one must fit the other")
+    if g.scheduled_update is not None:
+        update = g.scheduled_update
+        rule = cfn_schema.definition("AWS::SageMaker::Cluster", "ScheduledUpdateConfig")["properties"]["ScheduleExpression"]
+        if not cfn_schema.matches(rule, update.schedule):
+            p.error(f"{path}.scheduled_update.schedule", update.schedule, "must be cron(minutes hours day-of-month month day-of-week year), e.g. cron(0 3 ? * SUN *)")
+        for name, batch in (("batch", update.batch), ("rollback_batch", update.rollback_batch)):
+            if batch is not None and batch.unit == "percent" and batch.value > 100:
+                p.error(f"{path}.scheduled_update.{name}.value", batch.value, "must be 1 to 100 percent")
+    if g.autoscaled:
+        if s.hyperpod.autoscaling != "karpenter":
+            p.error(f"{path}.autoscaled", True, 'needs hyperpod.autoscaling "karpenter"')
+        # HyperPod's NodeClass page: groups with deep health checks or a training plan are not supported.
+        if g.deep_health_checks:
+            p.error(f"{path}.deep_health_checks", list(g.deep_health_checks), "are not supported on an autoscaled group (they take 60-90 minutes while pods wait)")
+        if g.training_plan_arn:
+            p.error(f"{path}.training_plan_arn", g.training_plan_arn, "is not supported on an autoscaled group (On-Demand or Spot only)")
+
+
+def _check_fsx(s: Settings, p: _Problems) -> None:
+    fsx = s.fsx
+    if not fsx.enabled:
+        return
+    if fsx.existing is None:
+        if fsx.storage_gib not in (1200, 2400) and (fsx.storage_gib < 2400 or fsx.storage_gib % 2400):
+            p.error("fsx.storage_gib", fsx.storage_gib, "must be 1200, 2400 or a multiple of 2400 GiB (PERSISTENT_2 SSD)")
+        if fsx.throughput_per_tib not in FSX_THROUGHPUTS:
+            p.error("fsx.throughput_per_tib", fsx.throughput_per_tib, f"must be one of {', '.join(map(str, FSX_THROUGHPUTS))} MB/s/TiB (PERSISTENT_2)")
+    elif fsx.existing.file_system_id not in fsx.existing.dns_name:
+        p.error("fsx.existing.dns_name", fsx.existing.dns_name, f"is not the DNS name of {fsx.existing.file_system_id}")
+    hp_azs = [sn.availability_zone for sn in s.network.hyperpod_subnets]
+    if fsx.availability_zone is not None and fsx.availability_zone not in hp_azs:
+        p.error("fsx.availability_zone", fsx.availability_zone, f"has no HyperPod subnet; subnets exist in: {', '.join(hp_azs)}")
+    if not s.addons.fsx_csi.enabled:
+        p.error("addons.fsx_csi.enabled", False, "must be on with fsx.enabled: pods mount the file system through the CSI driver")
+
+
+def _check_autoscaling(s: Settings, p: _Problems) -> None:
+    groups = s.hyperpod.instance_groups
+    scaled = [g.name for g in groups if g.autoscaled]
+    if s.hyperpod.autoscaling == "karpenter":
+        if not scaled:
+            p.error("hyperpod.autoscaling", "karpenter", "needs at least one instance group with autoscaled: true")
+        if len(scaled) > 10:  # HyperPod's NodeClass page: up to 10 instance groups
+            p.error("hyperpod.instance_groups", scaled, "more than 10 autoscaled groups; a HyperpodNodeClass names at most 10")
+        if not any(g.count > 0 for g in groups):
+            p.error("hyperpod.instance_groups", [g.name for g in groups], "need one group with count >= 1 that is not autoscaled, for cert-manager and the add-ons' controllers")
+        if s.hyperpod.continuous_provisioning is False and "continuous_provisioning" in s.hyperpod.model_fields_set:
+            p.error("hyperpod.continuous_provisioning", False, 'must be true (or left out) with autoscaling "karpenter", which is built on it')
 
 
 _QUALIFIED_NAME_WORDS = (
@@ -1026,8 +1242,8 @@ def _check_sample_job(s: Settings, p: _Problems):
             job.instance_group,
             f"is not an instance group; groups: {', '.join(g.name for g in s.hyperpod.instance_groups)}",
         )
-    elif job.nodes > group.count:
-        p.error("sample_job.nodes", job.nodes, f"is more than instance group {group.name!r} has ({group.count})")
+    elif job.nodes > group.ceiling:
+        p.error("sample_job.nodes", job.nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
     elif catalogue.lookup(group.instance_type) and not group.spec.is_accelerated:
         p.error("sample_job.instance_group", job.instance_group, f"is {group.instance_type}, which has no GPUs")
     elif catalogue.lookup(group.instance_type):
@@ -1059,12 +1275,14 @@ def _check_sample_job(s: Settings, p: _Problems):
             job.instance_group,
             f"is {group.instance_type} ({group.spec.accelerator}); the sample job's image is CUDA PyTorch, which needs NVIDIA GPUs",
         )
-    if not job.checkpoint_to_s3 and job.nodes > 1:
+    if job.checkpoint_to == "local" and job.nodes > 1:
         p.error(
-            "sample_job.checkpoint_to_s3",
-            False,
-            f"must be true with {job.nodes} nodes: each node's NVMe holds only its own ranks' shards, so no node could resume",
+            "sample_job.checkpoint_to",
+            "local",
+            f"must be s3 or fsx with {job.nodes} nodes: each node's NVMe holds only its own ranks' shards, so no node could resume",
         )
+    if job.checkpoint_to == "fsx" and not s.fsx.enabled:
+        p.error("sample_job.checkpoint_to", "fsx", "needs fsx.enabled (the shared file system the job mounts)")
     if job.tokenizer.startswith("meta-llama/") and not job.hf_token_secret:
         p.error("sample_job.hf_token_secret", None, f"is required: {job.tokenizer} is gated on Hugging Face")
     if job.model == "llama3.1-8b" and not job.tokenizer.startswith("meta-llama/Llama-3"):

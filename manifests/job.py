@@ -33,6 +33,9 @@ HF_TOKEN_DIR = "/etc/hf-token"
 # it appears in pods: the job runs as a non-root user.
 NODE_LOCAL = "/opt/sagemaker/jobs"
 LOCAL_MOUNT = "/local"
+# The FSx for Lustre claim every team namespace gets (fsx.enabled), and where pods see it.
+FSX_CLAIM = "fsx"
+FSX_MOUNT = "/fsx"
 SEQ_LEN = {"llama3.1-8b": 8192, "tiny": 256}
 # The image's user (training/Dockerfile): a high UID that exists on no node.
 RUN_AS_UID = 10001
@@ -116,10 +119,12 @@ def throughput_floor(settings: Settings) -> int | None:
 
 def checkpoint_uri(settings: Settings) -> str:
     """Where the job's checkpoints go: its prefix of the checkpoint bucket (the stack creates
-    it under this fixed name), else the node's NVMe."""
+    it under this fixed name), the shared FSx file system, or the node's NVMe."""
     job = settings.sample_job
-    if job.checkpoint_to_s3:
+    if job.checkpoint_to == "s3":
         return f"s3://{settings.checkpoint_bucket_name}/{job.name}/checkpoints"
+    if job.checkpoint_to == "fsx":
+        return f"{FSX_MOUNT}/checkpoints/{job.name}"
     return f"{LOCAL_MOUNT}/checkpoints/{job.name}"
 
 
@@ -219,6 +224,7 @@ def build(settings: Settings, *, image: str) -> dict:
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "agent", "mountPath": AGENT_DIR},
             *([{"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}] if job.hf_token_secret else []),
+            *([{"name": FSX_CLAIM, "mountPath": FSX_MOUNT}] if settings.fsx.enabled else []),
         ],
         # EFA and NCCL need no Linux capabilities: the device plugin hands over the devices.
         "securityContext": {
@@ -267,6 +273,7 @@ def build(settings: Settings, *, image: str) -> dict:
                 if job.hf_token_secret
                 else []
             ),
+            *([{"name": FSX_CLAIM, "persistentVolumeClaim": {"claimName": FSX_CLAIM}}] if settings.fsx.enabled else []),
         ],
     }
     tolerations = [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in group.taints]

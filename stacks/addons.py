@@ -28,6 +28,7 @@ class AddonsStack(PlatformStack):
             cluster=cluster.cluster,
             pod_identity_agent=cluster.core_addons["eks-pod-identity-agent"],
             hyperpod_cluster_arn=hyperpod.cluster.attr_cluster_arn,
+            file_system=cluster.file_system,
         )
         self.plan = registry.plan(settings)
         self.built = {}

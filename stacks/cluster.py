@@ -17,7 +17,7 @@ from addons.base import overwrite_conflicts
 from infra import chart, compliance, naming, versions
 from infra.config import CoreAddon, Settings, deep_merge
 from infra.stack import PlatformStack
-from stacks import lifecycle
+from stacks import lifecycle, storage
 from stacks.network import NetworkStack
 
 
@@ -95,6 +95,8 @@ class ClusterStack(PlatformStack):
             bucket_name=settings.lifecycle_bucket_name,
         )
         self.lifecycle_uri, self.lifecycle_scripts = lifecycle.deploy_scripts(self, self.lifecycle_bucket)
+        # Shared storage in the GPU AZ, encrypted with the data key (fsx.enabled).
+        self.file_system = storage.shared_file_system(self, settings, network, self.bucket_key) if settings.fsx.enabled else None
         compliance.acknowledge_eks_internals(self.cluster)
 
         cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)

@@ -44,6 +44,52 @@ NETWORK_INTERFACE_ACTIONS = (
     "UnassignPrivateIpAddresses",
 )
 
+# Every property of AWS::SageMaker::Cluster (cfn-lint's schema) and of its instance groups:
+# the config field it comes from, or why it is left out. A test fails on a property in neither.
+SCHEMA_COVERAGE = {
+    "ClusterName": "hyperpod.cluster_name",
+    "Orchestrator": "the EKS cluster of the cluster stack",
+    "VpcConfig": "network.hyperpod_subnets[0], the EFA security group",
+    "InstanceGroups": "hyperpod.instance_groups",
+    "NodeRecovery": "hyperpod.node_recovery",
+    "NodeProvisioningMode": "hyperpod.continuous_provisioning (or autoscaling karpenter)",
+    "AutoScaling": "hyperpod.autoscaling",
+    "ClusterRole": "hyperpod.autoscaling (the autoscaler role)",
+    "TieredStorageConfig": "hyperpod.tiered_storage_memory_percent",
+    "Tags": "tags (every resource of the stack)",
+}
+INSTANCE_GROUP_COVERAGE = {
+    "InstanceGroupName": "name",
+    "InstanceType": "instance_type",
+    "InstanceCount": "count",
+    "ExecutionRole": "the stack's execution role",
+    "LifeCycleConfig": "the lifecycle scripts of the cluster stack",
+    "ThreadsPerCore": "threads_per_core",
+    "InstanceStorageConfigs": "ebs_volume_gb (FSx reaches pods through the CSI driver: fsx)",
+    "OnStartDeepHealthChecks": "deep_health_checks",
+    "KubernetesConfig": "labels, taints",
+    "TrainingPlanArn": "training_plan_arn",
+    "OverrideVpcConfig": "availability_zone",
+    "MinInstanceCount": "min_count",
+    "CapacityRequirements": "capacity",
+    "InstanceRequirements": "alternative_instance_types",
+    "ImageId": "image_id",
+    "ScheduledUpdateConfig": "scheduled_update",
+    "NetworkInterface": "network_interface",
+}
+LEFT_OUT = {
+    "ClusterArn": "read-only",
+    "ClusterStatus": "read-only",
+    "CreationTime": "read-only",
+    "FailureMessage": "read-only",
+    "CurrentCount": "read-only",
+    "RestrictedInstanceGroups": "out of scope: restricted groups run Amazon Nova customization, not this platform's jobs",
+    "RestrictedInstanceGroupsConfig": "out of scope: configures the restricted groups above",
+    "SlurmConfig": "Slurm-only",
+    "AutoPatchConfig": "out of scope for now: ScheduledUpdateConfig already rolls AMI updates; the two are not documented together",
+    "ImageReleaseVersion": "out of scope for now: image_id pins an AMI outright",
+}
+
 
 class HyperPodStack(PlatformStack):
     def __init__(self, scope: Construct, *, settings: Settings, network: NetworkStack, cluster: ClusterStack):
@@ -53,6 +99,7 @@ class HyperPodStack(PlatformStack):
         self.lifecycle_uri = cluster.lifecycle_uri
         self.bucket_key = cluster.bucket_key
         self.execution_role = self._execution_role()
+        self.autoscaler_role = self._autoscaler_role() if settings.hyperpod.autoscaling == "karpenter" else None
         self.cluster = self._hyperpod_cluster()
         # Nodes boot with the chart's device plugins and health agents already in place
         # (the cluster stack installs them), and find their lifecycle scripts in S3.
@@ -65,8 +112,11 @@ class HyperPodStack(PlatformStack):
             "NodesReady",
             cluster=self.cluster,
             cluster_name=settings.hyperpod_cluster_name,
-            groups={g.name: g.count for g in settings.hyperpod.instance_groups},
+            # Groups that start at 0 (Karpenter's) have no nodes to wait for.
+            groups={g.name: g.count for g in settings.hyperpod.instance_groups if g.count > 0},
         )
+        if self.autoscaler_role is not None:
+            self._karpenter_objects()
 
         cdk.CfnOutput(self, "HyperPodClusterName", value=settings.hyperpod_cluster_name)
         cdk.CfnOutput(self, "HyperPodClusterArn", value=self.cluster.attr_cluster_arn)
@@ -125,6 +175,12 @@ class HyperPodStack(PlatformStack):
                 resources=["*"],
             ),
             iam.PolicyStatement(sid="HealthAlarms", actions=["cloudwatch:DescribeAlarms"], resources=["*"]),
+            *(
+                # FACTS (execution role): without it, Lustre over EFA silently falls back to TCP.
+                [iam.PolicyStatement(sid="FsxDescribe", actions=["fsx:DescribeFileSystems"], resources=["*"])]
+                if self.settings.fsx.enabled
+                else []
+            ),
             iam.PolicyStatement(
                 sid="PodIdentity",
                 actions=["eks-auth:AssumeRoleForPodIdentity"],
@@ -158,6 +214,65 @@ class HyperPodStack(PlatformStack):
         )
         return role
 
+    # ------------------------------------------------------------------ autoscaling
+
+    def _autoscaler_role(self) -> iam.Role:
+        """The cluster role HyperPod's managed Karpenter assumes to add and remove nodes, as the
+        HyperPod docs write it ("Create an IAM role for HyperPod autoscaling with Karpenter")."""
+        role = iam.Role(
+            self,
+            "AutoscalerRole",
+            assumed_by=iam.ServicePrincipal("hyperpod.sagemaker.amazonaws.com"),
+            description="HyperPod managed Karpenter: adds and removes cluster nodes",
+        )
+        cluster_arns = f"arn:{self.partition}:sagemaker:{self.region}:{self.account}:cluster/*"
+        policy = iam.ManagedPolicy(
+            self,
+            "AutoscalerPolicy",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"], resources=[cluster_arns]
+                ),
+                iam.PolicyStatement(
+                    actions=["kms:CreateGrant", "kms:DescribeKey"],
+                    resources=[f"arn:{self.partition}:kms:{self.region}:{self.account}:key/*"],
+                    conditions={
+                        "StringLike": {"kms:ViaService": f"sagemaker.{self.region}.amazonaws.com"},
+                        "Bool": {"kms:GrantIsForAWSResource": "true"},
+                    },
+                ),
+            ],
+        )
+        compliance.acknowledge(
+            policy,
+            "The role must exist before the cluster whose ARN ends in an id assigned at creation, so it names this "
+            "account's clusters in this region; KMS grants only for volumes SageMaker creates for AWS resources",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:sagemaker:{self.region}:{self.account}:cluster/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:kms:{self.region}:{self.account}:key/*]",
+        )
+        return role
+
+    def _karpenter_objects(self) -> None:
+        """The HyperpodNodeClass and NodePool, once HyperPod has installed Karpenter's CRDs."""
+        from aws_cdk import aws_eks_v2 as eks
+
+        from manifests import autoscaling
+
+        served = readiness.kubernetes_ready(
+            self,
+            "NodeClassCrdReady",
+            cluster=self.eks_cluster,
+            kind="customresourcedefinition",
+            name="hyperpodnodeclasses.karpenter.sagemaker.amazonaws.com",
+            namespace="default",
+            json_path='.status.conditions[?(@.type=="Established")].status',
+            minutes=10,
+        )
+        served.node.add_dependency(self.cluster)
+        manifest = eks.KubernetesManifest(self, "Autoscaling", cluster=self.eks_cluster, manifest=autoscaling.objects(self.settings))
+        manifest.node.add_dependency(served)
+
     # ------------------------------------------------------------------ cluster
 
     def _instance_group(self, group: InstanceGroup) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
@@ -169,7 +284,6 @@ class HyperPodStack(PlatformStack):
             )
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
-            instance_type=group.instance_type,
             instance_count=group.count,
             execution_role=self.execution_role.role_arn,
             threads_per_core=group.threads_per_core,
@@ -194,6 +308,55 @@ class HyperPodStack(PlatformStack):
             else None,
             training_plan_arn=group.training_plan_arn,
             override_vpc_config=override,
+            min_instance_count=group.min_count,
+            capacity_requirements=self._capacity(group),
+            image_id=group.image_id,
+            scheduled_update_config=self._scheduled_update(group),
+            network_interface=sagemaker.CfnCluster.ClusterNetworkInterfaceProperty(interface_type=group.network_interface)
+            if group.network_interface
+            else None,
+            **self._instance_types(group),
+        )
+
+    @staticmethod
+    def _instance_types(group: InstanceGroup) -> dict:
+        """InstanceType, or InstanceRequirements when the group may take several types (the
+        schema and the NodeClass page: the two are mutually exclusive)."""
+        if not group.alternative_instance_types:
+            return {"instance_type": group.instance_type}
+        types = [group.instance_type, *group.alternative_instance_types]
+        return {"instance_requirements": sagemaker.CfnCluster.InstanceRequirementsProperty(instance_types=types)}
+
+    @staticmethod
+    def _capacity(group: InstanceGroup):
+        if group.capacity is None:
+            return None
+        empty = {}
+        return sagemaker.CfnCluster.ClusterCapacityRequirementsProperty(
+            spot=empty if group.capacity == "spot" else None, on_demand=empty if group.capacity == "on_demand" else None
+        )
+
+    @staticmethod
+    def _scheduled_update(group: InstanceGroup):
+        update = group.scheduled_update
+        if update is None:
+            return None
+
+        def size(batch):
+            return batch and sagemaker.CfnCluster.CapacitySizeConfigProperty(type=batch.cfn_type, value=batch.value)
+
+        return sagemaker.CfnCluster.ScheduledUpdateConfigProperty(
+            schedule_expression=update.schedule,
+            deployment_config=sagemaker.CfnCluster.DeploymentConfigProperty(
+                rolling_update_policy=sagemaker.CfnCluster.RollingUpdatePolicyProperty(
+                    maximum_batch_size=size(update.batch), rollback_maximum_batch_size=size(update.rollback_batch)
+                ),
+                wait_interval_in_seconds=update.wait_seconds,
+                auto_rollback_configuration=[
+                    sagemaker.CfnCluster.AlarmDetailsProperty(alarm_name=alarm) for alarm in update.rollback_alarms
+                ]
+                or None,
+            ),
         )
 
     @property
@@ -210,7 +373,16 @@ class HyperPodStack(PlatformStack):
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.eks_cluster.cluster_arn)
             ),
             node_recovery=hp.node_recovery,
-            node_provisioning_mode="Continuous" if hp.continuous_provisioning else None,
+            node_provisioning_mode="Continuous" if hp.continuous else None,
+            auto_scaling=sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(mode="Enable", auto_scaler_type="Karpenter")
+            if self.autoscaler_role
+            else None,
+            cluster_role=self.autoscaler_role.role_arn if self.autoscaler_role else None,
+            tiered_storage_config=sagemaker.CfnCluster.TieredStorageConfigProperty(
+                mode="Enable", instance_memory_allocation_percentage=hp.tiered_storage_memory_percent
+            )
+            if hp.tiered_storage_memory_percent
+            else None,
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[self.network.efa_security_group.security_group_id],
                 subnets=[self._default_subnet.subnet_id],

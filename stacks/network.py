@@ -27,15 +27,17 @@ class NetworkStack(PlatformStack):
         if settings.uses_existing_vpc:
             self.vpc = self._import_vpc()
             self.hyperpod_subnets = self._import_hyperpod_subnets()
+            self.eks_subnets = list(self.vpc.private_subnets)
         else:
             self.vpc = self._new_vpc()
+            # Without NAT the EKS subnets are isolated: no route out but the endpoints.
+            self.eks_subnets = list(self.vpc.private_subnets if net.nat_count else self.vpc.isolated_subnets)
             self.hyperpod_subnets = self._new_hyperpod_subnets()
             self._gateway_endpoint()
-            if net.flow_logs:
-                self._flow_logs()
-        self.eks_subnets = list(self.vpc.private_subnets)
+        if net.flow_logs:  # an existing VPC's too: validation promises flow logs wherever they are on
+            self._flow_logs()
         self.efa_security_group = self._efa_security_group()
-        if net.interface_endpoints:
+        if net.endpoint_services:
             self._interface_endpoints()
         self.hyperpod_subnet_by_az = {s.availability_zone: s for s in self.hyperpod_subnets}
         cdk.CfnOutput(self, "VpcId", value=self.vpc.vpc_id)
@@ -70,7 +72,7 @@ class NetworkStack(PlatformStack):
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(str(net.vpc_cidr)),
             availability_zones=list(self.settings.availability_zones),
-            nat_gateways=net.nat_gateways,
+            nat_gateways=net.nat_count,
             restrict_default_security_group=True,
             subnet_configuration=[
                 ec2.SubnetConfiguration(
@@ -78,9 +80,13 @@ class NetworkStack(PlatformStack):
                     subnet_type=ec2.SubnetType.PUBLIC,
                     cidr_mask=net.public_subnet_mask,
                     map_public_ip_on_launch=False,
+                    # A closed network has no public subnets, hence no internet gateway.
+                    reserved=not net.nat_count,
                 ),
                 ec2.SubnetConfiguration(
-                    name="eks", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=net.private_subnet_mask
+                    name="eks",
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if net.nat_count else ec2.SubnetType.PRIVATE_ISOLATED,
+                    cidr_mask=net.private_subnet_mask,
                 ),
             ],
         )
@@ -117,7 +123,8 @@ class NetworkStack(PlatformStack):
             for block, cidr in zip(self.secondary_cidr_blocks, net.secondary_cidrs):
                 if sn.cidr.subnet_of(cidr):
                     subnet.node.add_dependency(block)
-            subnet.add_default_nat_route(self._nat_gateway_for(sn.availability_zone))
+            if net.nat_count:
+                subnet.add_default_nat_route(self._nat_gateway_for(sn.availability_zone))
             cdk.Tags.of(subnet).add("Name", f"{self.stack_name}/hyperpod-{sn.availability_zone}")
             subnets.append(subnet)
         return subnets
@@ -127,7 +134,7 @@ class NetworkStack(PlatformStack):
         self.vpc.add_gateway_endpoint(
             "S3Endpoint",
             service=ec2.GatewayVpcEndpointAwsService.S3,
-            subnets=[ec2.SubnetSelection(subnets=[*self.vpc.private_subnets, *self.hyperpod_subnets])],
+            subnets=[ec2.SubnetSelection(subnets=[*self.eks_subnets, *self.hyperpod_subnets])],
         )
 
     def _flow_logs(self) -> None:
@@ -203,17 +210,15 @@ class NetworkStack(PlatformStack):
         return sg
 
     def _interface_endpoints(self) -> None:
-        cidrs = [str(self.settings.network.vpc_cidr), *map(str, self.settings.network.secondary_cidrs)]
-        if self.settings.uses_existing_vpc:
-            cidrs = [str(self.settings.network.existing_vpc.vpc_cidr)]
+        cidrs = [str(block) for block in self.settings.network.cidr_blocks]
         endpoint_sg = ec2.SecurityGroup(
             self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False, description="Interface endpoints: HTTPS from the VPC"
         )
         for cidr in cidrs:
             endpoint_sg.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(443), "HTTPS from inside the VPC")
         # HyperPod nodes call the SageMaker API and EKS Auth (Pod Identity); with these they
-        # need no NAT for either.
-        for service in ("sagemaker.api", "eks-auth"):
+        # need no NAT for either. "all" adds everything else they and the kubectl Lambda call.
+        for service in self.settings.network.endpoint_services:
             self.vpc.add_interface_endpoint(
                 f"Endpoint-{service}",
                 service=ec2.InterfaceVpcEndpointService(f"com.amazonaws.{self.region}.{service}", 443),

@@ -49,7 +49,7 @@ class SampleJobStack(PlatformStack):
             )
             image = asset.image_uri
         identity = None
-        if job.checkpoint_to_s3:
+        if job.checkpoint_to == "s3":
             self.checkpoint_bucket = self.data_bucket(
                 "CheckpointBucket",
                 cluster.bucket_key,
@@ -103,7 +103,7 @@ class SampleJobStack(PlatformStack):
             "WatchCommand",
             value=f"kubectl get hyperpodpytorchjobs -n {job_manifest.namespace(settings)} {job.name} -w",
         )
-        if job.checkpoint_to_s3:
+        if job.checkpoint_to == "s3":
             cdk.CfnOutput(self, "CheckpointUri", value=job_manifest.checkpoint_uri(settings))
 
     def _checkpoint_policy(self, role: iam.IRole) -> iam.ManagedPolicy:

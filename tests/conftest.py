@@ -21,6 +21,59 @@ from infra import config  # noqa: E402
 
 ENVIRONMENTS = config.environment_names(CONTEXT)
 
+# Capabilities that no environment turns on by default, each in a config of its own (dev with
+# the patch), synthesized and put through the same gates as the environments.
+CAPABILITIES = {
+    "karpenter": {
+        "hyperpod": {
+            "autoscaling": "karpenter",
+            "instance_groups": [
+                {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+                {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 0, "autoscaled": True, "max_count": 4},
+            ],
+        },
+    },
+    "cluster-options": {
+        "network": {"hyperpod_subnets": [{"availability_zone": "us-east-1a", "cidr": "10.1.0.0/17"},
+                                         {"availability_zone": "us-east-1b", "cidr": "10.1.128.0/17"}]},
+        "hyperpod": {
+            "tiered_storage_memory_percent": 20,
+            "instance_groups": [
+                {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 2, "min_count": 1, "capacity": "on_demand",
+                 "image_id": "ami-0123456789abcdef0",
+                 "scheduled_update": {"schedule": "cron(0 3 ? * SUN *)", "batch": {"unit": "percent", "value": 50},
+                                      "wait_seconds": 300, "rollback_alarms": ["hyperpod-dev-node-health"]}},
+                {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1, "capacity": "spot",
+                 "alternative_instance_types": ["ml.g6.8xlarge"], "network_interface": "efa"},
+                {"name": "reserved", "instance_type": "ml.g5.12xlarge", "count": 1, "availability_zone": "us-east-1b",
+                 "training_plan_arn": "arn:aws:sagemaker:us-east-1:111111111111:training-plan/research-q1",
+                 "labels": {"team": "research"}, "taints": [{"key": "reserved", "value": "research", "effect": "NoSchedule"}]},
+            ],
+        },
+    },
+    "fsx": {
+        "fsx": {"enabled": True, "storage_gib": 2400, "throughput_per_tib": 500},
+        "sample_job": {"checkpoint_to": "fsx"},
+    },
+    "closed-network": {
+        "network": {"nat_gateways": 0, "interface_endpoints": "all"},
+        "eks": {"endpoint_access": "private", "public_access_cidrs": []},
+    },
+    "existing-vpc": {
+        "network": {
+            "existing_vpc": {
+                "vpc_id": "vpc-0a1b2c3d4e5f60718",
+                "vpc_cidr": "10.20.0.0/16",
+                "secondary_cidrs": ["100.64.0.0/16"],
+                "private_subnet_ids": ["subnet-0a1b2c3d4e5f60711", "subnet-0a1b2c3d4e5f60712", "subnet-0a1b2c3d4e5f60713"],
+                "private_subnet_route_table_ids": ["rtb-0a1b2c3d4e5f60711", "rtb-0a1b2c3d4e5f60712", "rtb-0a1b2c3d4e5f60713"],
+            },
+            "hyperpod_subnets": [{"availability_zone": "us-east-1a", "subnet_id": "subnet-0a1b2c3d4e5f60714"}],
+            "interface_endpoints": "all",
+        },
+    },
+}
+
 
 def patched_context(env: str, patch: dict) -> dict:
     """cdk.json context with `patch` deep-merged into environment `env`."""
@@ -73,6 +126,8 @@ _CACHE: dict[str, Synth] = {}
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory):
     def get(env: str, patch: dict | None = None) -> Synth:
+        if env in CAPABILITIES:  # a capability's own config: dev with its patch
+            env, patch = "dev", CAPABILITIES[env]
         key = json.dumps([env, patch], sort_keys=True)
         if key not in _CACHE:
             ctx = patched_context(env, patch) if patch else CONTEXT
@@ -88,3 +143,7 @@ def run_cdk(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.Comp
 
     command, env = cdk_cli()  # as the Makefile runs it, whatever ran before in this session
     return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+# Every config the gates (cdk-nag, cfn-lint, checkov, least privilege) must pass.
+GATED = [*ENVIRONMENTS, *CAPABILITIES]

@@ -5,34 +5,51 @@ from __future__ import annotations
 import pytest
 
 from cli import review
-from tests.conftest import ENVIRONMENTS
+from tests.conftest import GATED
 
 
-@pytest.mark.parametrize("env", ENVIRONMENTS)
+@pytest.mark.parametrize("env", GATED)
 def test_no_unacknowledged_nag_errors_in_either_pack(synth, env):
     nag = review.load_nag(synth(env).outdir)
     assert nag.errors == []
 
 
-@pytest.mark.parametrize("env", ENVIRONMENTS)
+@pytest.mark.parametrize("env", GATED)
 def test_both_nag_packs_ran(synth, env):
     names = {p["pluginName"] for p in synth(env).report["pluginReports"]}
     assert set(review.PACK_NAMES) <= names
 
 
-@pytest.mark.parametrize("env", ENVIRONMENTS)
+@pytest.mark.parametrize("env", GATED)
 def test_every_acknowledgment_is_scoped_and_gives_a_specific_reason(synth, env):
     nag = review.load_nag(synth(env).outdir)
     assert nag.acknowledged
     for pack, rule, path, reason in nag.acknowledged:
         assert len(reason) >= 40, (rule, path, reason)
-        assert path.startswith(f"hyperpod-{env}-"), path
+        assert path.startswith(f"hyperpod-{synth(env).settings.env_name}-"), path
 
 
-@pytest.mark.parametrize("env", ENVIRONMENTS)
-def test_cfn_lint_finds_no_errors_and_only_accepted_warnings(synth, env):
-    s = synth(env)
-    findings = review.lint(s.outdir, review.load_stacks(s.outdir))
+def _lint(outdir: str) -> list:
+    """cfn-lint over one assembly, in a worker process."""
+    from pathlib import Path
+
+    return review.lint(Path(outdir), review.load_stacks(Path(outdir)))
+
+
+@pytest.fixture(scope="session")
+def lint_findings(synth) -> dict:
+    """cfn-lint of every gated config, two at a time (cfn-lint is pure Python: a process per core)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    outdirs = {name: str(synth(name).outdir) for name in GATED}
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return dict(zip(outdirs, pool.map(_lint, outdirs.values())))
+
+
+@pytest.mark.parametrize("env", GATED)
+def test_cfn_lint_finds_no_errors_and_only_accepted_warnings(lint_findings, env):
+    findings = lint_findings[env]
     assert [f for f in findings if f.level == "error"] == []
     assert [f for f in findings if not f.accepted and f.level != "info"] == []
 

@@ -76,11 +76,14 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
     assert minutes <= unavoidable + 2.0, (minutes, unavoidable)
 
 
-def test_cli_review_compares_with_the_last_review_and_never_overwrites_its_baseline(tmp_path, capsys):
-    import jsonschema
+def test_cli_review_compares_with_the_last_review_and_never_overwrites_its_baseline(synth, tmp_path, capsys):
+    import shutil
     from importlib.resources import files
 
-    assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path)]) == 0
+    import jsonschema
+
+    assembly = synth("dev").outdir
+    assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--assembly", str(assembly)]) == 0
     first = capsys.readouterr()
     assert "no earlier review of dev" in first.err and "## Estimated deploy plan" in first.out
     for suffix in ("md", "json", "sarif"):
@@ -91,6 +94,7 @@ def test_cli_review_compares_with_the_last_review_and_never_overwrites_its_basel
 
     # Compared with the very folder it would synthesize into: that folder is left as it was.
     baseline = tmp_path / "review-dev"
+    shutil.copytree(assembly, baseline)
     before = {p.name: p.read_bytes() for p in baseline.glob("*.template.json")}
     assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--against", str(baseline)]) == 0
     second = capsys.readouterr().out

@@ -11,6 +11,7 @@ import pytest
 
 from cli import changes, cost, deploy_plan, iam_audit, prices, review
 from cli.assembly import StackSummary, load_stacks
+from tests.conftest import GATED
 
 GROUPS = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}]
 
@@ -122,7 +123,7 @@ def test_iam_actions_are_classified_by_their_documented_access_level():
     assert iam_audit.unknown_actions(roles) == [{"role": "R", "action": "s3:GetObjekt"}]
 
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
+@pytest.mark.parametrize("env", GATED)
 def test_no_deployed_role_uses_an_unknown_action(synth, env):
     s = synth(env)
     roles = iam_audit.audit({k: t for k, t in s.templates.items()})

@@ -178,8 +178,8 @@ def test_the_operator_namespace_reaches_the_agent_port_and_nothing_else_gets_in(
 
 def test_multi_node_jobs_refuse_node_local_checkpoints():
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context("prod", {"sample_job": {"checkpoint_to_s3": False}}), "prod")
-    assert any("sample_job.checkpoint_to_s3: False must be true with 2 nodes" in p for p in exc.value.problems)
+        config.load_settings(patched_context("prod", {"sample_job": {"checkpoint_to": "local"}}), "prod")
+    assert any("sample_job.checkpoint_to: 'local' must be s3 or fsx with 2 nodes" in p for p in exc.value.problems)
 
 
 def test_the_gated_tokenizer_needs_its_secret_and_the_8b_model_wants_it():
@@ -257,7 +257,7 @@ def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--nodes", "9"], "sample_job.nodes: 9 is more than instance group 'gpu' has (4)"),
+        (["--nodes", "9"], "sample_job.nodes: 9 is more than instance group 'gpu' can have (4)"),
         (["--nodes", "0"], "sample_job.nodes: 0 is invalid: Input should be greater than or equal to 1"),
         (["--nodes", "-3"], "sample_job.nodes: -3 is invalid: Input should be greater than or equal to 1"),
         (["--max-steps", "0"], "sample_job.max_steps: 0 is invalid: Input should be greater than or equal to 1"),

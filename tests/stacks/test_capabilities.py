@@ -1,0 +1,286 @@
+"""The capabilities no environment turns on by default (tests/conftest.py CAPABILITIES), each
+in a config of its own: what a reviewer checks in each, against the AWS docs and schemas."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra import cfn_schema, config
+from manifests import autoscaling
+from manifests import job as job_manifest
+from stacks import hyperpod
+from tests.conftest import CAPABILITIES, GATED, patched_context
+
+
+def _one(s, suffix, type_):
+    (resource,) = s.resources(suffix, type_).values()
+    return resource["Properties"]
+
+
+def _problems(patch: dict) -> list[str]:
+    with pytest.raises(config.ConfigError) as err:
+        config.load_settings(patched_context("dev", patch), "dev")
+    return err.value.problems
+
+
+def _manifests(s, suffix) -> list[dict]:
+    """The Kubernetes objects a stack applies (manifests are JSON strings with tokens joined in)."""
+    out = []
+    for res in s.resources(suffix, "Custom::AWSCDK-EKS-KubernetesResource").values():
+        raw = res["Properties"]["Manifest"]
+        text = raw if isinstance(raw, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in raw["Fn::Join"][1])  # tokens sit inside JSON strings
+        out += json.loads(text)
+    return out
+
+
+# ------------------------------------------------------------------ every cluster option
+
+
+def test_every_cluster_schema_property_is_mapped_from_config_or_left_out_with_a_reason(synth):
+    schema = cfn_schema.resource("AWS::SageMaker::Cluster")
+    top = set(schema["properties"])
+    group = set(schema["definitions"]["ClusterInstanceGroup"]["properties"])
+    unplaced = (top - set(hyperpod.SCHEMA_COVERAGE) - set(hyperpod.LEFT_OUT)) | (
+        group - set(hyperpod.INSTANCE_GROUP_COVERAGE) - set(hyperpod.LEFT_OUT)
+    )
+    assert not unplaced, f"map these from config or list them in LEFT_OUT with a reason: {sorted(unplaced)}"
+    read_only = {p.split("/")[-1] for p in schema["readOnlyProperties"]}
+    assert {k for k, why in hyperpod.LEFT_OUT.items() if why == "read-only"} <= read_only
+    # A mapped property reaches a template in at least one gated config.
+    seen_top, seen_group = set(), set()
+    for name in GATED:
+        for res in synth(name).resources("hyperpod", "AWS::SageMaker::Cluster").values():
+            seen_top |= set(res["Properties"])
+            for g in res["Properties"]["InstanceGroups"]:
+                seen_group |= set(g)
+    seen_top.add("Tags")  # CDK adds tags at deploy from the stack's tags
+    assert set(hyperpod.SCHEMA_COVERAGE) <= seen_top, set(hyperpod.SCHEMA_COVERAGE) - seen_top
+    assert set(hyperpod.INSTANCE_GROUP_COVERAGE) <= seen_group, set(hyperpod.INSTANCE_GROUP_COVERAGE) - seen_group
+
+
+def test_cluster_options_reach_the_template_in_the_schema_shapes(synth):
+    cluster = _one(synth("cluster-options"), "hyperpod", "AWS::SageMaker::Cluster")
+    groups = {g["InstanceGroupName"]: g for g in cluster["InstanceGroups"]}
+    assert cluster["TieredStorageConfig"] == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 20}
+    system, gpu = groups["system"], groups["gpu"]
+    assert system["MinInstanceCount"] == 1 and system["CapacityRequirements"] == {"OnDemand": {}}
+    assert system["ImageId"] == "ami-0123456789abcdef0"
+    assert system["ScheduledUpdateConfig"] == {
+        "ScheduleExpression": "cron(0 3 ? * SUN *)",
+        "DeploymentConfig": {
+            "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "CAPACITY_PERCENTAGE", "Value": 50}},
+            "WaitIntervalInSeconds": 300,
+            "AutoRollbackConfiguration": [{"AlarmName": "hyperpod-dev-node-health"}],
+        },
+    }
+    # InstanceType and InstanceRequirements are mutually exclusive (HyperPod's NodeClass page).
+    assert "InstanceType" not in gpu and gpu["InstanceRequirements"] == {"InstanceTypes": ["ml.g5.8xlarge", "ml.g6.8xlarge"]}
+    assert gpu["CapacityRequirements"] == {"Spot": {}} and gpu["NetworkInterface"] == {"InterfaceType": "efa"}
+
+
+@pytest.mark.parametrize(
+    "group, field, says",
+    [
+        ({"scheduled_update": {"schedule": "every sunday"}}, "scheduled_update.schedule", "must be cron("),
+        ({"alternative_instance_types": ["ml.g5.12xlarge"]}, "alternative_instance_types[0]", "a job sized for one must fit the other"),
+        ({"min_count": 3}, "min_count", "must be 0 to count (1)"),
+        ({"image_id": "ubuntu-22"}, "image_id", "must be an AMI id"),
+        ({"capacity": "spot", "training_plan_arn": "arn:aws:sagemaker:us-east-1:111111111111:training-plan/p"}, "capacity", "training plan"),
+    ],
+)
+def test_cluster_options_are_validated_against_the_schema(group, field, says):
+    groups = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1, **group}]
+    lines = _problems({"hyperpod": {"instance_groups": groups}})
+    assert any(f"hyperpod.instance_groups[1].{field}" in line and says in line for line in lines), lines
+
+
+# ------------------------------------------------------------------ Karpenter
+
+
+def test_karpenter_turns_on_autoscaling_with_the_documented_cluster_role(synth):
+    s = synth("karpenter")
+    cluster = _one(s, "hyperpod", "AWS::SageMaker::Cluster")
+    assert cluster["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": "Karpenter"}
+    assert cluster["NodeProvisioningMode"] == "Continuous"  # Karpenter is built on continuous provisioning
+    role_id = cluster["ClusterRole"]["Fn::GetAtt"][0]
+    role = s.templates["hyperpod"]["Resources"][role_id]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "hyperpod.sagemaker.amazonaws.com"}
+    # "Create an IAM role for HyperPod autoscaling with Karpenter": these actions, nothing more.
+    (policy,) = [p for p in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").values() if p["Properties"].get("Roles") == [{"Ref": role_id}]]
+    actions = {a for st in policy["Properties"]["PolicyDocument"]["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
+    assert actions == {"sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes", "kms:CreateGrant", "kms:DescribeKey"}
+    gpu = next(g for g in cluster["InstanceGroups"] if g["InstanceGroupName"] == "gpu")
+    # Starts at 0, without deep health checks (HyperPod's NodeClass page: not supported there).
+    assert gpu["InstanceCount"] == 0 and "OnStartDeepHealthChecks" not in gpu
+
+
+def test_the_node_gate_skips_groups_that_start_at_zero(synth):
+    gate = _one(synth("karpenter"), "hyperpod", "Custom::HyperPodNodesReady")
+    assert gate["InstanceGroups"] == {"system": "1"}
+
+
+def test_node_class_and_pool_are_applied_once_karpenter_serves_them(synth):
+    s = synth("karpenter")
+    objects = _manifests(s, "hyperpod")
+    node_class = next(o for o in objects if o["kind"] == "HyperpodNodeClass")
+    pool = next(o for o in objects if o["kind"] == "NodePool")
+    assert node_class["apiVersion"] == "karpenter.sagemaker.amazonaws.com/v1" and node_class["spec"]["instanceGroups"] == ["gpu"]
+    assert pool["apiVersion"] == "karpenter.sh/v1"
+    assert pool["spec"]["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.sagemaker.amazonaws.com", "kind": "HyperpodNodeClass", "name": node_class["metadata"]["name"]}
+    assert pool["spec"]["limits"] == {"nvidia.com/gpu": "4"}  # max_count 4 x one A10G
+    (manifest_id,) = s.resources("hyperpod", "Custom::AWSCDK-EKS-KubernetesResource")
+    depends = s.templates["hyperpod"]["Resources"][manifest_id].get("DependsOn", [])
+    (crd_gate,) = [k for k, r in s.resources("hyperpod", "Custom::AWSCDK-EKS-KubernetesObjectValue").items()]
+    assert crd_gate in depends
+
+
+@pytest.mark.parametrize(
+    "patch, says",
+    [
+        ({"hyperpod": {"autoscaling": "karpenter"}}, "hyperpod.autoscaling: 'karpenter' needs at least one instance group with autoscaled"),
+        ({"hyperpod": {"autoscaling": "karpenter", "instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+          {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 2, "autoscaled": True, "max_count": 4}]}}, "count: 2 must be 0"),
+        ({"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+          {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 0, "autoscaled": True, "max_count": 4}]}}, 'needs hyperpod.autoscaling "karpenter"'),
+        ({"hyperpod": {"autoscaling": "karpenter", "instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+          {"name": "gpu", "instance_type": "ml.p5.48xlarge", "count": 0, "autoscaled": True, "max_count": 2,
+           "deep_health_checks": ["InstanceStress"]}]}}, "are not supported on an autoscaled group"),
+    ],
+)
+def test_karpenter_mistakes_are_refused(patch, says):
+    assert any(says in line for line in _problems(patch)), _problems(patch)
+
+
+# ------------------------------------------------------------------ FSx for Lustre
+
+
+def test_fsx_file_system_is_persistent_2_in_the_gpu_az_encrypted_with_our_key(synth):
+    s = synth("fsx")
+    props = _one(s, "cluster", "AWS::FSx::FileSystem")
+    assert props["FileSystemType"] == "LUSTRE" and props["StorageCapacity"] == 2400
+    assert props["LustreConfiguration"]["DeploymentType"] == "PERSISTENT_2"
+    assert props["LustreConfiguration"]["PerUnitStorageThroughput"] == 500
+    assert props["KmsKeyId"] == {"Ref": next(k for k in s.resources("cluster", "AWS::KMS::Key") if k.startswith("DataKey"))}
+    (subnet,) = props["SubnetIds"]
+    producer, value = s.exported(subnet["Fn::ImportValue"])
+    assert producer == "network" and value == {"Ref": next(k for k in s.resources("network", "AWS::EC2::Subnet") if "useast1a" in k)}
+    (fs,) = s.resources("cluster", "AWS::FSx::FileSystem").values()
+    assert fs["DeletionPolicy"] == "Delete"  # dev keeps no data; prod's retain_data retains it
+
+
+def test_the_security_group_admits_lustre_ports_from_itself(synth):
+    # FACTS (security group): Lustre TCP 988 and 1018-1023 from the group itself, as both references.
+    s = synth("fsx")
+    (sg_id,) = s.resources("network", "AWS::EC2::SecurityGroup")
+    rules = [r["Properties"] for r in s.resources("network", "AWS::EC2::SecurityGroupIngress").values()]
+
+    def admits(port):
+        return any(
+            r.get("SourceSecurityGroupId") == {"Fn::GetAtt": [sg_id, "GroupId"]}
+            and (r["IpProtocol"] == "-1" or (r["IpProtocol"] == "tcp" and r["FromPort"] <= port <= r["ToPort"]))
+            for r in rules
+        )
+
+    assert all(admits(port) for port in (988, *range(1018, 1024)))
+
+
+def test_fsx_csi_driver_has_its_pod_identity_and_every_team_gets_a_bound_claim(synth):
+    s = synth("fsx")
+    addons = {r["Properties"]["AddonName"]: r for r in s.resources("addons", "AWS::EKS::Addon").values()}
+    assert "aws-fsx-csi-driver" in addons
+    associations = [r["Properties"] for r in s.resources("addons", "AWS::EKS::PodIdentityAssociation").values()]
+    assert any(a["Namespace"] == "kube-system" and a["ServiceAccount"] == "fsx-csi-controller-sa" for a in associations)
+    objects = _manifests(s, "addons")
+    pv = next(o for o in objects if o["kind"] == "PersistentVolume")
+    pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
+    assert pv["spec"]["csi"]["driver"] == "fsx.csi.aws.com" and pv["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pv["spec"]["claimRef"] == {"namespace": pvc["metadata"]["namespace"], "name": "fsx"}
+    assert pvc["metadata"]["namespace"] == "hyperpod-ns-ml-research" and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    execution = [st for p in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").values() for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    assert any(st.get("Sid") == "FsxDescribe" and st["Action"] == "fsx:DescribeFileSystems" for st in execution)
+
+
+def test_the_job_checkpoints_to_fsx_and_the_official_models_accept_it(synth):
+    import importlib.metadata
+    import importlib.util
+
+    settings = synth("fsx").settings
+    job = job_manifest.build(settings, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1")
+    path = importlib.metadata.distribution("sagemaker-hyperpod").locate_file("sagemaker/hyperpod/training/config/hyperpod_pytorch_job_unified_config.py")
+    spec = importlib.util.spec_from_file_location("hp_unified_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module._HyperPodPytorchJob.model_validate(job["spec"], by_alias=False, by_name=True)
+    pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx"}} in pod["volumes"]
+    assert "--checkpoint-dir=/fsx/checkpoints/llama3-1-8b-fsdp" in pod["containers"][0]["command"]
+
+
+@pytest.mark.parametrize(
+    "patch, says",
+    [
+        ({"fsx": {"enabled": True, "storage_gib": 3600}}, "fsx.storage_gib: 3600 must be 1200, 2400 or a multiple of 2400"),
+        ({"fsx": {"enabled": True, "throughput_per_tib": 200}}, "fsx.throughput_per_tib: 200 must be one of 125, 250, 500, 1000"),
+        ({"fsx": {"enabled": True, "availability_zone": "us-east-1c"}}, "fsx.availability_zone: 'us-east-1c' has no HyperPod subnet"),
+        ({"sample_job": {"checkpoint_to": "fsx"}}, "sample_job.checkpoint_to: 'fsx' needs fsx.enabled"),
+    ],
+)
+def test_fsx_mistakes_are_refused(patch, says):
+    assert any(says in line for line in _problems(patch)), _problems(patch)
+
+
+# ------------------------------------------------------------------ closed networks
+
+
+def test_a_closed_network_has_no_nat_and_an_endpoint_for_every_service_the_nodes_call(synth):
+    s = synth("closed-network")
+    assert not s.resources("network", "AWS::EC2::NatGateway") and not s.resources("network", "AWS::EC2::InternetGateway")
+    endpoints = [r["Properties"] for r in s.resources("network", "AWS::EC2::VPCEndpoint").values()]
+    interface = [e for e in endpoints if e.get("VpcEndpointType") == "Interface"]
+    services = {e["ServiceName"].rsplit("us-east-1.", 1)[1] for e in interface}
+    assert services == set(config.ENDPOINT_SERVICES) and all(e["PrivateDnsEnabled"] for e in interface)
+    gateways = [e for e in endpoints if e.get("VpcEndpointType", "Gateway") == "Gateway"]
+    assert [json.dumps(e["ServiceName"]).endswith('".s3"]]}') for e in gateways] == [True]  # S3 stays a gateway endpoint
+    routes = [r["Properties"] for r in s.resources("network", "AWS::EC2::Route").values()]
+    assert not [r for r in routes if r.get("DestinationCidrBlock") == "0.0.0.0/0"]
+
+
+def test_endpoints_admit_https_from_every_vpc_cidr_block(synth):
+    for name, blocks in (("closed-network", ["10.192.0.0/16", "10.1.0.0/16"]), ("existing-vpc", ["10.20.0.0/16", "100.64.0.0/16"])):
+        s = synth(name)
+        (sg,) = [r for k, r in s.resources("network", "AWS::EC2::SecurityGroup").items() if k.startswith("EndpointSecurityGroup")]
+        admitted = sorted(r["CidrIp"] for r in sg["Properties"]["SecurityGroupIngress"] if r["FromPort"] == 443)
+        assert admitted == sorted(blocks), name
+
+
+def test_a_closed_network_says_what_will_not_work_and_refuses_what_cannot():
+    settings, warnings = config.load_settings(patched_context("dev", CAPABILITIES["closed-network"]), "dev")
+    assert any("Hugging Face" in w and "no internet access" in w for w in warnings)
+    assert any('set network.interface_endpoints to "all"' in line for line in _problems({"network": {"nat_gateways": 0}}))
+    lines = _problems({"network": {"nat_gateways": 0, "interface_endpoints": "all"}, "eks": {"endpoint_access": "public"}})
+    assert any("eks.endpoint_access: 'public' is unreachable from a network without NAT" in line for line in lines)
+
+
+def test_an_existing_vpc_gets_its_flow_logs_and_takes_no_nat_setting(synth):
+    s = synth("existing-vpc")
+    (flow,) = s.resources("network", "AWS::EC2::FlowLog").values()
+    assert flow["Properties"]["ResourceId"] == "vpc-0a1b2c3d4e5f60718"
+    assert not s.resources("network", "AWS::EC2::NatGateway")
+    patch = json.loads(json.dumps(CAPABILITIES["existing-vpc"]))
+    patch["network"]["nat_gateways"] = 1
+    assert any("network.nat_gateways: 1 must be left out with existing_vpc" in line for line in _problems(patch))
+
+
+def test_the_review_shows_the_new_resources(synth):
+    from cli import review
+
+    fsx = review.build(synth("fsx").outdir, with_lint=False)
+    assert any(r["type"] == "AWS::FSx::FileSystem" for r in fsx["risk"]["stateful"])
+    karpenter = review.build(synth("karpenter").outdir, with_lint=False)
+    assert any("AutoscalerRole" in r["role"] for r in karpenter["iam"]["detail"])
+    closed = review.build(synth("closed-network").outdir, with_lint=False)
+    (line,) = [l for l in closed["cost"]["lines"] if l["item"].startswith("interface endpoints")]
+    assert line["count"] == len(config.ENDPOINT_SERVICES) * 3 and not [l for l in closed["cost"]["lines"] if "NAT" in l["item"]]
