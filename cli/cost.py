@@ -73,6 +73,10 @@ def estimate(stacks: list[StackSummary], region: str) -> dict:
         lines.append(_line("Managed Prometheus ingestion", nodes, None, note, monthly_fixed=monthly))
     if any(True for _ in of_type(stacks, "AWS::Grafana::Workspace")):
         lines.append(_line("Managed Grafana", GRAFANA_EDITORS, None, f"per active editor; assumes {GRAFANA_EDITORS}", monthly_fixed=GRAFANA_EDITORS * prices.GRAFANA_EDITOR_MONTH))
+    for _, _, res in of_type(stacks, "AWS::FSx::FileSystem"):
+        lustre = res["Properties"].get("LustreConfiguration", {})
+        size, tier = res["Properties"].get("StorageCapacity"), lustre.get("PerUnitStorageThroughput")
+        lines.append(_line(f"FSx for Lustre {size} GiB {lustre.get('DeploymentType')} at {tier} MB/s/TiB", 1, None, "no price in the table"))
     priced = [line for line in lines if line["hourly"] is not None]
     return {
         "region": region,

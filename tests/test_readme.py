@@ -22,3 +22,14 @@ def test_every_stack_the_app_builds_is_documented(synth):
     for suffix in synth("dev").templates:
         assert f"`<prefix>-<env>-{suffix}`" in README
     assert set(synth("dev").templates) <= set(STACK_SUFFIXES)
+
+
+def test_the_review_example_has_every_section_the_review_writes(synth):
+    from cli import review
+
+    report = review.build(synth("dev").outdir, with_lint=False)
+    headings = [line for line in review.to_markdown(report).splitlines() if line.startswith("## ")]
+    example = README[README.index("<code>hyperpod-cdk review</code> on dev"):]
+    assert "## What this change does (against cdk.out/reviewed-dev)" in example and "```mermaid" in example
+    for heading in headings:
+        assert heading in example, heading
