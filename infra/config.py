@@ -113,7 +113,7 @@ ENDPOINT_SERVICES = (
 )
 # What still needs the internet in a closed network, named by validation.
 NEEDS_INTERNET = (
-    "the sample job streams C4 and its tokenizer from Hugging Face",
+    "the sample job streams C4 and its tokenizer from Hugging Face (sample_job.dataset.files reads text from FSx instead)",
     "training/Dockerfile pip-installs from PyPI when the image is built in the VPC",
     "chart images outside ECR need a pull-through cache",
 )
@@ -374,6 +374,9 @@ class DatasetSettings(_Model):
     name: str = "allenai/c4"
     config: Optional[str] = "en"
     split: str = "train"
+    # Text files (glob patterns) on the shared FSx file system, read instead of streaming `name`
+    # from Hugging Face (a closed network, or a corpus of your own).
+    files: tuple[str, ...] = ()
 
 
 class SampleJobSettings(_Model):
@@ -1281,6 +1284,9 @@ def _check_sample_job(s: Settings, p: _Problems):
             "local",
             f"must be s3 or fsx with {job.nodes} nodes: each node's NVMe holds only its own ranks' shards, so no node could resume",
         )
+    for i, path in enumerate(job.dataset.files):
+        if not s.fsx.enabled or not path.startswith(naming.FSX_MOUNT + "/"):
+            p.error(f"sample_job.dataset.files[{i}]", path, f"must be a path under {naming.FSX_MOUNT}/ with fsx.enabled (the claim the job mounts)")
     if job.checkpoint_to == "fsx" and not s.fsx.enabled:
         p.error("sample_job.checkpoint_to", "fsx", "needs fsx.enabled (the shared file system the job mounts)")
     if job.tokenizer.startswith("meta-llama/") and not job.hf_token_secret:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 # Stacks in deploy order; each name is "<prefix>-<env>-<suffix>".
 STACK_SUFFIXES = ("network", "cluster", "hyperpod", "addons", "sample-job")
+# Where pods see the shared FSx for Lustre file system (the claim `fsx` in team namespaces).
+FSX_MOUNT = "/fsx"
 
 # AWS::SageMaker::Cluster ClusterName and InstanceGroupName, and most SageMaker names.
 SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")

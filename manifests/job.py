@@ -35,7 +35,7 @@ NODE_LOCAL = "/opt/sagemaker/jobs"
 LOCAL_MOUNT = "/local"
 # The FSx for Lustre claim every team namespace gets (fsx.enabled), and where pods see it.
 FSX_CLAIM = "fsx"
-FSX_MOUNT = "/fsx"
+FSX_MOUNT = naming.FSX_MOUNT
 SEQ_LEN = {"llama3.1-8b": 8192, "tiny": 256}
 # The image's user (training/Dockerfile): a high UID that exists on no node.
 RUN_AS_UID = 10001
@@ -165,15 +165,23 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         "/workspace/train.py",
         f"--model={job.model}",
         f"--tokenizer={job.tokenizer}",
-        f"--dataset={job.dataset.name}",
-        *([f"--dataset-config={job.dataset.config}"] if job.dataset.config else []),
-        f"--dataset-split={job.dataset.split}",
+        *_data_args(job),
         f"--seq-len={SEQ_LEN[job.model]}",
         f"--max-steps={job.max_steps}",
         f"--checkpoint-dir={checkpoint_uri}",
         f"--checkpoint-interval={job.checkpoint_interval_steps}",
         f"--keep-checkpoints={job.keep_checkpoints}",
         *SPEED_FLAGS,
+    ]
+
+
+def _data_args(job: SampleJobSettings) -> list[str]:
+    if job.dataset.files:  # text files on FSx, streamed by the same loader
+        return ["--data-files", *job.dataset.files]
+    return [
+        f"--dataset={job.dataset.name}",
+        *([f"--dataset-config={job.dataset.config}"] if job.dataset.config else []),
+        f"--dataset-split={job.dataset.split}",
     ]
 
 

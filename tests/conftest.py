@@ -53,7 +53,7 @@ CAPABILITIES = {
     },
     "fsx": {
         "fsx": {"enabled": True, "storage_gib": 2400, "throughput_per_tib": 500},
-        "sample_job": {"checkpoint_to": "fsx"},
+        "sample_job": {"checkpoint_to": "fsx", "dataset": {"files": ["/fsx/datasets/c4/*.txt"]}},
     },
     "closed-network": {
         "network": {"nat_gateways": 0, "interface_endpoints": "all"},

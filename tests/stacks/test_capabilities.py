@@ -11,7 +11,7 @@ from infra import cfn_schema, config
 from manifests import autoscaling
 from manifests import job as job_manifest
 from stacks import hyperpod
-from tests.conftest import CAPABILITIES, GATED, patched_context
+from tests.conftest import CAPABILITIES, GATED, ROOT, patched_context
 
 
 def _one(s, suffix, type_):
@@ -203,7 +203,7 @@ def test_fsx_csi_driver_has_its_pod_identity_and_every_team_gets_a_bound_claim(s
     assert any(st.get("Sid") == "FsxDescribe" and st["Action"] == "fsx:DescribeFileSystems" for st in execution)
 
 
-def test_the_job_checkpoints_to_fsx_and_the_official_models_accept_it(synth):
+def test_the_job_checkpoints_to_fsx_and_the_official_models_accept_it(synth, monkeypatch):
     import importlib.metadata
     import importlib.util
 
@@ -216,7 +216,14 @@ def test_the_job_checkpoints_to_fsx_and_the_official_models_accept_it(synth):
     module._HyperPodPytorchJob.model_validate(job["spec"], by_alias=False, by_name=True)
     pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
     assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx"}} in pod["volumes"]
-    assert "--checkpoint-dir=/fsx/checkpoints/llama3-1-8b-fsdp" in pod["containers"][0]["command"]
+    command = pod["containers"][0]["command"]
+    assert "--checkpoint-dir=/fsx/checkpoints/llama3-1-8b-fsdp" in command
+    # What train.py itself reads from those arguments (its own parser; it runs as a script beside log_format).
+    monkeypatch.syspath_prepend(str(ROOT / "training"))
+    import train
+
+    args = train.parse_args(command[command.index("/workspace/train.py") + 1:])
+    assert args.data_files == ["/fsx/datasets/c4/*.txt"] and args.checkpoint_dir == "/fsx/checkpoints/llama3-1-8b-fsdp"
 
 
 @pytest.mark.parametrize(
@@ -226,6 +233,7 @@ def test_the_job_checkpoints_to_fsx_and_the_official_models_accept_it(synth):
         ({"fsx": {"enabled": True, "throughput_per_tib": 200}}, "fsx.throughput_per_tib: 200 must be one of 125, 250, 500, 1000"),
         ({"fsx": {"enabled": True, "availability_zone": "us-east-1c"}}, "fsx.availability_zone: 'us-east-1c' has no HyperPod subnet"),
         ({"sample_job": {"checkpoint_to": "fsx"}}, "sample_job.checkpoint_to: 'fsx' needs fsx.enabled"),
+        ({"fsx": {"enabled": True}, "sample_job": {"dataset": {"files": ["/data/c4.txt"]}}}, "sample_job.dataset.files[0]: '/data/c4.txt' must be a path under /fsx/"),
     ],
 )
 def test_fsx_mistakes_are_refused(patch, says):
