@@ -4,12 +4,14 @@ system as the claim `fsx` in every team's namespace (fsx.enabled).
 Static volumes: the file system is a CloudFormation resource (stacks/storage.py) or an
 existing one, so each namespace gets a PersistentVolume naming it (volumeHandle, dnsname,
 mountname, as the quick setup's fsx-for-lustre Lambda writes them) bound by claimRef to that
-namespace's claim. The controller creates nothing; its role only describes file systems.
+namespace's claim. The controller creates nothing; its role only describes file systems. The
+add-on gets no configuration values of ours, as in the quick setup's fsx-template.yaml (a key
+outside the add-on's schema fails CreateAddon); addons.fsx_csi.configuration_values adds some.
 """
 
 from __future__ import annotations
 
-from addons.base import AddonContext, ManagedAddon, tolerate_every_taint
+from addons.base import AddonContext, ManagedAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
 from infra import lazy, naming
@@ -85,10 +87,6 @@ class FsxCsiAddon(ManagedAddon):
     @property
     def enabled(self) -> bool:
         return self.settings.fsx.enabled and self.config.enabled
-
-    def configuration(self, ctx: AddonContext) -> dict:
-        # The node plugin must run on every HyperPod node, tainted groups included.
-        return {"node": {"tolerations": tolerate_every_taint()}}
 
     def prerequisites(self, ctx: AddonContext):
         identity = pod_identity.pod_identity_role(

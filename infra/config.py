@@ -105,11 +105,13 @@ class NetworkSettings(_Model):
 
 # What HyperPod nodes and the kubectl Lambda call, as interface endpoints (S3 stays a gateway
 # endpoint): the SageMaker API and EKS (node registration, the kubectl Lambda), EKS Auth (Pod
-# Identity), EC2 (the VPC CNI), ECR (images), STS, CloudWatch Logs and metrics, and SSM's three
-# (node access). A network without NAT needs every one of them.
+# Identity), EC2 (the VPC CNI), ECR (images), STS, CloudWatch Logs and metrics, SSM's three
+# (node access); Lambda, because the kubectl provider's framework function runs in the VPC and
+# invokes its handler; and Managed Prometheus, where the observability collector writes.
+# A network without NAT needs every one of them.
 ENDPOINT_SERVICES = (
     "sagemaker.api", "eks", "eks-auth", "ec2", "ecr.api", "ecr.dkr", "sts", "logs", "monitoring",
-    "ssm", "ssmmessages", "ec2messages",
+    "ssm", "ssmmessages", "ec2messages", "lambda", "aps-workspaces",
 )
 # What still needs the internet in a closed network, named by validation.
 NEEDS_INTERNET = (

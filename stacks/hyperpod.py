@@ -44,6 +44,11 @@ NETWORK_INTERFACE_ACTIONS = (
     "UnassignPrivateIpAddresses",
 )
 
+# The grants the autoscaler role may create for the volumes of nodes it adds (the docs' policy).
+AUTOSCALER_GRANT_OPERATIONS = (
+    "CreateGrant", "Decrypt", "DescribeKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptTo", "ReEncryptFrom",
+)
+
 # Every property of AWS::SageMaker::Cluster (cfn-lint's schema) and of its instance groups:
 # the config field it comes from, or why it is left out. A test fails on a property in neither.
 SCHEMA_COVERAGE = {
@@ -240,6 +245,7 @@ class HyperPodStack(PlatformStack):
                     conditions={
                         "StringLike": {"kms:ViaService": f"sagemaker.{self.region}.amazonaws.com"},
                         "Bool": {"kms:GrantIsForAWSResource": "true"},
+                        "ForAllValues:StringEquals": {"kms:GrantOperations": list(AUTOSCALER_GRANT_OPERATIONS)},
                     },
                 ),
             ],
