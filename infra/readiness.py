@@ -23,8 +23,9 @@ from infra import compliance
 
 HANDLERS = Path(__file__).parent / "handlers"
 # The provider framework's ceiling is 2 hours; our own deadline comes first so the failure
-# names the groups that are short instead of CloudFormation's "Operation timed out".
-NODE_WAIT = cdk.Duration.minutes(110)
+# names the groups that are short instead of CloudFormation's "Operation timed out". Deep
+# health checks alone take 60-90 minutes (HyperPod's NodeClass page) after a p5 boots (~20).
+NODE_WAIT = cdk.Duration.minutes(115)
 PROVIDER_TIMEOUT = cdk.Duration.hours(2)
 
 
