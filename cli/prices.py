@@ -1,13 +1,14 @@
 """The dated price table the review's cost estimate reads. An estimate, not a quote.
 
-Region: us-east-1, USD, read 2026-12-02. Where a price is the same in every commercial
+Region: us-east-1, USD, table dated 2026-12-02. Where a price is the same in every commercial
 region it says so; elsewhere the review names the table's region beside the figure.
 
 Instances: the EC2 On-Demand Linux hourly price of the same hardware. HyperPod bills its
 ml.* instances at a SageMaker AI rate at or above that (aws.amazon.com/sagemaker/pricing,
 HyperPod tab, per region), so the instance lines are a floor. P4d, P4de and P5 are the
-prices after EC2's June 2025 reduction (retrieved 2026-11-09, datareceipts GPU pricing);
-a type without a row is shown unpriced instead of guessed.
+prices after EC2's June 2025 reduction (retrieved 2026-11-09, datareceipts GPU pricing); the
+other rows are EC2's published On-Demand prices as last known here, not re-read on the table's
+date. A type without a row is shown unpriced instead of guessed.
 """
 
 from __future__ import annotations
