@@ -114,7 +114,14 @@ def report(stacks: list[StackSummary]) -> dict:
 def markdown(risk: dict) -> list[str]:
     out = ["## Risk and exposure", "", "What holds data, and what a stack delete does to it:", ""]
     out += ["| resource | type | on delete | on replace | stack protected |", "|---|---|---|---|---|"]
-    for r in risk["stateful"]:
+    # The log groups of aws-cdk-lib's own Lambdas (providers, handlers): one row per stack, not one each.
+    lambda_logs = [r for r in risk["stateful"] if r["type"] == "AWS::Logs::LogGroup" and r["resource"].endswith("/LogGroup/Resource")]
+    by_stack: dict[str, list[dict]] = {}
+    for r in lambda_logs:
+        by_stack.setdefault(r["stack"], []).append(r)
+    for r in [r for r in risk["stateful"] if r not in lambda_logs] + [group[0] | {"count": len(group)} for group in by_stack.values()]:
+        if "count" in r:
+            r = r | {"resource": f"{r['stack']}: {r['count']} log groups of CDK-built Lambdas"}
         on_delete = r["deletion_policy"].lower() + (" (emptied first)" if r["emptied_on_delete"] else "")
         out.append(
             f"| `{r['resource']}` | {r['type'].split('::', 1)[1]} | {on_delete} | {r['update_replace_policy'].lower()} | "

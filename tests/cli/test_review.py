@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -160,3 +161,15 @@ def test_make_alone_prints_the_targets_and_bin_cdk_runs_the_pinned_cli():
     version = subprocess.run([str(ROOT / "bin" / "cdk"), "--version"], capture_output=True, text=True, check=True).stdout
     pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
     assert version.startswith(pinned.lstrip("^~="))
+
+
+def test_the_data_table_names_our_resources_and_counts_cdks_lambda_log_groups(synth):
+    from cli import exposure
+
+    report = review.build(synth("dev").outdir, with_lint=False)
+    lambda_logs = [r for r in report["risk"]["stateful"] if r["resource"].endswith("/LogGroup/Resource")]
+    assert lambda_logs  # every one is in the JSON
+    text = "\n".join(exposure.markdown(report["risk"]))
+    assert "/LogGroup/Resource" not in text and "`hyperpod-dev-cluster/LifecycleBucket/Resource`" in text
+    counted = sum(int(n) for n in re.findall(r": (\d+) log groups of CDK-built Lambdas", text))
+    assert counted == len(lambda_logs)
