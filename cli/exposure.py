@@ -93,13 +93,22 @@ def open_ingress(stacks: list[StackSummary]) -> list[dict]:
 
 def quotas(stacks: list[StackSummary]) -> list[dict]:
     needed: Counter = Counter()
+    autoscaled: set[str] = set()
     for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
+        karpenter = res["Properties"].get("AutoScaling", {}).get("Mode") == "Enable"
         for group in res["Properties"].get("InstanceGroups", []):
             count = group.get("InstanceCount", 0)
             itype = group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", ["?"])[0]
             needed[itype] += count if isinstance(count, int) else 0
-    # Karpenter's groups start at 0; their ceiling (max_count) is in the NodePool, which preflight reads from config.
-    return [{"quota": quota_name(t), "needed": n, "line": f"{n} x {quota_name(t)}"} for t, n in sorted(needed.items()) if n]
+            if karpenter and count == 0:
+                autoscaled.add(itype)
+    rows = [{"quota": quota_name(t), "needed": n, "line": f"{n} x {quota_name(t)}"} for t, n in sorted(needed.items()) if n]
+    # Karpenter's groups start at 0: their ceiling (max_count) is config's, which preflight checks.
+    rows += [
+        {"quota": quota_name(t), "needed": None, "line": f"{quota_name(t)}: autoscaled from 0 by Karpenter; cover the group's max_count"}
+        for t in sorted(autoscaled)
+    ]
+    return rows
 
 
 def report(stacks: list[StackSummary]) -> dict:

@@ -289,6 +289,10 @@ def test_the_review_shows_the_new_resources(synth):
     assert any(r["type"] == "AWS::FSx::FileSystem" for r in fsx["risk"]["stateful"])
     karpenter = review.build(synth("karpenter").outdir, with_lint=False)
     assert any("AutoscalerRole" in r["role"] for r in karpenter["iam"]["detail"])
+    assert [q["line"] for q in karpenter["risk"]["quotas"]] == [
+        "1 x ml.m5.4xlarge for cluster usage",
+        "ml.g5.8xlarge for cluster usage: autoscaled from 0 by Karpenter; cover the group's max_count",
+    ]
     closed = review.build(synth("closed-network").outdir, with_lint=False)
     (line,) = [l for l in closed["cost"]["lines"] if l["item"].startswith("interface endpoints")]
     assert line["count"] == len(config.ENDPOINT_SERVICES) * 3 and not [l for l in closed["cost"]["lines"] if "NAT" in l["item"]]
