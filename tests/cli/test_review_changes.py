@@ -164,3 +164,17 @@ def test_cost_uses_the_extended_support_rate_only_below_standard_support():
     # Amazon EKS pricing: $0.10 per cluster-hour in standard support, $0.60 in extended support.
     assert eks("1.33")["hourly"] == 0.60 and eks("1.35")["hourly"] == 0.10
     assert "eu-west-1 may differ" in "\n".join(cost.markdown(eks("1.35")))
+
+
+def test_an_export_a_deployed_stack_still_imports_cannot_disappear():
+    # CloudFormation: "Export ... cannot be deleted as it is in use by ..." (the deployed importer counts,
+    # even if the new synth of the importer no longer imports it).
+    producer = {"Resources": {"Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}}},
+                "Outputs": {"VpcOut": {"Value": {"Ref": "Vpc"}, "Export": {"Name": "net:VpcId"}}}}
+    importer = {"Resources": {"Sg": {"Type": "AWS::EC2::SecurityGroup",
+                                     "Properties": {"GroupDescription": "x", "VpcId": {"Fn::ImportValue": "net:VpcId"}}}}}
+    old = changes.Baseline("deployed", {"net": producer, "app": importer}, whole_app=True)
+    new_producer = {"Resources": producer["Resources"]}
+    new_importer = {"Resources": {"Sg": {"Type": "AWS::EC2::SecurityGroup", "Properties": {"GroupDescription": "x", "VpcId": "vpc-1"}}}}
+    report = changes.compare(old, [StackSummary("net", new_producer, []), StackSummary("app", new_importer, ["net"])], "us-east-1")
+    assert report["callouts"] == ["REFUSED: net would stop exporting net:VpcId, which app still imports"]
