@@ -13,7 +13,7 @@ from infra import config
 from cli import iam_audit, review
 from manifests import job as job_manifest
 from infra.naming import STACK_SUFFIXES
-from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, ROOT
+from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, ROOT, gated_templates
 
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 
@@ -41,7 +41,9 @@ def checkov_templates(synth, tmp_path_factory) -> dict:
     for name in GATED:
         folder = root / name
         folder.mkdir()
-        for template in synth(name).outdir.glob("*.template.json"):
+        s = synth(name)
+        for suffix in gated_templates(synth, name):  # a capability's templates that equal dev's are dev's
+            template = s.outdir / f"{s.settings.stack_name(suffix)}.template.json"
             (folder / template.name).write_bytes(template.read_bytes())
     report = _checkov("-d", str(root), "--framework", "cloudformation")
     split = {name: {"passed": 0, "failed": []} for name in GATED}
@@ -54,7 +56,7 @@ def checkov_templates(synth, tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("env", GATED)
 def test_checkov_finds_no_failed_check_in_any_template(checkov_templates, env):
-    assert checkov_templates[env]["passed"] > 100
+    assert checkov_templates[env]["passed"] > 20
     assert checkov_templates[env]["failed"] == []
 
 
