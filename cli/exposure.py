@@ -8,6 +8,7 @@ import ipaddress
 from collections import Counter
 
 from cli.assembly import StackSummary, of_type, path_of
+from infra import naming
 
 # Types whose loss loses data or a running cluster.
 STATEFUL_TYPES = (
@@ -62,12 +63,13 @@ def public_endpoints(stacks: list[StackSummary]) -> list[dict]:
 
 
 def _vpc_cidrs(stacks: list[StackSummary]) -> list[ipaddress.IPv4Network]:
-    cidrs = []
-    for _, _, res in of_type(stacks, "AWS::EC2::VPC", "AWS::EC2::VPCCidrBlock"):
-        block = res["Properties"].get("CidrBlock")
-        if isinstance(block, str):
-            cidrs.append(ipaddress.ip_network(block))
-    return cidrs
+    blocks = [
+        res["Properties"].get("CidrBlock") for _, _, res in of_type(stacks, "AWS::EC2::VPC", "AWS::EC2::VPCCidrBlock")
+    ]
+    for stack in stacks:
+        listed = stack.template.get("Outputs", {}).get(naming.VPC_CIDR_BLOCKS_OUTPUT, {}).get("Value")
+        blocks += listed.split(",") if isinstance(listed, str) else []
+    return [ipaddress.ip_network(block) for block in blocks if isinstance(block, str)]
 
 
 def open_ingress(stacks: list[StackSummary]) -> list[dict]:

@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra import compliance
+from infra import compliance, naming
 from infra.config import Settings
 from infra.stack import PlatformStack
 
@@ -45,6 +45,7 @@ class NetworkStack(PlatformStack):
         cdk.CfnOutput(
             self, "HyperPodSubnetIds", value=",".join(s.subnet_id for s in self.hyperpod_subnets)
         )
+        cdk.CfnOutput(self, naming.VPC_CIDR_BLOCKS_OUTPUT, value=",".join(str(block) for block in net.cidr_blocks))
 
     # ------------------------------------------------------------------ keys and logs
 

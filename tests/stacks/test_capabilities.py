@@ -272,6 +272,19 @@ def test_a_closed_network_says_what_will_not_work_and_refuses_what_cannot():
     assert any("eks.endpoint_access: 'public' is unreachable from a network without NAT" in line for line in lines)
 
 
+def test_the_review_judges_an_existing_vpcs_own_blocks_as_inside(synth):
+    from cli import exposure
+    from cli.assembly import load_stacks
+
+    stacks = load_stacks(synth("existing-vpc").outdir)
+    # The endpoint group admits HTTPS from both of config's blocks (10.20.0.0/16, 100.64.0.0/16):
+    # inside the VPC, though no VPC resource in the template says so.
+    assert exposure.open_ingress(stacks) == []
+    outside = json.loads(json.dumps(stacks[0].template))
+    outside["Outputs"]["VpcCidrBlocks"]["Value"] = "10.20.0.0/16"
+    assert [r["cidr"] for r in exposure.open_ingress([type(stacks[0])(stacks[0].name, outside, [])])] == ["100.64.0.0/16"]
+
+
 def test_an_existing_vpc_gets_its_flow_logs_and_takes_no_nat_setting(synth):
     s = synth("existing-vpc")
     (flow,) = s.resources("network", "AWS::EC2::FlowLog").values()
