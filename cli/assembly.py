@@ -92,3 +92,8 @@ def of_type(stacks: list[StackSummary], *types: str) -> Iterator[tuple[StackSumm
 
 def path_of(resource: dict, logical_id: str) -> str:
     return resource.get("Metadata", {}).get("aws:cdk:path", logical_id)
+
+
+def group_instance_type(group: dict) -> str:
+    """An instance group's type; a flexible group (InstanceRequirements) by its first type."""
+    return group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", ["?"])[0]

@@ -113,12 +113,14 @@ def _deployed(resource: dict) -> dict:
 
 
 def differs(before: dict, after: dict) -> bool:
-    """Whether two templates differ in anything deployed (not construct metadata, not CDK's own)."""
-    old, new = _resources(before), _resources(after)
-    return (
-        {k: _deployed(v) for k, v in old.items()} != {k: _deployed(v) for k, v in new.items()}
-        or before.get("Outputs") != after.get("Outputs")
-    )
+    """Whether two templates differ in anything deployed: any section (outputs, rules,
+    parameters, conditions) but construct metadata and CDK's version-reporting resource."""
+
+    def deployed(template: dict) -> dict:
+        resources = {lid: _deployed(r) for lid, r in _resources(template).items()}
+        return {**template, "Resources": resources}
+
+    return deployed(before) != deployed(after)
 
 
 def _mentions(value, names: set[str]) -> list[str]:

@@ -9,7 +9,7 @@ assumption they rest on, never hidden inside a total.
 from __future__ import annotations
 
 from cli import prices
-from cli.assembly import StackSummary, of_type
+from cli.assembly import StackSummary, group_instance_type, of_type
 from infra import versions
 
 # An assumption, named: active series a node sends to Prometheus (node exporter, DCGM,
@@ -41,7 +41,7 @@ def estimate(stacks: list[StackSummary], region: str) -> dict:
     nodes = 0
     for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
         for group in res["Properties"].get("InstanceGroups", []):
-            itype = group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", ["?"])[0]
+            itype = group_instance_type(group)
             count = _literal_count(group.get("InstanceCount", 0))
             nodes += count
             rate = prices.INSTANCE_FLOOR.get(itype)

@@ -13,6 +13,9 @@ import json
 import re
 from dataclasses import dataclass
 
+from cli.assembly import group_instance_type
+from infra import catalogue
+
 # Typical creation minutes per resource type. Anything not listed: DEFAULT_MINUTES.
 TYPICAL_MINUTES = {
     "AWS::EKS::Cluster": 12.0,
@@ -88,10 +91,7 @@ def _continuous(resources: dict) -> bool:
 
 def group_minutes(group: dict) -> float:
     """Minutes until one instance group's nodes are all Running, by type, count and checks."""
-    from infra import catalogue
-
-    # A flexible group (InstanceRequirements) is timed by its first type.
-    kind = catalogue.lookup(group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", [""])[0])
+    kind = catalogue.lookup(group_instance_type(group))
     boot = BOOT_MINUTES["cpu"]
     if kind is not None and kind.is_accelerated:
         boot = BOOT_MINUTES["efa-cluster" if kind.efa_interfaces >= 4 else "accelerated"]

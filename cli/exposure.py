@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 
-from cli.assembly import StackSummary, of_type, path_of
+from cli.assembly import StackSummary, group_instance_type, of_type, path_of
 from infra import naming
 
 # Types whose loss loses data or a running cluster.
@@ -100,7 +100,7 @@ def quotas(stacks: list[StackSummary]) -> list[dict]:
         karpenter = res["Properties"].get("AutoScaling", {}).get("Mode") == "Enable"
         for group in res["Properties"].get("InstanceGroups", []):
             count = group.get("InstanceCount", 0)
-            itype = group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", ["?"])[0]
+            itype = group_instance_type(group)
             needed[itype] += count if isinstance(count, int) else 0
             if karpenter and count == 0:
                 autoscaled.add(itype)

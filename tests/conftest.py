@@ -149,16 +149,13 @@ def run_cdk(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.Comp
 GATED = [*ENVIRONMENTS, *CAPABILITIES]
 
 
-def _deployed(template: dict) -> dict:
-    return {k: ({lid: {kk: vv for kk, vv in r.items() if kk != "Metadata"} for lid, r in v.items()} if k == "Resources" else v)
-            for k, v in template.items()}
-
-
 def gated_templates(synth, name: str) -> list[str]:
     """The stack suffixes the gates must check for a config: all of an environment's; of a
     capability's, those whose template differs from dev's (the same template, the same findings)."""
     s = synth(name)
     if name not in CAPABILITIES:
         return sorted(s.templates)
+    from cli.changes import differs
+
     dev = synth("dev").templates
-    return sorted(k for k, t in s.templates.items() if k not in dev or _deployed(t) != _deployed(dev[k]))
+    return sorted(k for k, t in s.templates.items() if k not in dev or differs(dev[k], t))
