@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from cli.assembly import group_instance_type
-from infra import catalogue
+from infra import catalogue, timing
 
 # Typical creation minutes per resource type. Anything not listed: DEFAULT_MINUTES.
 TYPICAL_MINUTES = {
@@ -26,6 +26,8 @@ TYPICAL_MINUTES = {
     # webhook's certificate and endpoints (a namespace gate: task governance's reconcile).
     "Custom::AWSCDK-EKS-KubernetesObjectValue": 0.5,
     "Custom::HyperPodNodesReady": 0.5,
+    # The device plugins start on Running nodes and register their devices with the kubelet.
+    "Custom::HyperPodAcceleratorsReady": 3.0,
     "AWS::EC2::NatGateway": 2.0,
     "AWS::EC2::VPCEndpoint": 2.0,
     "AWS::EC2::InternetGateway": 0.5,
@@ -48,17 +50,6 @@ TYPICAL_MINUTES = {
 DEFAULT_MINUTES = 0.1
 # Cluster-level resources only, before any node (NodeProvisioningMode Continuous).
 CONTINUOUS_CLUSTER_MINUTES = 3.0
-
-# HyperPod nodes: boot, the lifecycle script and joining EKS, by kind of instance (the large
-# accelerated types load more drivers and bring up EFA), the project's typical figures.
-BOOT_MINUTES = {"cpu": 10.0, "accelerated": 15.0, "efa-cluster": 20.0}
-# Each node past the first: more capacity to find and more chances of a slow one.
-PER_EXTRA_NODE_MINUTES = 0.5
-EXTRA_NODES_CAP_MINUTES = 15.0
-# Deep health checks (OnStartDeepHealthChecks): "a DHC takes around 60-90 minutes to complete"
-# (HyperPod docs, Create a NodeClass). We take 75: most of it the stress test (DCGM level 4),
-# the rest the NCCL and EFA tests across the group.
-DEEP_HEALTH_CHECK_MINUTES = {"InstanceStress": 60.0, "InstanceConnectivity": 15.0}
 
 
 @dataclass
@@ -92,16 +83,13 @@ def _continuous(resources: dict) -> bool:
 def group_minutes(group: dict) -> float:
     """Minutes until one instance group's nodes are all Running, by type, count and checks."""
     kind = catalogue.lookup(group_instance_type(group))
-    boot = BOOT_MINUTES["cpu"]
-    if kind is not None and kind.is_accelerated:
-        boot = BOOT_MINUTES["efa-cluster" if kind.efa_interfaces >= 4 else "accelerated"]
     count = group.get("InstanceCount", 1)
-    count = count if isinstance(count, int) else 1
-    if count == 0:  # Karpenter's groups start empty: nothing to wait for
-        return 0.0
-    extra = min(EXTRA_NODES_CAP_MINUTES, PER_EXTRA_NODE_MINUTES * max(0, count - 1))
-    checks = sum(DEEP_HEALTH_CHECK_MINUTES.get(c, 0.0) for c in group.get("OnStartDeepHealthChecks", []))
-    return boot + extra + checks
+    return timing.node_minutes(
+        accelerated=bool(kind and kind.is_accelerated),
+        efa_interfaces=kind.efa_interfaces if kind else 0,
+        count=count if isinstance(count, int) else 1,
+        checks=group.get("OnStartDeepHealthChecks", []),
+    )
 
 
 def node_minutes(resources: dict) -> float:
@@ -117,14 +105,22 @@ def node_minutes(resources: dict) -> float:
     )
 
 
-def _minutes(res_type: str, continuous: bool, nodes: float) -> float:
+def _minutes(resource: dict, continuous: bool, nodes: float) -> float:
     """Typical minutes of one resource. With continuous provisioning the HyperPod cluster
-    reports done before its nodes exist, and the node gate carries their boot time."""
+    reports done before its nodes exist, and the node gate's first link carries their boot
+    time (the links after it end when the nodes are ready, which they then are)."""
+    res_type = resource["Type"]
     if res_type == "AWS::SageMaker::Cluster":
         return CONTINUOUS_CLUSTER_MINUTES if continuous else CONTINUOUS_CLUSTER_MINUTES + nodes
+    if res_type == "Custom::HyperPodNodesReady" and not _first_link(resource):
+        return DEFAULT_MINUTES  # its first check finds the nodes the first link waited for
     if continuous and res_type == "Custom::HyperPodNodesReady":
         return nodes
     return TYPICAL_MINUTES.get(res_type, DEFAULT_MINUTES)
+
+
+def _first_link(resource: dict) -> bool:
+    return str(resource.get("Properties", {}).get("Link", "1/1")).startswith("1/")
 
 
 def plan(stacks) -> tuple[float, list[Step]]:
@@ -148,7 +144,7 @@ def plan(stacks) -> tuple[float, list[Step]]:
                 before = [visit(ref, trail + (lid,)) for ref in refs]
                 path = max(before, key=end, default=base)  # each starts from `base`
                 res_type = resources[lid]["Type"]
-                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), _minutes(res_type, continuous, nodes))]
+                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), _minutes(resources[lid], continuous, nodes))]
             return paths[lid]
 
         done[stack.name] = max((visit(lid) for lid in resources), key=end, default=base)

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 
+# The extended resource the EFA device plugin advertises.
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+
 @dataclass(frozen=True)
 class InstanceType:
     name: str
@@ -36,6 +40,15 @@ class InstanceType:
     @property
     def is_accelerated(self) -> bool:
         return self.accelerators > 0
+
+    @property
+    def device_resources(self) -> dict[str, int]:
+        """The extended resources a node of this type advertises once the chart's device
+        plugins run, per node: what a job sized to the whole node asks for."""
+        out = {self.accelerator_resource: self.accelerators} if self.is_accelerated else {}
+        if self.efa_interfaces:
+            out[EFA_RESOURCE] = self.efa_interfaces
+        return out
 
     @property
     def size_rank(self) -> int:

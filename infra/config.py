@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
-from infra import catalogue, cfn_schema, naming, versions
+from infra import catalogue, cfn_schema, naming, timing, versions
 
 DEFAULT_ENV = "dev"
 
@@ -233,6 +233,17 @@ class InstanceGroup(_Model):
     def ceiling(self) -> int:
         """The most nodes the group can have: what quotas must cover."""
         return self.max_count if self.autoscaled and self.max_count else self.count
+
+    @property
+    def boot_minutes(self) -> float:
+        """Typical minutes until the group's nodes are all Running (infra/timing.py)."""
+        spec = catalogue.lookup(self.instance_type)
+        return timing.node_minutes(
+            accelerated=bool(spec and spec.is_accelerated),
+            efa_interfaces=spec.efa_interfaces if spec else 0,
+            count=self.count,
+            checks=self.health_checks,
+        )
 
     @property
     def health_checks(self) -> tuple[str, ...]:

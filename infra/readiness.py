@@ -3,9 +3,15 @@
 - `HyperPodNodesReady`: after the HyperPod cluster, every instance group has its nodes
   Running (asks the SageMaker API; with continuous provisioning the cluster reports done
   before any node exists).
+- `AcceleratorsReady`: after that, every accelerated group's nodes can run training: Ready,
+  Schedulable, and their accelerators (and EFA devices) allocatable (asks the EKS API from
+  inside the VPC).
 - `kubernetes_ready`: an object in the cluster has a value at a JSON path (a deployment has
   available replicas, a namespace is Active), through the cluster's kubectl provider. On
   timeout it fails with the kubectl command that shows the object.
+
+The first two are chained waits (`ChainedWait`): however long they may take, each link is a
+custom resource that answers CloudFormation inside its service timeout (infra/timing.py).
 """
 
 from __future__ import annotations
@@ -13,86 +19,215 @@ from __future__ import annotations
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from infra import compliance
+from infra import compliance, timing
 
 HANDLERS = Path(__file__).parent / "handlers"
-# The provider framework's ceiling is 2 hours; our own deadline comes first so the failure
-# names the groups that are short instead of CloudFormation's "Operation timed out". Deep
-# health checks alone take 60-90 minutes (HyperPod's NodeClass page) after a p5 boots (~20).
-NODE_WAIT = cdk.Duration.minutes(115)
-PROVIDER_TIMEOUT = cdk.Duration.hours(2)
+# The Kubernetes group the accelerator gate's access entry maps its role to; RBAC below lets
+# it list nodes and nothing else.
+NODE_READERS = "hyperpod-cdk-node-readers"
 
 
-class HyperPodNodesReady(Construct):
-    """Completes when each instance group of `cluster_name` has its configured count Running."""
+class ChainedWait(Construct):
+    """A wait of `total_minutes` as a chain of custom resources (timing.links), one provider
+    for all of them. Each link's own deadline comes first, then the provider framework's,
+    then CloudFormation's service timeout, which every link sets explicitly. Dependents
+    wait for the whole construct (every link)."""
 
-    def __init__(self, scope: Construct, id_: str, *, cluster: cdk.CfnResource, cluster_name: str, groups: dict[str, int]):
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        handler: str,
+        resource_type: str,
+        properties: dict,
+        total_minutes: float,
+        description: str,
+        is_complete_options: dict | None = None,
+    ):
         super().__init__(scope, id_)
-        stack = cdk.Stack.of(self)
         code = lambda_.Code.from_asset(str(HANDLERS))
         runtime = lambda_.Runtime.PYTHON_3_12
-        on_event = lambda_.Function(
-            self, "OnEvent", runtime=runtime, code=code, handler="hyperpod_nodes.on_event",
-            timeout=cdk.Duration.seconds(30), description="Readiness gate: starts the wait for HyperPod nodes",
+        self.on_event = lambda_.Function(
+            self, "OnEvent", runtime=runtime, code=code, handler=f"{handler}.on_event",
+            timeout=cdk.Duration.seconds(timing.ON_EVENT_TIMEOUT_S), description=f"Readiness gate: starts the wait ({description})",
         )
-        is_complete = lambda_.Function(
-            self, "IsComplete", runtime=runtime, code=code, handler="hyperpod_nodes.is_complete",
-            timeout=cdk.Duration.minutes(1), description="Readiness gate: are the HyperPod nodes Running?",
-        )
-        # HyperPod cluster ARNs end in an id known only after creation. Scoped to this
-        # account's clusters by pattern, the gate's Lambdas and provider are created while the
-        # cluster is, not after it; the action only lists nodes.
-        is_complete.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:ListClusterNodes"],
-                resources=[f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:cluster/*"],
-            )
+        self.is_complete = lambda_.Function(
+            self, "IsComplete", runtime=runtime, code=code, handler=f"{handler}.is_complete",
+            timeout=cdk.Duration.seconds(timing.IS_COMPLETE_TIMEOUT_S), description=f"Readiness gate: {description}?",
+            **(is_complete_options or {}),
         )
         provider = cr.Provider(
             self,
             "Provider",
-            on_event_handler=on_event,
-            is_complete_handler=is_complete,
-            query_interval=cdk.Duration.minutes(1),
-            total_timeout=PROVIDER_TIMEOUT,
+            on_event_handler=self.on_event,
+            is_complete_handler=self.is_complete,
+            query_interval=cdk.Duration.seconds(timing.POLL_INTERVAL_S),
+            total_timeout=cdk.Duration.seconds(timing.LINK_PROVIDER_TIMEOUT_S),
         )
-        self.resource = cdk.CustomResource(
-            self,
-            "Resource",
-            service_token=provider.service_token,
-            resource_type="Custom::HyperPodNodesReady",
-            properties={
-                "ClusterName": cluster_name,
-                "Region": stack.region,
-                "InstanceGroups": {name: str(count) for name, count in groups.items()},
-                "TimeoutSeconds": str(int(NODE_WAIT.to_seconds())),
-            },
-        )
-        # The name comes from config, so nothing else orders the wait after the cluster's
-        # creation; without this it could ask ListClusterNodes before the cluster exists.
-        self.resource.node.add_dependency(cluster)
-        for function in (on_event, is_complete):
+        self.links: list[cdk.CustomResource] = []
+        for link in timing.links(total_minutes):
+            resource = cdk.CustomResource(
+                self,
+                # The first link keeps the id a single gate had, so nothing is replaced by the split.
+                "Resource" if link.index == 1 else f"Link{link.index}",
+                service_token=provider.service_token,
+                resource_type=resource_type,
+                service_timeout=cdk.Duration.seconds(timing.LINK_SERVICE_TIMEOUT_S),
+                properties={
+                    **properties,
+                    "Link": f"{link.index}/{link.count}",
+                    "LinkSeconds": str(link.seconds),
+                    "TotalSeconds": str(link.seconds * link.count),
+                },
+            )
+            if self.links:
+                resource.node.add_dependency(self.links[-1])
+            self.links.append(resource)
+        for function in (self.on_event, self.is_complete):
+            in_vpc = function is self.is_complete and "vpc" in (is_complete_options or {})
             compliance.checkov_skip(
                 function.node.default_child,
                 CKV_AWS_115="Readiness gate invoked only by CloudFormation during deploys; reserved concurrency "
                 "would fail in accounts whose limit leaves no room to reserve",
                 CKV_AWS_116="CloudFormation receives every failure with its reason; a DLQ would never be read",
-                CKV_AWS_117="It calls only the SageMaker API (ListClusterNodes), which needs no VPC",
+                **({} if in_vpc else {"CKV_AWS_117": "It calls only AWS APIs (SageMaker), which need no VPC"}),
                 CKV_AWS_173="No environment variables are set: there is nothing to encrypt",
             )
-        compliance.acknowledge_provider(self, "a readiness gate that polls ListClusterNodes")
+
+
+class HyperPodNodesReady(ChainedWait):
+    """Completes when each instance group of `cluster_name` has its configured count Running."""
+
+    def __init__(
+        self, scope: Construct, id_: str, *, cluster: cdk.CfnResource, cluster_name: str, groups: dict[str, int], total_minutes: float
+    ):
+        stack = cdk.Stack.of(scope)
+        super().__init__(
+            scope,
+            id_,
+            handler="hyperpod_nodes",
+            resource_type="Custom::HyperPodNodesReady",
+            properties={
+                "ClusterName": cluster_name,
+                "Region": stack.region,
+                "InstanceGroups": {name: str(count) for name, count in groups.items()},
+            },
+            total_minutes=total_minutes,
+            description="are the HyperPod nodes Running",
+        )
+        # HyperPod cluster ARNs end in an id known only after creation. Scoped to this
+        # account's clusters by pattern, the gate's Lambdas and provider are created while the
+        # cluster is, not after it; the action only lists nodes.
+        self.is_complete.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:ListClusterNodes"],
+                resources=[f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:cluster/*"],
+            )
+        )
+        # The name comes from config, so nothing else orders the wait after the cluster's
+        # creation; without this it could ask ListClusterNodes before the cluster exists.
+        self.links[0].node.add_dependency(cluster)
+        compliance.acknowledge_provider(self, "a readiness gate that polls ListClusterNodes; its handlers run outside the VPC because they call only the SageMaker API")
         compliance.acknowledge(
-            is_complete,
+            self.is_complete,
             "ListClusterNodes only reads; a HyperPod cluster's ARN ends in an id assigned at creation, and "
             "naming it would hold the gate's Lambdas back until the cluster exists",
             f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(stack)}:sagemaker:{stack.region}:{stack.account}:cluster/*]",
         )
+
+
+class AcceleratorsReady(ChainedWait):
+    """Completes when each group in `groups` (name -> (count, {resource: per node})) has that
+    many nodes that are Ready, Schedulable and advertise those resources as allocatable."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        cluster: eks.ICluster,
+        groups: dict[str, tuple[int, dict[str, int]]],
+        subnets: list[ec2.ISubnet],
+        security_group: ec2.ISecurityGroup,
+        vpc: ec2.IVpc,
+    ):
+        stack = cdk.Stack.of(scope)
+        super().__init__(
+            scope,
+            id_,
+            handler="accelerators",
+            resource_type="Custom::HyperPodAcceleratorsReady",
+            properties={
+                "ClusterName": cluster.cluster_name,
+                "Region": stack.region,
+                "Endpoint": cluster.cluster_endpoint,
+                "CertificateAuthority": cluster.cluster_certificate_authority_data,
+                "Groups": {
+                    name: {"Count": str(count), "Resources": {r: str(n) for r, n in sorted(resources.items())}}
+                    for name, (count, resources) in sorted(groups.items())
+                },
+            },
+            total_minutes=timing.ACCELERATOR_WAIT_MINUTES,
+            description="can the accelerated nodes run training",
+            # The API endpoint may be private (prod): the check runs where the nodes do.
+            is_complete_options={
+                "vpc": vpc,
+                "vpc_subnets": ec2.SubnetSelection(subnets=subnets),
+                "security_groups": [security_group],
+            },
+        )
+        # An access entry maps the check's role to a Kubernetes group that may list nodes:
+        # no EKS access policy (the narrowest, AmazonEKSViewPolicy, cannot read nodes).
+        access = eks.CfnAccessEntry(
+            self,
+            "Access",
+            cluster_name=cluster.cluster_name,
+            principal_arn=self.is_complete.role.role_arn,
+            kubernetes_groups=[NODE_READERS],
+            type="STANDARD",
+        )
+        rbac = eks.KubernetesManifest(self, "NodeReaders", cluster=cluster, manifest=node_reader_rbac())
+        for link in self.links:
+            link.node.add_dependency(access, rbac)
+        compliance.acknowledge_provider(
+            self,
+            "a readiness gate that lists nodes through the EKS API; its check runs inside the VPC (the endpoint may "
+            "be private) and its start handler outside it, calling nothing",
+        )
+        compliance.acknowledge(
+            self.is_complete,
+            "Lambda in a VPC needs the AWS-managed AWSLambdaVPCAccessExecutionRole to manage its network interfaces; "
+            "in the cluster it may only get and list nodes (its access entry's group)",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]",
+        )
+
+
+def node_reader_rbac() -> list[dict]:
+    """A ClusterRole that may get and list nodes, bound to NODE_READERS."""
+    name = NODE_READERS
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name}],
+        },
+    ]
 
 
 def kubernetes_ready(
@@ -100,8 +235,8 @@ def kubernetes_ready(
 ) -> eks.KubernetesObjectValue:
     """Waits until `kubectl get -n namespace kind name -o jsonpath={json_path}` prints something.
     The kubectl provider's Lambda runs at most 15 minutes, hence the cap."""
-    if not 1 <= minutes <= 14:
-        raise ValueError(f"{id_}: a kubectl wait can last 1 to 14 minutes, not {minutes}")
+    if not 1 <= minutes <= timing.KUBECTL_WAIT_MAX_MINUTES:
+        raise ValueError(f"{id_}: a kubectl wait can last 1 to {timing.KUBECTL_WAIT_MAX_MINUTES} minutes, not {minutes}")
     return eks.KubernetesObjectValue(
         scope,
         id_,

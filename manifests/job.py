@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from infra import naming
 from infra.config import SampleJobSettings, Settings
+from manifests import autoscaling
 from training import log_format, model_shape
 
 API_VERSION = "sagemaker.amazonaws.com/v1"
@@ -185,16 +186,35 @@ def _data_args(job: SampleJobSettings) -> list[str]:
     ]
 
 
+def _node_affinity(group) -> dict:
+    """Healthy nodes of the job's group. On a group Karpenter scales from 0, Karpenter must
+    find a NodePool that can make a node the pod fits: HyperPod's provider supports only the
+    instance-type, zone and arch requirement keys (HyperPod docs, autoscaling with Karpenter,
+    "Create a NodePool"), and a required label it cannot know leaves the pod Pending with no
+    node added. There the type is required and health and group are preferred."""
+    health = {"key": HEALTH_LABEL, "operator": "In", "values": ["Schedulable"]}
+    group_label = {"key": GROUP_LABEL, "operator": "In", "values": [group.name]}
+    instance_type = {"key": autoscaling.INSTANCE_TYPE_LABEL, "operator": "In", "values": [group.instance_type]}
+    if not group.autoscaled:
+        required = [health, group_label, instance_type]
+        return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": required}]}}
+    return {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [instance_type]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchExpressions": [health, group_label]}}
+        ],
+    }
+
+
 def build(settings: Settings, *, image: str) -> dict:
     """The HyperPodPyTorchJob object. Call with validated settings (config.check)."""
     job = settings.sample_job
     group = settings.instance_group(job.instance_group)
     spec = group.spec
-    gpus, efa = spec.accelerators, spec.efa_interfaces
+    gpus = spec.accelerators
     labels = _labels(settings, job)
-    resources = {spec.accelerator_resource: gpus}
-    if efa:
-        resources["vpc.amazonaws.com/efa"] = efa
+    # The whole node: the same resources the accelerator gate waits to see allocatable.
+    resources = dict(spec.device_resources)
     env = [
         # The agent's rendezvous reads the node count from here.
         {"name": "NNODES", "value": str(job.nodes)},
@@ -241,21 +261,7 @@ def build(settings: Settings, *, image: str) -> dict:
             "capabilities": {"drop": ["ALL"]},
         },
     }
-    affinity = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": HEALTH_LABEL, "operator": "In", "values": ["Schedulable"]},
-                            {"key": GROUP_LABEL, "operator": "In", "values": [group.name]},
-                            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [spec.name]},
-                        ]
-                    }
-                ]
-            }
-        }
-    }
+    affinity = {"nodeAffinity": _node_affinity(group)}
     pod_spec = {
         "serviceAccountName": SERVICE_ACCOUNT,
         # Pod Identity injects its own token volume; training needs no Kubernetes API token.

@@ -13,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from infra import compliance, readiness
+from infra import compliance, readiness, timing
 from infra.config import InstanceGroup, Settings
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
@@ -103,23 +103,23 @@ class HyperPodStack(PlatformStack):
         self.eks_cluster = cluster.cluster
         self.lifecycle_uri = cluster.lifecycle_uri
         self.bucket_key = cluster.bucket_key
+        self.role_policies: list[iam.ManagedPolicy] = []
         self.execution_role = self._execution_role()
         self.autoscaler_role = self._autoscaler_role() if settings.hyperpod.autoscaling == "karpenter" else None
         self.cluster = self._hyperpod_cluster()
+        # Nodes assume the execution role as soon as the cluster starts them: its KMS, ENI and
+        # ECR grants must exist by then. The quick setup writes them into the role itself;
+        # ours are managed policies attached beside it, which nothing else orders first.
+        self.cluster.node.add_dependency(*self.role_policies)
         # Nodes boot with the chart's device plugins and health agents already in place
         # (the cluster stack installs them), and find their lifecycle scripts in S3.
         self.cluster.node.add_dependency(cluster.dependencies_chart, cluster.lifecycle_scripts)
         # Both references tag the cluster so; AWS-managed HyperPod policies key on it.
         cdk.Tags.of(self.cluster).add("SageMaker", "true")
-        # What needs nodes (every later stack) waits for this, not for the cluster resource.
-        self.nodes_ready = readiness.HyperPodNodesReady(
-            self,
-            "NodesReady",
-            cluster=self.cluster,
-            cluster_name=settings.hyperpod_cluster_name,
-            # Groups that start at 0 (Karpenter's) have no nodes to wait for.
-            groups={g.name: g.count for g in settings.hyperpod.instance_groups if g.count > 0},
-        )
+        # What needs nodes (every later stack) waits for these, not for the cluster resource:
+        # first the nodes Running, then their accelerators allocatable.
+        self.nodes_ready = self._nodes_ready()
+        self.accelerators_ready = self._accelerators_ready()
         if self.autoscaler_role is not None:
             self._karpenter_objects()
 
@@ -131,6 +131,43 @@ class HyperPodStack(PlatformStack):
             "UpdateKubeconfigCommand",
             value=f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}",
         )
+
+    # ------------------------------------------------------------------ readiness
+
+    def _nodes_ready(self) -> readiness.HyperPodNodesReady:
+        # Groups that start at 0 (Karpenter's) have no nodes to wait for.
+        groups = [g for g in self.settings.hyperpod.instance_groups if g.count > 0]
+        estimate = max(g.boot_minutes for g in groups)
+        return readiness.HyperPodNodesReady(
+            self,
+            "NodesReady",
+            cluster=self.cluster,
+            cluster_name=self.settings.hyperpod_cluster_name,
+            groups={g.name: g.count for g in groups},
+            total_minutes=timing.node_wait_minutes(estimate),
+        )
+
+    def _accelerators_ready(self) -> readiness.AcceleratorsReady | None:
+        """Every accelerated group's nodes advertise what the sample job asks of a node: its
+        accelerators, and its EFA devices where the type has them."""
+        groups = {
+            g.name: (g.count, g.spec.device_resources)
+            for g in self.settings.hyperpod.instance_groups
+            if g.count > 0 and g.spec.is_accelerated
+        }
+        if not groups:
+            return None
+        gate = readiness.AcceleratorsReady(
+            self,
+            "AcceleratorsReady",
+            cluster=self.eks_cluster,
+            groups=groups,
+            vpc=self.network.vpc,
+            subnets=self.network.eks_subnets,
+            security_group=self.network.efa_security_group,
+        )
+        gate.links[0].node.add_dependency(self.nodes_ready.links[-1])
+        return gate
 
     # ------------------------------------------------------------------ execution role
 
@@ -193,6 +230,7 @@ class HyperPodStack(PlatformStack):
             ),
         ]
         policy = iam.ManagedPolicy(self, "ExecutionPolicy", statements=statements, roles=[role])
+        self.role_policies.append(policy)
         # By its fixed name, so the grant (and its acknowledgment below) reads the same in every
         # synth rather than naming the cluster stack's export.
         scripts_bucket = s3.Bucket.from_bucket_name(self, "LifecycleScriptsBucket", self.settings.lifecycle_bucket_name)
@@ -250,6 +288,7 @@ class HyperPodStack(PlatformStack):
                 ),
             ],
         )
+        self.role_policies.append(policy)
         compliance.acknowledge(
             policy,
             "The role must exist before the cluster whose ARN ends in an id assigned at creation, so it names this "
@@ -275,7 +314,9 @@ class HyperPodStack(PlatformStack):
             json_path='.status.conditions[?(@.type=="Established")].status',
             minutes=10,
         )
-        served.node.add_dependency(self.cluster)
+        # HyperPod installs Karpenter's CRDs once the cluster is up; with continuous provisioning
+        # the cluster resource reports done before that, so the wait starts after the nodes.
+        served.node.add_dependency(self.nodes_ready.links[-1])
         manifest = eks.KubernetesManifest(self, "Autoscaling", cluster=self.eks_cluster, manifest=autoscaling.objects(self.settings))
         manifest.node.add_dependency(served)
 

@@ -96,6 +96,16 @@ class Synth:
     def resources(self, suffix: str, type_: str) -> dict:
         return {k: r for k, r in self.templates[suffix]["Resources"].items() if r["Type"] == type_}
 
+    def manifests(self, suffix: str) -> list[dict]:
+        """The Kubernetes objects a stack applies: each manifest is a JSON string with
+        CloudFormation tokens joined in (inside JSON strings), read here as TOKEN."""
+        out = []
+        for res in self.resources(suffix, "Custom::AWSCDK-EKS-KubernetesResource").values():
+            raw = res["Properties"]["Manifest"]
+            text = raw if isinstance(raw, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in raw["Fn::Join"][1])
+            out += json.loads(text)
+        return out
+
     def exported(self, name: str) -> tuple[str, object]:
         """(stack suffix, value) of the output exported as `name`: where an import leads."""
         for suffix, template in self.templates.items():

@@ -7,14 +7,11 @@ import json
 import re
 from pathlib import Path
 
-import boto3
 import pytest
-from botocore.stub import Stubber
 
-from infra import config
-from infra.handlers import hyperpod_nodes
+from infra import config, readiness, timing
 from stacks.cluster import chart_values
-from tests.conftest import CONTEXT, ENVIRONMENTS, patched_context
+from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, patched_context
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,83 +19,173 @@ ROOT = Path(__file__).resolve().parent.parent
 # ---------------------------------------------------------------- readiness gates
 
 
-def _node(group: str, status: str, i: int) -> dict:
-    """One ClusterNodeSummaries entry in the shape botocore validates."""
+def _custom_resources(template: dict) -> dict:
     return {
-        "InstanceGroupName": group,
-        "InstanceId": f"i-0{i:016x}",
-        "InstanceType": "ml.g5.8xlarge",
-        "LaunchTime": "2026-12-02T10:00:00Z",
-        "InstanceStatus": {"Status": status},
+        k: r for k, r in template["Resources"].items()
+        if r["Type"].startswith("Custom::") or r["Type"] == "AWS::CloudFormation::CustomResource"
     }
 
 
-def _sagemaker(*pages: list[dict]):
-    client = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(client)
-    for i, nodes in enumerate(pages):
-        response = {"ClusterNodeSummaries": nodes}
-        expected = {"ClusterName": "hyperpod-prod"}
-        if i + 1 < len(pages):
-            response["NextToken"] = f"page{i + 1}"
-        if i:
-            expected["NextToken"] = f"page{i}"
-        stub.add_response("list_cluster_nodes", response, expected)
-    stub.activate()
-    return client
+def _service_function(s, suffix: str, token) -> tuple[str, dict]:
+    """(stack, Lambda resource) a ServiceToken leads to, imports followed."""
+    if "Fn::ImportValue" in token:
+        suffix, token = s.exported(token["Fn::ImportValue"])
+    (lid, attr) = token["Fn::GetAtt"]
+    function = s.templates[suffix]["Resources"][lid]
+    assert function["Type"] == "AWS::Lambda::Function" and attr == "Arn", (suffix, lid)
+    return suffix, function
 
 
-def _event(request="Create", deadline=None):
-    return {
-        "RequestType": request,
-        "PhysicalResourceId": "hyperpod-prod",
-        "ResourceProperties": {
-            "ClusterName": "hyperpod-prod",
-            "Region": "us-east-1",
-            "InstanceGroups": {"system": "2", "gpu": "4"},
-            "TimeoutSeconds": "6600",
-        },
-        "Data": {"Deadline": str(deadline if deadline is not None else 10**10)},
-    }
+def _waiter(s, suffix: str, function: dict) -> dict | None:
+    """aws-cdk-lib's provider framework with an isComplete handler: the user functions'
+    timeouts and the waiter state machine's Retry block (interval, attempts; backoff 1)."""
+    env = function["Properties"].get("Environment", {}).get("Variables", {})
+    if "WAITER_STATE_MACHINE_ARN" not in env:
+        return None
+    resources = s.templates[suffix]["Resources"]
+    machine = resources[env["WAITER_STATE_MACHINE_ARN"]["Ref"]]["Properties"]["DefinitionString"]
+    text = "".join(p for p in machine["Fn::Join"][1] if isinstance(p, str))
+    ((interval, attempts, backoff),) = re.findall(r'"IntervalSeconds":(\d+),"MaxAttempts":(\d+),"BackoffRate":(\d+)', text)
+    assert backoff == "1"
+
+    def timeout(name: str) -> int:
+        return resources[env[name]["Fn::GetAtt"][0]]["Properties"].get("Timeout", 3)
+
+    return {"interval": int(interval), "attempts": int(attempts),
+            "on_event": timeout("USER_ON_EVENT_FUNCTION_ARN"), "is_complete": timeout("USER_IS_COMPLETE_FUNCTION_ARN")}
 
 
-def test_the_node_gate_is_done_only_when_every_group_has_its_count_running_across_pages():
-    running = [_node("system", "Running", i) for i in range(2)] + [_node("gpu", "Running", 10 + i) for i in range(3)]
-    client = _sagemaker(running, [_node("gpu", "Running", 20)])
-    assert hyperpod_nodes.is_complete(_event(), None, client=client) == {"IsComplete": True}
+def _longest_answer_seconds(s, suffix: str, resource: dict) -> tuple[int, dict | None]:
+    """How long a custom resource's provider may take to answer CloudFormation, if every call
+    ran to its Lambda timeout: one invocation, or the start handler plus every attempt of the
+    provider framework's waiter (the interval, then the check)."""
+    suffix, function = _service_function(s, suffix, resource["Properties"]["ServiceToken"])
+    waiter = _waiter(s, suffix, function)
+    if waiter is None:
+        return function["Properties"].get("Timeout", 3), None
+    return waiter["on_event"] + waiter["attempts"] * (waiter["interval"] + waiter["is_complete"]), waiter
 
 
-def test_the_node_gate_keeps_waiting_while_nodes_boot_or_run_health_checks():
-    nodes = [_node("system", "Running", 0), _node("system", "Running", 1)] + [
-        _node("gpu", s, i) for i, s in enumerate(["Running", "Pending", "DeepHealthCheckInProgress", "Running"], 10)
-    ]
-    assert hyperpod_nodes.is_complete(_event(), None, client=_sagemaker(nodes)) == {"IsComplete": False}
+@pytest.mark.parametrize("env", GATED)
+def test_no_custom_resource_can_wait_longer_than_cloudformation_waits_for_it(synth, env):
+    # CloudFormation fails a custom resource that has not answered within its ServiceTimeout
+    # (1-3600 s, default 3600: CloudFormation User Guide; aws-cdk-lib's CustomResource checks
+    # the same range, which this asks it for).
+    import aws_cdk as cdk
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "Probe")
+    cdk.CustomResource(stack, "Max", service_token="arn:aws:lambda:us-east-1:111111111111:function:x",
+                       service_timeout=cdk.Duration.seconds(timing.SERVICE_TIMEOUT_MAX_S))
+    with pytest.raises(Exception, match="between 1 and 3600"):
+        cdk.CustomResource(stack, "Over", service_token="arn:aws:lambda:us-east-1:111111111111:function:x",
+                           service_timeout=cdk.Duration.seconds(timing.SERVICE_TIMEOUT_MAX_S + 1))
+    s = synth(env)
+    checked = 0
+    for suffix, template in s.templates.items():
+        for lid, resource in _custom_resources(template).items():
+            limit = int(resource["Properties"].get("ServiceTimeout", timing.SERVICE_TIMEOUT_MAX_S))
+            answer, waiter = _longest_answer_seconds(s, suffix, resource)
+            assert answer <= limit, (suffix, lid, answer, limit)
+            if resource["Type"].startswith("Custom::HyperPod"):
+                # Ours say so explicitly, and their own deadline fires while the framework still
+                # has attempts left (at most one check per interval has run by then).
+                assert "ServiceTimeout" in resource["Properties"], lid
+                assert int(resource["Properties"]["LinkSeconds"]) // waiter["interval"] + 1 < waiter["attempts"]
+            checked += 1
+    assert checked
 
 
-def test_the_node_gate_fails_at_its_deadline_naming_the_short_group_and_how_to_look():
-    nodes = [_node("system", "Running", 0), _node("system", "Running", 1), _node("gpu", "Pending", 2)]
-    with pytest.raises(TimeoutError) as err:
-        hyperpod_nodes.is_complete(_event(deadline=100), None, client=_sagemaker(nodes), now=lambda: 101)
-    message = str(err.value)
-    assert "gpu has 0 of 4 Running (1 Pending)" in message and "system" not in message.split("min:")[1].split(".")[0]
-    assert "aws sagemaker list-cluster-nodes --cluster-name hyperpod-prod --region us-east-1" in message
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_the_node_gate_waits_past_the_documented_deep_health_checks_in_links(synth, env):
+    # HyperPod docs (Create a NodeClass): "a DHC takes around 60-90 minutes to complete";
+    # prod's p5 group has both checks, so the chain must last past 90 minutes plus a boot.
+    s = synth(env)
+    links = sorted(s.resources("hyperpod", "Custom::HyperPodNodesReady").values(), key=lambda r: r["Properties"]["Link"])
+    total = sum(int(r["Properties"]["LinkSeconds"]) for r in links)
+    assert {r["Properties"]["TotalSeconds"] for r in links} == {str(total)}
+    assert [r["Properties"]["Link"] for r in links] == [f"{i}/{len(links)}" for i in range(1, len(links) + 1)]
+    checked = [g for g in s.settings.hyperpod.instance_groups if g.health_checks]
+    if checked:
+        assert total >= (90 + timing.BOOT_MINUTES["efa-cluster"]) * 60
+        assert len(links) > 1
+    # Each link waits for the one before it.
+    ids = {r["Properties"]["Link"]: k for k, r in s.resources("hyperpod", "Custom::HyperPodNodesReady").items()}
+    for i in range(2, len(links) + 1):
+        assert ids[f"{i - 1}/{len(links)}"] in s.resources("hyperpod", "Custom::HyperPodNodesReady")[ids[f"{i}/{len(links)}"]]["DependsOn"]
 
 
-def test_the_node_gate_sets_its_own_deadline_and_never_waits_on_delete():
-    started = hyperpod_nodes.on_event(_event(), None)
-    assert started["PhysicalResourceId"] == "hyperpod-prod" and int(started["Data"]["Deadline"]) > 0
-    assert hyperpod_nodes.on_event(_event("Delete"), None) == {"PhysicalResourceId": "hyperpod-prod"}
-    assert hyperpod_nodes.is_complete(_event("Delete"), None, client=object()) == {"IsComplete": True}
+@pytest.mark.parametrize("env", GATED)
+def test_the_accelerator_gate_waits_for_what_the_job_asks_of_each_node_before_anything_runs_on_them(synth, env):
+    s = synth(env)
+    gates = s.resources("hyperpod", "Custom::HyperPodAcceleratorsReady")
+    accelerated = [g for g in s.settings.hyperpod.instance_groups if g.count > 0 and g.spec.is_accelerated]
+    if not accelerated:
+        assert gates == {}
+        return
+    groups = {k: v for k, v in next(iter(gates.values()))["Properties"]["Groups"].items()}
+    assert set(groups) == {g.name for g in accelerated}
+    # After the last link of the node gate.
+    nodes = s.resources("hyperpod", "Custom::HyperPodNodesReady")
+    last = max(nodes, key=lambda k: nodes[k]["Properties"]["Link"])
+    first = min(gates, key=lambda k: gates[k]["Properties"]["Link"])
+    assert last in gates[first]["DependsOn"]
+    # The job's pods ask for exactly what the gate waits to see allocatable.
+    if "sample-job" in s.templates:
+        job = next(o for o in s.manifests("sample-job") if o["kind"] == "HyperPodPyTorchJob")
+        template = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+        requests = template["containers"][0]["resources"]["requests"]
+        wanted = groups[s.settings.sample_job.instance_group]["Resources"]
+        assert {r: str(requests[r]) for r in wanted} == wanted
+        manifest = json.loads((s.outdir / "manifest.json").read_text())
+        assert f"{s.settings.prefix}-{s.settings.env_name}-hyperpod" in _all_dependencies(manifest, f"{s.settings.prefix}-{s.settings.env_name}-sample-job")
+
+
+def _all_dependencies(manifest: dict, artifact: str) -> set[str]:
+    out, todo = set(), [artifact]
+    while todo:
+        for dep in manifest["artifacts"][todo.pop()].get("dependencies", []):
+            if dep not in out:
+                out.add(dep)
+                todo.append(dep)
+    return out
+
+
+def test_the_accelerator_gate_may_list_nodes_and_nothing_else(synth):
+    s = synth("prod")
+    (access,) = [r for r in s.resources("hyperpod", "AWS::EKS::AccessEntry").values()]
+    assert access["Properties"]["KubernetesGroups"] == [readiness.NODE_READERS]
+    assert "AccessPolicies" not in access["Properties"]
+    rbac = readiness.node_reader_rbac()
+    (role,) = [o for o in rbac if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
+    (binding,) = [o for o in rbac if o["kind"] == "ClusterRoleBinding"]
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": readiness.NODE_READERS}]
+    # Its check runs in the VPC, where a private endpoint answers.
+    checks = [r for k, r in s.resources("hyperpod", "AWS::Lambda::Function").items() if k.startswith("AcceleratorsReadyIsComplete")]
+    assert checks and "VpcConfig" in checks[0]["Properties"]
+
+
+def test_the_hyperpod_cluster_waits_for_the_policies_its_nodes_assume(synth):
+    # The quick setup (sagemaker-iam-role-template.yaml) writes the node grants into the role,
+    # so the cluster's reference to the role orders them; ours are attached managed policies.
+    for env in ("prod", "karpenter"):
+        s = synth(env)
+        (cluster,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+        policies = {k for k, r in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").items()
+                    if any(k2 in json.dumps(r["Properties"].get("Roles", [])) for k2 in ("ExecutionRole", "AutoscalerRole"))}
+        assert policies and policies <= set(cluster["DependsOn"]), (env, policies)
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_the_node_gate_follows_the_cluster_and_asks_for_every_group(synth, env):
     s = synth(env)
-    (gate_id, gate), = s.resources("hyperpod", "Custom::HyperPodNodesReady").items()
+    (gate_id, gate), = [(k, r) for k, r in s.resources("hyperpod", "Custom::HyperPodNodesReady").items() if r["Properties"]["Link"].startswith("1/")]
     (cluster_id,) = s.resources("hyperpod", "AWS::SageMaker::Cluster")
     props = gate["Properties"]
     assert cluster_id in gate["DependsOn"]
     assert props["InstanceGroups"] == {g.name: str(g.count) for g in s.settings.hyperpod.instance_groups}
+    assert props["Link"].startswith("1/")
     assert props["ClusterName"] == s.settings.hyperpod_cluster_name
     # Its only grant reads nodes of this account's clusters in this region.
     policies = [p for p in s.resources("hyperpod", "AWS::IAM::Policy").values() if "sagemaker:ListClusterNodes" in json.dumps(p)]

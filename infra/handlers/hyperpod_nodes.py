@@ -1,5 +1,5 @@
 """Custom-resource handlers (CDK provider framework): wait until every HyperPod instance
-group has its configured count of nodes Running.
+group has its configured count of nodes Running, as one link of a chained wait (chain.py).
 
 With NodeProvisioningMode Continuous, AWS::SageMaker::Cluster reports done before any node
 exists, so what needs nodes (the add-ons, the job) waits on this resource instead. Runs in
@@ -12,14 +12,20 @@ import time
 from collections import Counter
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+if __package__:  # imported as infra.handlers.* (the tests)
+    from . import chain
+else:  # in Lambda the handler folder is the root
+    import chain
+
+# ListClusterNodes errors that pass: throttling after botocore's own retries, the service's
+# own faults, and a cluster that CloudFormation created but the API does not show yet.
+TRANSIENT = {"ThrottlingException", "InternalFailure", "ServiceUnavailable", "ResourceNotFound"}
 
 
 def on_event(event, _context):
-    if event["RequestType"] == "Delete":
-        return {"PhysicalResourceId": event["PhysicalResourceId"]}
-    props = event["ResourceProperties"]
-    deadline = time.time() + int(props["TimeoutSeconds"])
-    return {"PhysicalResourceId": props["ClusterName"], "Data": {"Deadline": str(int(deadline))}}
+    return chain.start(event, event["ResourceProperties"]["ClusterName"])
 
 
 def node_states(client, cluster_name: str) -> dict[str, Counter]:
@@ -43,20 +49,26 @@ def shortfall(wanted: dict[str, int], states: dict[str, Counter]) -> list[str]:
 
 
 def is_complete(event, _context, client=None, now=time.time):
-    if event["RequestType"] == "Delete":
-        return {"IsComplete": True}
     props = event["ResourceProperties"]
     name, region = props["ClusterName"], props["Region"]
     wanted = {group: int(count) for group, count in props["InstanceGroups"].items()}
-    client = client or boto3.client("sagemaker", region_name=region)
-    missing = shortfall(wanted, node_states(client, name))
-    if not missing:
-        return {"IsComplete": True}
-    if now() >= float(event["Data"]["Deadline"]):
-        minutes = int(props["TimeoutSeconds"]) // 60
-        raise TimeoutError(
-            f"HyperPod cluster {name}: nodes not ready after {minutes} min: {'; '.join(missing)}. "
-            f"Look: aws sagemaker list-cluster-nodes --cluster-name {name} --region {region}; "
+
+    def check() -> list[str]:
+        try:
+            return shortfall(wanted, node_states(client or boto3.client("sagemaker", region_name=region), name))
+        except ClientError as err:
+            if err.response["Error"]["Code"] in TRANSIENT:
+                raise chain.NotYet(f"ListClusterNodes: {err}") from err
+            raise
+        except BotoCoreError as err:  # connection errors and timeouts
+            raise chain.NotYet(f"ListClusterNodes: {err}") from err
+
+    def timed_out(missing: list[str], error: str | None, minutes: int) -> str:
+        return (
+            f"HyperPod cluster {name}: nodes not ready after {minutes} min: {'; '.join(missing)}"
+            + (f" (last error: {error})" if error else "")
+            + f". Look: aws sagemaker list-cluster-nodes --cluster-name {name} --region {region}; "
             f"a node's lifecycle-script and health-check logs are in CloudWatch under /aws/sagemaker/Clusters/{name}/"
         )
-    return {"IsComplete": False}
+
+    return chain.poll(event, check, timed_out, now=now)

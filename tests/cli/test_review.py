@@ -56,8 +56,8 @@ def test_deploy_plan_follows_the_critical_path_through_both_clusters(synth):
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env):
     # Issue 11's chain, by the same table: the network, EKS, the kubectl provider that applies the
-    # chart (its two Lambdas and access entry), the chart, HyperPod's nodes, cert-manager and the
-    # training operator each with the gate on its webhook, then the job.
+    # chart (its two Lambdas and access entry), the chart, HyperPod's nodes and their accelerators
+    # allocatable, cert-manager and the training operator each with the gate on its webhook, then the job.
     m = deploy_plan.TYPICAL_MINUTES
     outdir = synth(env).outdir
     stacks = review.load_stacks(outdir)
@@ -70,6 +70,7 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
         + m["AWS::EKS::AccessEntry"]
         + m["Custom::AWSCDK-EKS-HelmChart"]
         + nodes
+        + m["Custom::HyperPodAcceleratorsReady"]
         + 2 * (m["AWS::EKS::Addon"] + m["Custom::AWSCDK-EKS-KubernetesObjectValue"])
         + m["Custom::AWSCDK-EKS-KubernetesResource"]
     )

@@ -11,6 +11,7 @@ import pytest
 
 from cli import changes, cost, deploy_plan, iam_audit, prices, review
 from cli.assembly import StackSummary, load_stacks
+from infra import timing
 from tests.conftest import GATED
 
 GROUPS = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}]
@@ -149,7 +150,7 @@ def test_the_deploy_estimate_scales_with_type_count_and_deep_health_checks(synth
     dev, prod = (review.build(synth(e).outdir, with_lint=False)["deploy_plan"] for e in ("dev", "prod"))
     assert all(isinstance(p["minutes"], int) for p in (dev, prod))
     # prod: four p5 with InstanceStress and InstanceConnectivity; dev: one g5 without checks.
-    checks = sum(deploy_plan.DEEP_HEALTH_CHECK_MINUTES.values())
+    checks = sum(timing.DEEP_HEALTH_CHECK_MINUTES.values())
     assert prod["hyperpod_nodes_minutes"] >= dev["hyperpod_nodes_minutes"] + checks
     one = {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}
     assert deploy_plan.group_minutes({**one, "InstanceCount": 16}) > deploy_plan.group_minutes(one)

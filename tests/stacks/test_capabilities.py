@@ -25,16 +25,6 @@ def _problems(patch: dict) -> list[str]:
     return err.value.problems
 
 
-def _manifests(s, suffix) -> list[dict]:
-    """The Kubernetes objects a stack applies (manifests are JSON strings with tokens joined in)."""
-    out = []
-    for res in s.resources(suffix, "Custom::AWSCDK-EKS-KubernetesResource").values():
-        raw = res["Properties"]["Manifest"]
-        text = raw if isinstance(raw, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in raw["Fn::Join"][1])  # tokens sit inside JSON strings
-        out += json.loads(text)
-    return out
-
-
 # ------------------------------------------------------------------ every cluster option
 
 
@@ -123,7 +113,7 @@ def test_the_node_gate_skips_groups_that_start_at_zero(synth):
 
 def test_node_class_and_pool_are_applied_once_karpenter_serves_them(synth):
     s = synth("karpenter")
-    objects = _manifests(s, "hyperpod")
+    objects = s.manifests("hyperpod")
     node_class = next(o for o in objects if o["kind"] == "HyperpodNodeClass")
     pool = next(o for o in objects if o["kind"] == "NodePool")
     assert node_class["apiVersion"] == "karpenter.sagemaker.amazonaws.com/v1" and node_class["spec"]["instanceGroups"] == ["gpu"]
@@ -193,7 +183,7 @@ def test_fsx_csi_driver_has_its_pod_identity_and_every_team_gets_a_bound_claim(s
     assert "aws-fsx-csi-driver" in addons
     associations = [r["Properties"] for r in s.resources("addons", "AWS::EKS::PodIdentityAssociation").values()]
     assert any(a["Namespace"] == "kube-system" and a["ServiceAccount"] == "fsx-csi-controller-sa" for a in associations)
-    objects = _manifests(s, "addons")
+    objects = s.manifests("addons")
     pv = next(o for o in objects if o["kind"] == "PersistentVolume")
     pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
     assert pv["spec"]["csi"]["driver"] == "fsx.csi.aws.com" and pv["spec"]["accessModes"] == ["ReadWriteMany"]

@@ -9,13 +9,6 @@ import pytest
 from tests.conftest import ENVIRONMENTS
 
 
-def _manifest(s) -> list:
-    (res,) = s.resources("sample-job", "Custom::AWSCDK-EKS-KubernetesResource").values()
-    raw = res["Properties"]["Manifest"]
-    text = raw if isinstance(raw, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in raw["Fn::Join"][1])
-    return json.loads(text)
-
-
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_job_is_applied_after_the_addons_and_the_team_queues(synth, env):
     s = synth(env)
@@ -25,7 +18,7 @@ def test_job_is_applied_after_the_addons_and_the_team_queues(synth, env):
 
 
 def test_manifest_applies_the_service_account_and_the_job(synth):
-    objects = _manifest(synth("prod"))
+    objects = synth("prod").manifests("sample-job")
     assert [o["kind"] for o in objects] == ["ServiceAccount", "NetworkPolicy", "HyperPodPyTorchJob"]
     job = objects[2]
     assert job["metadata"]["namespace"] == "hyperpod-ns-ml-research"
@@ -35,13 +28,13 @@ def test_manifest_applies_the_service_account_and_the_job(synth):
 
 def test_image_is_built_from_training_unless_config_names_one(synth):
     s = synth("dev")
-    job = _manifest(s)[-1]
+    job = s.manifests("sample-job")[-1]
     image = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"]
     assert "TOKEN" in image or "dkr.ecr" in image
     assets = json.loads((s.outdir / "hyperpod-dev-sample-job.assets.json").read_text())
     assert assets["dockerImages"]
     given = synth("dev", {"sample_job": {"image_uri": "public.ecr.aws/example/train:1"}})
-    assert _manifest(given)[-1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == "public.ecr.aws/example/train:1"
+    assert given.manifests("sample-job")[-1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == "public.ecr.aws/example/train:1"
     assert not json.loads((given.outdir / "hyperpod-dev-sample-job.assets.json").read_text()).get("dockerImages")
 
 
@@ -79,7 +72,7 @@ def test_job_writes_to_the_bucket_the_stack_creates_and_render_job_agrees(synth,
 
     s = synth("prod")
     ((bucket_id, bucket),) = s.resources("sample-job", "AWS::S3::Bucket").items()
-    command = _manifest(s)[-1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    command = s.manifests("sample-job")[-1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     (uri,) = [a.split("=", 1)[1] for a in command if a.startswith("--checkpoint-dir=")]
     assert uri.startswith(f"s3://{bucket['Properties']['BucketName']}/")
     assert cli.main(["render-job", "-c", "env=prod", "--image", "img:1"]) == 0

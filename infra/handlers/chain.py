@@ -1,0 +1,46 @@
+"""One link of a chained wait, for the CDK provider framework's on_event / is_complete.
+
+CloudFormation gives a custom resource at most an hour (ServiceTimeout), so a longer wait is
+several custom resources in a row, each created after the one before it. Each link waits at
+most its own `LinkSeconds`; a link that runs out of time hands over to the next one (it
+completes), and only the last link fails, naming what is still missing after the whole wait.
+
+A check returns the lines that say what is not ready yet (none: ready). It raises `NotYet` for
+a failure that may pass (throttling, a cluster not visible yet, a connection reset): the link
+keeps polling and, if the wait ends, reports that error too. Any other exception fails the
+resource at once (access denied needs a person, not an hour of polling).
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class NotYet(Exception):
+    """A transient failure: keep waiting."""
+
+
+def start(event: dict, physical_id: str, now=time.time) -> dict:
+    if event["RequestType"] == "Delete":
+        return {"PhysicalResourceId": event["PhysicalResourceId"]}
+    seconds = int(event["ResourceProperties"]["LinkSeconds"])
+    return {"PhysicalResourceId": physical_id, "Data": {"Deadline": str(int(now() + seconds))}}
+
+
+def poll(event: dict, check, timed_out, now=time.time) -> dict:
+    """`check()` -> lines still missing; `timed_out(missing, error, minutes)` -> the final message."""
+    if event["RequestType"] == "Delete":
+        return {"IsComplete": True}
+    props = event["ResourceProperties"]
+    error = None
+    try:
+        missing = check()
+    except NotYet as err:
+        missing, error = ["not checked"], str(err)
+    if not missing:
+        return {"IsComplete": True}
+    if now() < float(event["Data"]["Deadline"]):
+        return {"IsComplete": False}
+    if props["Link"].split("/")[0] != props["Link"].split("/")[1]:
+        return {"IsComplete": True, "Data": {"HandedOver": "true"}}  # the next link waits on
+    raise TimeoutError(timed_out(missing, error, int(props["TotalSeconds"]) // 60))
