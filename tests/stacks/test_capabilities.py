@@ -127,6 +127,30 @@ def test_node_class_and_pool_are_applied_once_karpenter_serves_them(synth):
     assert crd_gate in depends
 
 
+def test_karpenter_can_scale_a_group_from_zero_for_the_job_and_waits_for_its_crds_after_the_nodes(synth):
+    # HyperPod docs, autoscaling with Karpenter ("Create a NodePool"): the provider supports the
+    # requirement keys node.kubernetes.io/instance-type, topology.kubernetes.io/zone and
+    # kubernetes.io/arch. Karpenter leaves a pod Pending, adding no node, when its required
+    # affinity names a label no NodePool can give a new node.
+    supported = {"node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "kubernetes.io/arch"}
+    s = synth("karpenter")
+    pool = next(o for o in s.manifests("hyperpod") if o["kind"] == "NodePool")
+    declared = {r["key"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert declared <= supported
+    job = next(o for o in s.manifests("sample-job") if o["kind"] == "HyperPodPyTorchJob")
+    affinity = job["spec"]["replicaSpecs"][0]["template"]["spec"]["affinity"]["nodeAffinity"]
+    required = {e["key"] for t in affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                for e in t["matchExpressions"]}
+    assert required <= declared
+    preferred = {e["key"] for p in affinity["preferredDuringSchedulingIgnoredDuringExecution"] for e in p["preference"]["matchExpressions"]}
+    assert {job_manifest.HEALTH_LABEL, job_manifest.GROUP_LABEL} <= preferred
+    # HyperPod installs the CRDs after the cluster reports done (continuous provisioning): the
+    # 10-minute wait for them starts once the node gate's last link is done.
+    (crd_gate,) = s.resources("hyperpod", "Custom::AWSCDK-EKS-KubernetesObjectValue").values()
+    nodes = s.resources("hyperpod", "Custom::HyperPodNodesReady")
+    assert max(nodes, key=lambda k: nodes[k]["Properties"]["Link"]) in crd_gate["DependsOn"]
+
+
 @pytest.mark.parametrize(
     "patch, says",
     [
