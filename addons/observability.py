@@ -16,16 +16,32 @@ pod_identity = lazy.module("infra.pod_identity")
 
 NAMESPACE = "hyperpod-observability"
 SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
-# Config key -> the add-on's metricsProvider category.
+# Config key -> the add-on's metricsProvider category. AWS publishes no configuration schema
+# for this add-on, so the keys are the ones the references that deploy send. Both send the
+# categories below except the cluster-level one, which the awsome Terraform (and the quick
+# setup before its Ray version) calls customMetrics and the quick setup's newest template
+# calls clusterMetrics; no reference sends both. That newest template also nests `logging`
+# inside metricsProvider, so that level cannot be strict if it deploys, and then either name
+# is accepted; if it is strict, only customMetrics (the newer dated reference) is. Hence
+# customMetrics (tests/fixtures/observability_addon_reference.json).
 METRIC_CATEGORIES = {
     "training": "trainingMetrics",
+    "inference": "inferenceMetrics",
     "task_governance": "taskGovernanceMetrics",
     "scaling": "scalingMetrics",
-    "cluster": "clusterMetrics",
+    "cluster": "customMetrics",
     "node": "nodeMetrics",
     "network": "networkMetrics",
     "accelerated_compute": "acceleratedComputeMetrics",
 }
+# The collector's CloudWatch Logs actions, as HyperPod's observability troubleshooting page and
+# both references list them. DescribeLogGroups and StopQuery take no resource (Service
+# Authorization Reference): scoped to the log groups they would never be allowed.
+LOGS_ON_GROUPS = (
+    "CreateLogGroup", "CreateLogStream", "DescribeLogStreams", "PutLogEvents", "GetLogEvents",
+    "FilterLogEvents", "GetLogRecord", "StartQuery", "GetQueryResults",
+)
+LOGS_WITHOUT_RESOURCE = ("DescribeLogGroups", "StopQuery")
 
 
 class ObservabilityAddon(ManagedAddon):
@@ -62,17 +78,24 @@ class ObservabilityAddon(ManagedAddon):
                 ),
                 iam.PolicyStatement(
                     sid="ClusterLogs",
-                    actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+                    actions=[f"logs:{a}" for a in LOGS_ON_GROUPS],
                     resources=[logs_arn, f"{logs_arn}:log-stream:*"],
+                ),
+                iam.PolicyStatement(
+                    sid="LogsWithoutResource",
+                    actions=[f"logs:{a}" for a in LOGS_WITHOUT_RESOURCE],
+                    resources=["*"],
                 ),
             ),
         )
         compliance.acknowledge(
             identity.policy,
             "HyperPod names each cluster's log groups /aws/sagemaker/Clusters/<cluster>/<id> at run time, "
-            "so the collector's CloudWatch Logs access is scoped to that prefix, not one group",
+            "so the collector's CloudWatch Logs access is scoped to that prefix, not one group; DescribeLogGroups "
+            "and StopQuery support no resource-level permissions (Service Authorization Reference)",
             f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(stack)}:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*]",
             f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(stack)}:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*:log-stream:*]",
+            "AwsSolutions-IAM5[Resource::*]",
         )
         cdk.CfnOutput(stack, "PrometheusEndpoint", value=self.prometheus.attr_prometheus_endpoint)
         # The add-on's configuration references the workspace, which orders them already.
@@ -81,7 +104,7 @@ class ObservabilityAddon(ManagedAddon):
     def configuration(self, ctx: AddonContext) -> dict:
         obs = self.settings.addons.observability
         values = {
-            "ampWorkspace": {"prometheusEndpoint": self.prometheus.attr_prometheus_endpoint, "arn": self.prometheus.attr_arn},
+            "ampWorkspace": {"prometheusEndpoint": self._endpoint(ctx), "arn": self.prometheus.attr_arn},
             "metricsProvider": {
                 category: {"level": getattr(obs.metrics, field), "scrapeInterval": obs.scrape_interval_seconds}
                 for field, category in METRIC_CATEGORIES.items()
@@ -91,6 +114,13 @@ class ObservabilityAddon(ManagedAddon):
         if self.grafana is not None:
             values["amgWorkspace"] = {"workspaceName": self.grafana.name, "arn": self._grafana_arn(ctx)}
         return values
+
+    def _endpoint(self, ctx: AddonContext) -> str:
+        """The workspace's endpoint without the trailing `/` the AMP API returns: the quick
+        setup builds it so, and the awsome Terraform strips it (modules/observability/main.tf,
+        trimsuffix, since its commit 9e060a3)."""
+        stack = ctx.scope
+        return f"https://aps-workspaces.{stack.region}.{stack.url_suffix}/workspaces/{self.prometheus.attr_workspace_id}"
 
     def _grafana_arn(self, ctx: AddonContext) -> str:
         stack = ctx.scope

@@ -300,6 +300,7 @@ MetricLevel = Literal["BASIC", "ADVANCED"]
 
 class ObservabilityMetrics(_Model):
     training: MetricLevel = "BASIC"
+    inference: MetricLevel = "BASIC"
     task_governance: MetricLevel = "BASIC"
     scaling: MetricLevel = "BASIC"
     cluster: MetricLevel = "BASIC"

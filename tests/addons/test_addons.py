@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -112,12 +113,38 @@ def test_every_addon_overwrites_conflicts_as_the_references_do(synth, env):
     assert {name: r["Properties"].get("ResolveConflicts") for name, (_, r) in _addons(s).items()} == dict.fromkeys(_addons(s), "OVERWRITE")
 
 
-def test_prometheus_comes_before_observability_and_is_its_target(synth):
+REFERENCE = json.loads((Path(__file__).resolve().parent.parent / "fixtures" / "observability_addon_reference.json").read_text())
+
+
+def _observability_values(s) -> dict:
+    raw = _addons(s)[OBSERVABILITY][1]["Properties"]["ConfigurationValues"]["Fn::Join"][1]
+    return json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in raw))  # tokens sit inside JSON strings
+
+
+def test_prometheus_comes_before_observability_and_is_its_endpoint_without_the_trailing_slash(synth):
+    # The AMP API's PrometheusEndpoint ends in "/"; the awsome Terraform strips it and the quick
+    # setup builds the URL without it (tests/fixtures/observability_addon_reference.json).
     s = synth("dev")
     (prom_id,) = _of_type(s, "AWS::APS::Workspace")
-    values = json.dumps(_addons(s)[OBSERVABILITY][1]["Properties"]["ConfigurationValues"])
-    assert f'"Fn::GetAtt": ["{prom_id}", "PrometheusEndpoint"]' in values
+    raw = _addons(s)[OBSERVABILITY][1]["Properties"]["ConfigurationValues"]["Fn::Join"][1]
+    values = json.dumps(raw)
+    assert f'"Fn::GetAtt": ["{prom_id}", "WorkspaceId"]' in values and "PrometheusEndpoint" not in values
     assert f'"Fn::GetAtt": ["{prom_id}", "Arn"]' in values
+    start = next(i for i, p in enumerate(raw) if isinstance(p, str) and p.endswith('"prometheusEndpoint":"https://aps-workspaces.us-east-1.'))
+    assert raw[start + 1 : start + 4] == [{"Ref": "AWS::URLSuffix"}, "/workspaces/", {"Fn::GetAtt": [prom_id, "WorkspaceId"]}]
+    assert raw[start + 4].startswith('","arn":')  # the value ends right after the id: no "/"
+
+
+@pytest.mark.parametrize("grafana", [False, True])
+def test_observability_values_use_only_keys_a_deploying_reference_sends(synth, grafana):
+    # AWS publishes no configuration schema for this add-on; a key outside it fails CreateAddon.
+    s = synth("dev", {"addons": {"observability": {"grafana": {"enabled": grafana}}}})
+    values = _observability_values(s)
+    assert _key_paths(values) <= _key_paths(REFERENCE["configuration_values"])
+    assert set(values["metricsProvider"]) == set(REFERENCE["configuration_values"]["metricsProvider"])
+    assert ("amgWorkspace" in values) == grafana
+    for category in values["metricsProvider"].values():
+        assert category["level"] in ("BASIC", "ADVANCED") and isinstance(category["scrapeInterval"], int)
 
 
 def test_prometheus_workspace_is_encrypted_and_tagged(synth):
@@ -129,9 +156,7 @@ def test_prometheus_workspace_is_encrypted_and_tagged(synth):
 
 def test_observability_values_come_from_config(synth):
     s = synth("dev", {"addons": {"observability": {"scrape_interval_seconds": 60, "metrics": {"training": "ADVANCED"}, "logging": False}}})
-    raw = _addons(s)[OBSERVABILITY][1]["Properties"]["ConfigurationValues"]["Fn::Join"][1]
-    text = "".join(p if isinstance(p, str) else "TOKEN" for p in raw)  # tokens sit inside JSON strings
-    values = json.loads(text)
+    values = _observability_values(s)
     assert values["metricsProvider"]["trainingMetrics"] == {"level": "ADVANCED", "scrapeInterval": 60}
     assert values["metricsProvider"]["nodeMetrics"]["scrapeInterval"] == 60
     assert values["logging"] == {"enabled": False}
@@ -195,7 +220,13 @@ def test_collector_role_writes_only_to_this_workspace_and_cluster_logs(synth):
     _trust_is_pod_identity_for_this_cluster(_role(s, "ObservabilityCollectorRole"))
     (policy,) = [p for k, p in _of_type(s, "AWS::IAM::ManagedPolicy").items() if k.startswith("ObservabilityCollector")]
     statements = {st["Sid"]: st for st in policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert set(statements) == {"RemoteWrite", "ClusterLogs"}
+    assert set(statements) == {"RemoteWrite", "ClusterLogs", "LogsWithoutResource"}
+    # Every CloudWatch Logs action HyperPod's observability troubleshooting page lists, on the
+    # cluster's log groups where the action takes a resource at all.
+    granted = {a for sid in ("ClusterLogs", "LogsWithoutResource") for a in statements[sid]["Action"]}
+    assert granted == set(REFERENCE["collector_logs_actions"])
+    assert statements["LogsWithoutResource"]["Resource"] == "*"
+    assert sorted(statements["LogsWithoutResource"]["Action"]) == ["logs:DescribeLogGroups", "logs:StopQuery"]
     (prom_id,) = _of_type(s, "AWS::APS::Workspace")
     assert statements["RemoteWrite"]["Action"] == "aps:RemoteWrite"
     assert statements["RemoteWrite"]["Resource"] == {"Fn::GetAtt": [prom_id, "Arn"]}
