@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.config import ConfigError, HelmChartSource, load_settings
@@ -25,6 +26,200 @@ MARKER = ".hyperpod-cdk-prepared"
 
 class ChartNotPrepared(RuntimeError):
     pass
+
+
+# ---------------------------------------------------------------------- the chart's images
+
+# The images the chart renders at the pinned revision (aws/sagemaker-hyperpod-cli a00b22d17ea9,
+# helm_chart/HyperPodHelmChart), read from its values and templates and those of its remote
+# dependencies; `prepare` checks the fetched chart still says the same. Without a NAT none of
+# the public ones can be pulled, and without the device plugin no node advertises its GPUs.
+
+
+@dataclass(frozen=True)
+class ChartImage:
+    subchart: str
+    # The values switch the chart renders it under (every one defaults to on).
+    condition: str
+    # What the chart pulls with its own values; {account}/{region} for the health agent.
+    source: str
+    # Values that point it elsewhere: path -> "repository", "tag" or "uri" (none: fixed in a template).
+    keys: dict = field(default_factory=dict)
+    # The device it serves ("" for every cluster): nodes advertise it only while it runs.
+    serves: str = ""
+    where: str = ""
+
+    def upstream(self, region: str) -> str:
+        account, image_region = health_agent_registry(region)
+        return self.source.format(account=account, region=image_region)
+
+    @property
+    def path(self) -> str:
+        """The repository path without its registry, e.g. nvidia/k8s-device-plugin."""
+        repository = self.source.rsplit(":", 1)[0]
+        return repository.split("/", 1)[1]
+
+    @property
+    def tag(self) -> str:
+        return self.source.rsplit(":", 1)[1]
+
+
+CHART_IMAGES = (
+    ChartImage(
+        "training-operators", "trainingOperators.enabled", "docker.io/kubeflow/training-operator:v1-855e096",
+        {"training-operators.image.repository": "repository", "training-operators.image.tag": "tag"},
+        where="charts/training-operators/values.yaml",
+    ),
+    ChartImage(
+        "mpi-operator", "mpi-operator.enabled", "docker.io/mpioperator/mpi-operator:0.5",
+        {"mpi-operator.mpiOperator.image.repository": "repository", "mpi-operator.mpiOperator.image.tag": "tag"},
+        where="charts/mpi-operator/values.yaml",
+    ),
+    ChartImage(
+        "nvidia-device-plugin", "nvidia-device-plugin.devicePlugin.enabled", "nvcr.io/nvidia/k8s-device-plugin:v0.16.1",
+        {"nvidia-device-plugin.image.repository": "repository", "nvidia-device-plugin.image.tag": "tag"},
+        serves="nvidia.com/gpu", where="remote chart nvidia-device-plugin 0.16.1, values.yaml (tag: v + appVersion)",
+    ),
+    ChartImage(
+        "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin.devicePlugin.enabled",
+        "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.13",
+        {"aws-efa-k8s-device-plugin.image.repository": "repository", "aws-efa-k8s-device-plugin.image.tag": "tag"},
+        serves="vpc.amazonaws.com/efa", where="remote chart aws-efa-k8s-device-plugin v0.5.20, values.yaml (us-west-2 whatever the region)",
+    ),
+    ChartImage(
+        "neuron-device-plugin", "neuron-device-plugin.devicePlugin.enabled", "public.ecr.aws/neuron/neuron-device-plugin:2.19.16.0",
+        serves="aws.amazon.com/neuron", where="charts/neuron-device-plugin/templates/k8s-neuron-device-plugin.yaml (a literal)",
+    ),
+    ChartImage(
+        "health-monitoring-agent", "health-monitoring-agent.enabled",
+        "{account}.dkr.ecr.{region}.amazonaws.com/hyperpod-health-monitoring-agent:1.0.1892.0_1.0.424.0",
+        {"health-monitoring-agent.hmaimage": "uri"},
+        where="charts/health-monitoring-agent/templates/_helpers.tpl (account by region)",
+    ),
+)
+# The health agent's registry account per region (its _helpers.tpl); other regions fall back to us-east-1's.
+HEALTH_AGENT_ACCOUNTS = {
+    "us-east-1": "767398015722", "us-west-2": "905418368575", "us-east-2": "851725546812", "us-west-1": "011528288828",
+    "eu-central-1": "211125453373", "eu-north-1": "654654141839", "eu-west-1": "533267293120", "eu-west-2": "011528288831",
+    "eu-south-2": "626887787726", "ap-northeast-1": "533267052152", "ap-south-1": "011528288864",
+    "ap-southeast-1": "905418428165", "ap-southeast-2": "851725636348", "ap-southeast-3": "971422672635",
+    "ap-southeast-4": "084375568333", "ca-central-1": "843976229209", "sa-east-1": "025066253954",
+}
+# The device plugins' own tolerations in the chart's values.yaml: a list our values replace
+# whole, so extra tolerations for a group's taints go beside these.
+DEVICE_PLUGIN_TOLERATIONS = {
+    "nvidia-device-plugin": [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal", "value": "Unschedulable", "effect": "NoSchedule"},
+    ],
+    "aws-efa-k8s-device-plugin": [
+        {"key": "CriticalAddonsOnly", "operator": "Exists"},
+        {"effect": "NoSchedule", "key": "aws.amazon.com/efa", "operator": "Exists"},
+        {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal", "value": "Unschedulable", "effect": "NoSchedule"},
+    ],
+}
+
+
+def mirror_repository(settings, image: ChartImage) -> str:
+    """Where this environment keeps its copy of `image`, in its own account and region."""
+    return f"{settings.account}.dkr.ecr.{settings.region}.{url_suffix(settings.region)}/{mirror_name(settings, image)}"
+
+
+def mirror_name(settings, image: ChartImage) -> str:
+    return f"{settings.prefix}-{settings.env_name}/{image.path}"
+
+
+def url_suffix(region: str) -> str:
+    return "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+
+
+def mirror_values(settings, enabled: dict) -> dict:
+    """Chart values that point every image `enabled` renders at this environment's copy."""
+    values: dict = {}
+    for image in CHART_IMAGES:
+        if _get(enabled, image.condition) is False:
+            continue
+        if not image.keys:
+            raise ValueError(f"{image.subchart}: {image.source} is fixed in its template and cannot be pointed at a copy")
+        repository = mirror_repository(settings, image)
+        for key, role in image.keys.items():
+            _set(values, key, {"repository": repository, "tag": image.tag, "uri": f"{repository}:{image.tag}"}[role])
+    return values
+
+
+def _set(values: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        values = values.setdefault(part, {})
+    values[last] = value
+
+
+def health_agent_registry(region: str) -> tuple[str, str]:
+    """(account, region) of the health agent image the chart picks for `region`."""
+    if region in HEALTH_AGENT_ACCOUNTS:
+        return HEALTH_AGENT_ACCOUNTS[region], region
+    return HEALTH_AGENT_ACCOUNTS["us-east-1"], "us-east-1"
+
+
+def rendered_images(values: dict, region: str) -> dict[str, str]:
+    """subchart -> the image it renders with `values` (only those switched on), as the chart's
+    templates compose it from the keys above."""
+    out = {}
+    for image in CHART_IMAGES:
+        if _get(values, image.condition) is False:
+            continue
+        repository, tag = image.upstream(region).rsplit(":", 1)
+        parts = {"repository": repository, "tag": tag, "uri": None}
+        for key, role in image.keys.items():
+            if _get(values, key) is not None:
+                parts[role] = _get(values, key)
+        out[image.subchart] = parts["uri"] or f"{parts['repository']}:{parts['tag']}"
+    return out
+
+
+def _get(values: dict, dotted: str):
+    for part in dotted.split("."):
+        if not isinstance(values, dict) or part not in values:
+            return None
+        values = values[part]
+    return values
+
+
+def verify_images(chart: Path) -> list[str]:
+    """What in a prepared chart no longer says what CHART_IMAGES says (empty: all as read)."""
+    import tarfile
+
+    import yaml
+
+    def values_of(subchart: str) -> dict:
+        folder = chart / "charts" / subchart / "values.yaml"
+        if folder.is_file():
+            return yaml.safe_load(folder.read_text()) or {}
+        for packed in sorted((chart / "charts").glob(f"{subchart}-*.tgz")):
+            with tarfile.open(packed) as tar:
+                return yaml.safe_load(tar.extractfile(f"{subchart}/values.yaml").read()) or {}
+        return {}
+
+    problems = []
+    for image in CHART_IMAGES:
+        repository, tag = image.source.rsplit(":", 1)
+        own = values_of(image.subchart)
+        for key, role in image.keys.items():
+            inner = key.split(".", 1)[1]
+            found = _get(own, inner)
+            want = {"repository": repository.split("/", 1)[1] if repository.startswith("docker.io/") else repository, "tag": tag, "uri": ""}[role]
+            if role == "tag" and found in ("", None):
+                continue  # the chart's own default (its appVersion)
+            if found != want:
+                problems.append(f"{image.subchart}: {inner} is {found!r}, CHART_IMAGES says {want!r} ({image.where})")
+        if not image.keys or "uri" in image.keys.values():
+            # Written in a template: a literal, or a tag beside a region map.
+            template = chart / "charts" / image.subchart / "templates"
+            text = "".join(p.read_text() for p in template.iterdir() if p.is_file()) if template.is_dir() else ""
+            literal = image.source if not image.keys else image.tag
+            if literal not in text:
+                problems.append(f"{image.subchart}: its templates no longer name {literal} ({image.where})")
+    return problems
 
 
 def prepared_dir(revision: str, root: Path | None = None) -> Path:
@@ -94,10 +289,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prepared: {prepared_dir(source.revision)}" if ready else not_prepared_message(args.env, source.revision))
         return 0 if ready else 1
     try:
-        print(f"prepared: {prepare(source)}")
+        prepared = prepare(source)
     except ChartNotPrepared as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    drift = verify_images(prepared)
+    for line in drift:
+        print(f"error: chart images changed: {line}; update CHART_IMAGES in infra/chart.py", file=sys.stderr)
+    if drift:
+        return 1
+    print(f"prepared: {prepared}")
     return 0
 
 

@@ -43,6 +43,7 @@ _CDK_LAMBDAS = {
     "/Custom::S3AutoDeleteObjectsCustomResourceProvider/": "aws-cdk-lib's auto-delete of objects when dev destroys a bucket",
     "/Custom::VpcRestrictDefaultSGCustomResourceProvider/": "aws-cdk-lib's removal of the default security group's rules",
     "/Provider/framework-": "aws-cdk-lib's custom-resource provider framework (a readiness gate's waiter)",
+    "/Custom::CDKECRDeployment": "cdk-ecr-deployment's image copier (cdklabs; copies the chart's images into ECR)",
 }
 
 

@@ -117,7 +117,6 @@ ENDPOINT_SERVICES = (
 NEEDS_INTERNET = (
     "the sample job streams C4 and its tokenizer from Hugging Face (sample_job.dataset.files reads text from FSx instead)",
     "training/Dockerfile pip-installs from PyPI when the image is built in the VPC",
-    "chart images outside ECR need a pull-through cache",
 )
 
 
@@ -263,6 +262,12 @@ class HelmChartSource(_Model):
     release: str = "hyperpod-dependencies"
     # Extra chart values, merged over the ones the stack sets from config.
     values: dict[str, Any] = {}
+    # Copy the chart's images into this account's ECR at deploy and point the chart at the
+    # copies. None: exactly when the network has no NAT (a new VPC with nat_gateways 0).
+    mirror_images: Optional[bool] = None
+    # A Secrets Manager secret (name) holding Docker Hub credentials, "user:password" or JSON
+    # username/password, for the copy: anonymous pulls are rate-limited per source address.
+    docker_hub_secret: Optional[str] = None
 
 
 class HyperPodSettings(_Model):
@@ -521,6 +526,16 @@ class Settings(_Model):
     def uses_existing_vpc(self) -> bool:
         return self.network.existing_vpc is not None
 
+    @property
+    def mirrors_chart_images(self) -> bool:
+        asked = self.hyperpod.helm_chart.mirror_images
+        return asked if asked is not None else (not self.uses_existing_vpc and self.network.nat_count == 0)
+
+    @property
+    def device_resources(self) -> set[str]:
+        """The extended resources some instance group's nodes advertise (accelerators, EFA)."""
+        return {r for g in self.hyperpod.instance_groups if catalogue.lookup(g.instance_type) for r in g.spec.device_resources}
+
 
 # --------------------------------------------------------------------------- loading
 
@@ -700,6 +715,7 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     _check_autoscaling(s, p)
     _check_fsx(s, p)
     _check_addons(s, p)
+    _check_chart(s, p)
     _check_governance(s, p)
     _check_sample_job(s, p)
     return p.errors, p.warnings
@@ -1157,6 +1173,28 @@ def _check_addons(s: Settings, p: _Problems):
             "addons.task_governance.version",
             tg.version,
             f"is too old for topology-aware scheduling; use {versions.TASK_GOVERNANCE_MIN_FOR_TOPOLOGY} or newer",
+        )
+
+
+def _check_chart(s: Settings, p: _Problems):
+    """What the dependencies chart can and cannot pull where its images are copied into ECR."""
+    from infra import chart
+
+    source = s.hyperpod.helm_chart
+    if source.docker_hub_secret and not s.mirrors_chart_images:
+        p.error("hyperpod.helm_chart.docker_hub_secret", source.docker_hub_secret, "applies only where the chart's images are copied (mirror_images)")
+    if not s.mirrors_chart_images:
+        return
+    why = "copied into ECR (no NAT)" if source.mirror_images is None else "copied into ECR (mirror_images)"
+    for image in chart.CHART_IMAGES:
+        if image.keys or image.serves not in s.device_resources:
+            continue
+        groups = [g.name for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and image.serves in g.spec.device_resources]
+        p.error(
+            "hyperpod.instance_groups",
+            groups,
+            f"need the chart's {image.subchart}, whose image {image.source} is written into its template ({image.where}) "
+            f"and cannot be pointed at a copy while the chart's images are {why}; give the network a NAT gateway",
         )
 
 

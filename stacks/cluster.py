@@ -14,7 +14,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from addons.base import overwrite_conflicts
-from infra import chart, compliance, naming, versions
+from infra import catalogue, chart, compliance, naming, versions
 from infra.config import CoreAddon, Settings, deep_merge
 from infra.stack import PlatformStack
 from stacks import lifecycle, storage
@@ -81,11 +81,17 @@ class ClusterStack(PlatformStack):
             cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", settings.eks.authentication_mode)
         self._admin_access_entries()
         self.core_addons = self._core_addons()
+        self.bucket_key = self.data_key("DataKey", "data", "Encrypts the lifecycle and checkpoint buckets and the image mirror")
         # In the cluster, before any node, beside the core add-ons rather than after them
         # (a stack waits for the whole of the one before it).
-        self.dependencies_chart = self._dependencies_chart()
+        values = chart_values(settings)
+        self.dependencies_chart = self._dependencies_chart(values)
+        if settings.mirrors_chart_images:
+            from stacks.image_mirror import mirror_chart_images
+
+            # The chart's pods pull from the copies, so the copies come first.
+            self.dependencies_chart.node.add_dependency(*mirror_chart_images(self, settings, values, self.bucket_key))
         # What HyperPod's nodes read at boot, built while the control plane is.
-        self.bucket_key = self.data_key("DataKey", "data", "Encrypts the lifecycle and checkpoint buckets")
         self.access_logs = self.access_log_bucket("AccessLogsBucket")
         self.lifecycle_bucket = self.data_bucket(
             "LifecycleBucket",
@@ -132,7 +138,7 @@ class ClusterStack(PlatformStack):
                 access_policies=[admin],
             )
 
-    def _dependencies_chart(self) -> eks.HelmChart:
+    def _dependencies_chart(self, values: dict) -> eks.HelmChart:
         source = self.settings.hyperpod.helm_chart
         self.chart_prepared = chart.is_prepared(source.revision)
         if self.chart_prepared:
@@ -156,7 +162,7 @@ class ClusterStack(PlatformStack):
             # HyperPod looks for its device plugins and health agents in kube-system.
             namespace="kube-system",
             create_namespace=False,
-            values=chart_values(self.settings),
+            values=values,
             wait=False,
         )
 
@@ -206,18 +212,32 @@ def stop_deploy_without_chart(stacks: list[cdk.Stack], settings: Settings) -> No
 
 
 def chart_values(settings: Settings) -> dict:
-    """Values for the dependencies chart: device plugins and health tooling on, and
-    cert-manager off, because the cert-manager EKS add-on provides it."""
+    """Values for the dependencies chart: the device plugins the instance groups need, health
+    tooling on, cert-manager off (the cert-manager EKS add-on provides it); where the network
+    has no way out, every image pointed at this environment's copy in ECR."""
+    used = settings.device_resources
     ours = {
         "global": {"region": settings.region},
         "cert-manager": {"enabled": False},
-        "nvidia-device-plugin": {"devicePlugin": {"enabled": True}},
-        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": True}},
-        "neuron-device-plugin": {"devicePlugin": {"enabled": True}},
+        "nvidia-device-plugin": {"devicePlugin": {"enabled": "nvidia.com/gpu" in used}},
+        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": catalogue.EFA_RESOURCE in used}},
+        "neuron-device-plugin": {"devicePlugin": {"enabled": "aws.amazon.com/neuron" in used}},
         "health-monitoring-agent": {"enabled": True},
         "deep-health-check": {"enabled": True},
         "job-auto-restart": {"enabled": True},
     }
+    # A device plugin that does not tolerate a group's taint never runs there, and the group's
+    # nodes never advertise their devices: its own tolerations, and one per such taint.
+    for plugin, defaults in chart.DEVICE_PLUGIN_TOLERATIONS.items():
+        serves = next(i.serves for i in chart.CHART_IMAGES if i.subchart == plugin)
+        taints = {(t.key, t.effect) for g in settings.hyperpod.instance_groups if catalogue.lookup(g.instance_type)
+                  and serves in g.spec.device_resources for t in g.taints}
+        if taints:
+            ours[plugin]["tolerations"] = defaults + [
+                {"key": key, "operator": "Exists", "effect": effect} for key, effect in sorted(taints)
+            ]
+    if settings.mirrors_chart_images:
+        ours = deep_merge(ours, chart.mirror_values(settings, ours))
     return deep_merge(ours, settings.hyperpod.helm_chart.values)
 
 

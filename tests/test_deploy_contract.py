@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import config, readiness, timing
+from infra import chart, config, readiness, timing
 from stacks.cluster import chart_values
 from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, patched_context
 
@@ -356,3 +356,68 @@ def test_the_review_shows_an_endpoint_open_to_the_internet(synth):
     report = review.build(synth("dev").outdir, with_lint=False)
     assert any("eks.public_access_cidrs" in w and "0.0.0.0/0" in w for w in report["warnings"])
     assert "## Warnings" in review.to_markdown(report)
+
+
+# ---------------------------------------------------------------- images in a closed network
+
+
+def _chart_values_in_template(s) -> dict:
+    (chart_resource,) = s.resources("cluster", "Custom::AWSCDK-EKS-HelmChart").values()
+    return json.loads(chart_resource["Properties"]["Values"])
+
+
+@pytest.mark.parametrize("env", ["closed-network", "dev"])
+def test_a_network_without_nat_pulls_every_chart_image_from_ecr_in_its_own_region(synth, env):
+    # ECR's VPC endpoints serve this region's private registries only, not public ECR or other
+    # registries, and a pull-through cache needs a NAT for its first pull (ECR user guide, VPC
+    # endpoints). The chart's images come from its values: infra/chart.py CHART_IMAGES, read
+    # from the chart at the pinned revision and checked again by `make hyperpod-chart`.
+    s = synth(env)
+    values = _chart_values_in_template(s)
+    rendered = chart.rendered_images(values, s.settings.region)
+    own = f"{s.settings.account}.dkr.ecr.{s.settings.region}.amazonaws.com/"
+    if env == "dev":  # with a NAT the chart keeps its own registries
+        assert not s.settings.mirrors_chart_images and any(not uri.startswith(own) for uri in rendered.values())
+        assert not s.resources("cluster", "Custom::CDKECRDeployment")
+        return
+    assert s.settings.mirrors_chart_images
+    assert rendered and all(uri.startswith(own) for uri in rendered.values()), rendered
+    # Each is a copy, made before the chart, of what the chart would pull.
+    repositories = {k: r["Properties"]["RepositoryName"] for k, r in s.resources("cluster", "AWS::ECR::Repository").items()}
+    copies = s.resources("cluster", "Custom::CDKECRDeployment")
+    (chart_id,) = s.resources("cluster", "Custom::AWSCDK-EKS-HelmChart")
+    chart_depends = s.templates["cluster"]["Resources"][chart_id]["DependsOn"]
+    for image in chart.CHART_IMAGES:
+        if image.subchart not in rendered:
+            continue
+        (copy_id, copy) = next((k, c) for k, c in copies.items() if c["Properties"]["SrcImage"] == f"docker://{image.upstream(s.settings.region)}")
+        (repo_id,) = [k for k in repositories if k in json.dumps(copy["Properties"]["DestImage"])]
+        assert rendered[image.subchart] == f"{own}{repositories[repo_id]}:{image.tag}"
+        assert json.dumps(copy["Properties"]["DestImage"]).endswith(f':{image.tag}"]]}}')
+        assert copy["Properties"]["CopyImageIndex"] in (True, "true")  # arm64 hosts too (GB200)
+        assert copy_id in chart_depends
+
+
+def test_a_device_plugin_whose_image_no_value_can_move_is_refused_where_images_are_copied():
+    from tests.conftest import CAPABILITIES
+
+    patch = config.deep_merge(CAPABILITIES["closed-network"], {
+        "hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+                                         {"name": "trn", "instance_type": "ml.trn1.32xlarge", "count": 1}]},
+        "governance": {"teams": []}, "sample_job": {"enabled": False}})
+    errors, _ = _problems(patch)
+    (line,) = [e for e in errors if e.startswith("dev: hyperpod.instance_groups:")]
+    assert "public.ecr.aws/neuron/neuron-device-plugin:2.19.16.0" in line and "NAT" in line
+
+
+def test_device_plugins_follow_the_instance_groups_and_tolerate_their_taints(synth):
+    # The chart's device plugins schedule on the types in their values and tolerate only the
+    # taints listed there (chart values.yaml at the pinned revision): a group tainted by config
+    # would never have its GPUs advertised.
+    values = _chart_values_in_template(synth("cluster-options"))
+    assert values["nvidia-device-plugin"]["devicePlugin"]["enabled"] is True
+    assert values["neuron-device-plugin"]["devicePlugin"]["enabled"] is False
+    reserved = {"key": "reserved", "operator": "Exists", "effect": "NoSchedule"}
+    for plugin, defaults in chart.DEVICE_PLUGIN_TOLERATIONS.items():
+        assert values[plugin]["tolerations"] == defaults + [reserved]
+    assert "tolerations" not in _chart_values_in_template(synth("dev"))["nvidia-device-plugin"]

@@ -79,3 +79,44 @@ def test_without_the_chart_every_stack_stops_its_own_deploy_with_the_fix(synth):
         # CloudFormation evaluates rules before creating anything in the change set
         assert assertion["Assert"] == {"Fn::Equals": ["not prepared", "prepared"]}, name
         assert "make hyperpod-chart ENV=dev" in assertion["AssertDescription"]
+
+
+def _prepared_chart(root: Path, nvidia_repository: str = "nvcr.io/nvidia/k8s-device-plugin") -> Path:
+    """A prepared chart's layout after `helm dependency build`: local subcharts as folders,
+    remote ones as the .tgz helm downloads, each with the image keys CHART_IMAGES reads."""
+    import io
+    import tarfile
+
+    import yaml
+
+    charts = root / "charts"
+    local = {
+        "training-operators": {"image": {"repository": "kubeflow/training-operator", "tag": "v1-855e096"}},
+        "mpi-operator": {"mpiOperator": {"image": {"repository": "mpioperator/mpi-operator", "tag": "0.5"}}},
+        "health-monitoring-agent": {"hmaimage": "", "imageTag": ""},
+        "neuron-device-plugin": {"namespace": "kube-system"},
+    }
+    for name, values in local.items():
+        (charts / name / "templates").mkdir(parents=True)
+        (charts / name / "values.yaml").write_text(yaml.safe_dump(values))
+    (charts / "neuron-device-plugin/templates/k8s-neuron-device-plugin.yaml").write_text(
+        "      - image: public.ecr.aws/neuron/neuron-device-plugin:2.19.16.0\n")
+    (charts / "health-monitoring-agent/templates/_helpers.tpl").write_text('{{- $tag := "1.0.1892.0_1.0.424.0" -}}\n')
+    remote = {
+        "nvidia-device-plugin-0.16.1.tgz": ("nvidia-device-plugin", {"image": {"repository": nvidia_repository, "tag": ""}}),
+        "aws-efa-k8s-device-plugin-v0.5.20.tgz": ("aws-efa-k8s-device-plugin", {"image": {
+            "repository": "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin", "tag": "v0.5.13"}}),
+    }
+    for archive, (name, values) in remote.items():
+        data = yaml.safe_dump(values).encode()
+        with tarfile.open(charts / archive, "w:gz") as tar:
+            info = tarfile.TarInfo(f"{name}/values.yaml")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return root
+
+
+def test_a_prepared_chart_is_checked_against_the_images_the_stacks_point_elsewhere(tmp_path):
+    assert chart.verify_images(_prepared_chart(tmp_path / "same")) == []
+    (line,) = chart.verify_images(_prepared_chart(tmp_path / "moved", nvidia_repository="nvcr.io/nvidia/k8s-device-plugin-v2"))
+    assert line.startswith("nvidia-device-plugin: image.repository is 'nvcr.io/nvidia/k8s-device-plugin-v2'")
