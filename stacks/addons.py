@@ -14,6 +14,7 @@ from addons.base import AddonContext
 from infra.config import Settings
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
+from stacks import storage
 from stacks.hyperpod import HyperPodStack
 
 
@@ -28,7 +29,7 @@ class AddonsStack(PlatformStack):
             cluster=cluster.cluster,
             pod_identity_agent=cluster.core_addons["eks-pod-identity-agent"],
             hyperpod_cluster_arn=hyperpod.cluster.attr_cluster_arn,
-            file_system=cluster.file_system,
+            file_system=storage.read_file_system(self, settings) if settings.fsx.enabled else None,
         )
         self.plan = registry.plan(settings)
         self.built = {}

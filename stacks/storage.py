@@ -1,6 +1,16 @@
 """Shared storage for the cluster stack: one FSx for Lustre file system in the GPU AZ, or
 the existing one config names (fsx.enabled). Pods reach it through the FSx CSI driver as
-the claim `fsx` in every team namespace (addons/fsx_csi.py)."""
+the claim `fsx` in every team namespace (addons/fsx_csi.py).
+
+The addons stack learns the file system's id, DNS name and mount name from SSM parameters
+the cluster stack writes, not from exports: an export would stop `fsx.enabled` from being
+switched off later ("export in use" while the deployed addons stack still imports it).
+
+Where data is kept (protection.retain_data), the file system is not retained as it stands:
+its network interfaces sit in the HyperPod subnet, so a kept file system would stop the
+network stack's deletion. A final backup (which outlives the file system) is taken and
+waited for before the file system is deleted.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +18,15 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
 
+from infra import readiness, timing
 from infra.config import Settings
+
+FIELDS = ("file-system-id", "dns-name", "mount-name")
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,10 @@ class FileSystem:
     file_system_id: str
     dns_name: str
     mount_name: str
+
+
+def parameter_name(settings: Settings, field: str) -> str:
+    return f"/{settings.prefix}/{settings.env_name}/fsx/{field}"
 
 
 def shared_file_system(stack: cdk.Stack, settings: Settings, network, key: kms.IKey) -> FileSystem:
@@ -48,7 +68,62 @@ def shared_file_system(stack: cdk.Stack, settings: Settings, network, key: kms.I
             copy_tags_to_backups=settings.protection.retain_data,
         ),
     )
-    policy = cdk.RemovalPolicy.RETAIN if settings.protection.retain_data else cdk.RemovalPolicy.DESTROY
-    file_system.apply_removal_policy(policy)
+    file_system.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
+    if settings.protection.retain_data:
+        # A replacement (another AZ) keeps the old file system; a deletion backs it up first.
+        file_system.cfn_options.update_replace_policy = cdk.CfnDeletionPolicy.RETAIN
+        FinalBackup(stack, "SharedFileSystemFinalBackup", file_system=file_system)
+    identity = FileSystem(file_system.ref, file_system.attr_dns_name, file_system.attr_lustre_mount_name)
+    for field, value in zip(FIELDS, (identity.file_system_id, identity.dns_name, identity.mount_name)):
+        ssm.StringParameter(
+            stack, f"SharedFileSystem-{field}", parameter_name=parameter_name(settings, field), string_value=value,
+            description=f"FSx for Lustre {field} of {settings.stack_name('cluster')}, read by {settings.stack_name('addons')}",
+        )
     cdk.CfnOutput(stack, "FileSystemId", value=file_system.ref)
-    return FileSystem(file_system.ref, file_system.attr_dns_name, file_system.attr_lustre_mount_name)
+    return identity
+
+
+def read_file_system(scope: Construct, settings: Settings) -> FileSystem:
+    """The shared file system as another stack sees it: config's, or the cluster stack's
+    through its SSM parameters (CloudFormation resolves them at each deploy; nothing is exported)."""
+    existing = settings.fsx.existing
+    if existing is not None:
+        return FileSystem(existing.file_system_id, existing.dns_name, existing.mount_name)
+    return FileSystem(*(ssm.StringParameter.value_for_string_parameter(scope, parameter_name(settings, f)) for f in FIELDS))
+
+
+class FinalBackup(readiness.ChainedWait):
+    """On deletion, a user-initiated backup of the file system (it outlives the file system),
+    waited for until AVAILABLE before CloudFormation deletes the file system."""
+
+    def __init__(self, scope: Construct, id_: str, *, file_system: fsx.CfnFileSystem):
+        stack = cdk.Stack.of(scope)
+        super().__init__(
+            scope,
+            id_,
+            handler="fsx_backup",
+            resource_type="Custom::FsxFinalBackup",
+            properties={"FileSystemId": file_system.ref, "Region": stack.region},
+            total_minutes=timing.LINK_WAIT_S / 60,
+            description="is the file system's final backup AVAILABLE",
+        )
+        # Its FileSystemId refers to the file system, so CloudFormation deletes it (and waits for
+        # the backup) before the file system.
+        arn = f"arn:{stack.partition}:fsx:{stack.region}:{stack.account}"
+        self.is_complete.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["fsx:CreateBackup", "fsx:TagResource"],
+                resources=[f"{arn}:file-system/{file_system.ref}", f"{arn}:backup/*"],
+            )
+        )
+        self.is_complete.add_to_role_policy(iam.PolicyStatement(actions=["fsx:DescribeBackups"], resources=["*"]))
+        from infra import compliance
+
+        compliance.acknowledge_provider(self, "a final backup of the shared file system on deletion; its handlers call only the FSx API")
+        compliance.acknowledge(
+            self.is_complete,
+            "A backup's id is assigned when it is created, so its ARN is this account's backups; DescribeBackups "
+            "supports no resource-level permissions",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(stack)}:fsx:{stack.region}:{stack.account}:backup/*]",
+            "AwsSolutions-IAM5[Resource::*]",
+        )

@@ -52,6 +52,8 @@ CAPABILITIES = {
         },
     },
     "fsx": {
+        # Data kept, as in prod: the file system's final backup on deletion is gated too.
+        "protection": {"retain_data": True},
         "fsx": {"enabled": True, "storage_gib": 2400, "throughput_per_tib": 500},
         "sample_job": {"checkpoint_to": "fsx", "dataset": {"files": ["/fsx/datasets/c4/*.txt"]}},
     },

@@ -421,3 +421,31 @@ def test_device_plugins_follow_the_instance_groups_and_tolerate_their_taints(syn
     for plugin, defaults in chart.DEVICE_PLUGIN_TOLERATIONS.items():
         assert values[plugin]["tolerations"] == defaults + [reserved]
     assert "tolerations" not in _chart_values_in_template(synth("dev"))["nvidia-device-plugin"]
+
+
+# ---------------------------------------------------------------- shared storage
+
+
+def test_switching_fsx_off_later_keeps_every_export_the_addons_stack_imports(synth):
+    # FACTS: a strong reference's export disappears with what it exports; CloudFormation then
+    # refuses the cluster stack's update while the deployed addons stack imports it.
+    with_fsx, without = synth("fsx"), synth("dev")
+    assert _imports(with_fsx.templates["addons"]) <= _exports(without)
+    # The file system reaches the addons stack as SSM parameters the cluster stack writes.
+    names = {r["Properties"].get("Name") for r in with_fsx.resources("cluster", "AWS::SSM::Parameter").values()}
+    read = {p["Default"] for p in with_fsx.templates["addons"].get("Parameters", {}).values()
+            if p["Type"] == "AWS::SSM::Parameter::Value<String>" and "/fsx/" in p["Default"]}
+    assert len(read) == 3 and read <= names
+
+
+def test_a_kept_file_system_is_backed_up_and_deleted_so_the_network_can_go(synth):
+    # FACTS (retain inside delete): a retained file system keeps its network interfaces in the
+    # HyperPod subnet, and the network stack's deletion fails. Where data is kept, a final
+    # backup (which outlives the file system) is taken before the file system is deleted.
+    s = synth("fsx")
+    assert s.settings.protection.retain_data
+    (fs_id, fs), = s.resources("cluster", "AWS::FSx::FileSystem").items()
+    assert fs["DeletionPolicy"] == "Delete" and fs["UpdateReplacePolicy"] == "Retain"
+    (backup,) = s.resources("cluster", "Custom::FsxFinalBackup").values()
+    # It refers to the file system, so CloudFormation deletes it (taking the backup) first.
+    assert backup["Properties"]["FileSystemId"] == {"Ref": fs_id}

@@ -20,16 +20,23 @@ class NotYet(Exception):
     """A transient failure: keep waiting."""
 
 
-def start(event: dict, physical_id: str, now=time.time) -> dict:
-    if event["RequestType"] == "Delete":
-        return {"PhysicalResourceId": event["PhysicalResourceId"]}
+def waits(event: dict, on_delete: bool) -> bool:
+    """A gate waits when the resource is created or updated; a final step when it is deleted."""
+    return (event["RequestType"] == "Delete") == on_delete
+
+
+def start(event: dict, physical_id: str, *, on_delete: bool = False, now=time.time) -> dict:
+    # A deletion must keep the physical id it was created with.
+    physical_id = event["PhysicalResourceId"] if event["RequestType"] == "Delete" else physical_id
+    if not waits(event, on_delete):
+        return {"PhysicalResourceId": physical_id}
     seconds = int(event["ResourceProperties"]["LinkSeconds"])
     return {"PhysicalResourceId": physical_id, "Data": {"Deadline": str(int(now() + seconds))}}
 
 
-def poll(event: dict, check, timed_out, now=time.time) -> dict:
+def poll(event: dict, check, timed_out, *, on_delete: bool = False, now=time.time) -> dict:
     """`check()` -> lines still missing; `timed_out(missing, error, minutes)` -> the final message."""
-    if event["RequestType"] == "Delete":
+    if not waits(event, on_delete):
         return {"IsComplete": True}
     props = event["ResourceProperties"]
     error = None

@@ -290,3 +290,48 @@ def test_the_gate_fails_at_its_last_deadline_naming_the_nodes_and_where_to_look(
     message = str(err.value)
     assert "accelerators not allocatable after 50 min: gpu has 1 of 4" in message
     assert "kubectl -n kube-system get daemonsets,pods" in message
+
+
+# ---------------------------------------------------------------- FSx final backup
+
+
+def _fsx(*responses):
+    from infra.handlers import fsx_backup
+
+    client = boto3.client("fsx", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    for response in responses:
+        expected = {"FileSystemId": "fs-0123456789abcdef0", "ClientRequestToken": fsx_backup.token("fs-0123456789abcdef0"),
+                    "Tags": [{"Key": "Name", "Value": "final backup of fs-0123456789abcdef0"}]}
+        if response not in ("AVAILABLE", "CREATING", "TRANSFERRING", "PENDING", "FAILED", "DELETED"):  # an error code
+            stub.add_client_error("create_backup", service_error_code=response, http_status_code=400, expected_params=expected)
+        else:
+            stub.add_response("create_backup", {"Backup": {"BackupId": "backup-0a1b2c3d4e5f60718", "Lifecycle": response,
+                                                            "Type": "USER_INITIATED", "CreationTime": "2026-12-03T10:00:00Z",
+                                                            "FileSystem": {}}}, expected)
+    stub.activate()
+    return client
+
+
+def _backup_event(request="Delete", deadline=10**10):
+    return _link(request, deadline=deadline, FileSystemId="fs-0123456789abcdef0", Region="us-east-1")
+
+
+def test_a_final_backup_is_taken_only_on_delete_and_waited_for_until_available():
+    from infra.handlers import fsx_backup
+
+    assert fsx_backup.is_complete(_backup_event("Create"), None, client=object()) == {"IsComplete": True}
+    assert fsx_backup.on_event(_backup_event("Create"), None) == {"PhysicalResourceId": "final-backup-fs-0123456789abcdef0"}
+    assert "Deadline" in fsx_backup.on_event(_backup_event("Delete"), None)["Data"]
+    assert fsx_backup.is_complete(_backup_event(), None, client=_fsx("CREATING")) == {"IsComplete": False}
+    # A daily automatic backup in progress only delays it.
+    assert fsx_backup.is_complete(_backup_event(), None, client=_fsx("BackupInProgress")) == {"IsComplete": False}
+    assert fsx_backup.is_complete(_backup_event(), None, client=_fsx("AVAILABLE")) == {"IsComplete": True}
+    with pytest.raises(RuntimeError, match="is FAILED"):
+        fsx_backup.is_complete(_backup_event(), None, client=_fsx("FAILED"))
+    with pytest.raises(TimeoutError, match="The file system is kept: run cdk destroy again once `aws fsx describe-backups --backup-ids backup-0a1b2c3d4e5f60718`"):
+        fsx_backup.is_complete(_backup_event(deadline=1), None, client=_fsx("CREATING"), now=lambda: 2)
+    # FSx's ClientRequestToken: at most 63 of [A-Za-z0-9_.-] (its API reference).
+    import re
+
+    assert re.fullmatch(r"[A-Za-z0-9_.-]{1,63}", fsx_backup.token("fs-" + "0" * 60))
