@@ -220,6 +220,88 @@ def check_bootstrap(settings: Settings, aws: Clients) -> list[Result]:
     return [Result("CDK bootstrap", "fail", f"{CDK_TOOLKIT_STACK} is {stack['StackStatus']}", "re-run cdk bootstrap")]
 
 
+def retained_names(settings: Settings) -> list[tuple[str, str, str]]:
+    """(kind, name, stack) of each kept resource whose name config fixes: what an earlier
+    deploy of this environment may have left behind after `cdk destroy`."""
+    out = [
+        ("bucket", settings.lifecycle_bucket_name, settings.stack_name("cluster")),
+        ("log group", f"/aws/eks/{settings.eks_cluster_name}/cluster", settings.stack_name("cluster")),
+    ]
+    if settings.network.flow_logs:
+        out.append(("log group", f"/{settings.prefix}/{settings.env_name}/vpc-flow-logs", settings.stack_name("network")))
+    if settings.sample_job.enabled and settings.sample_job.checkpoint_to == "s3":
+        out.append(("bucket", settings.checkpoint_bucket_name, settings.stack_name("sample-job")))
+    return out
+
+
+def check_retained_names(settings: Settings, aws: Clients) -> list[Result]:
+    """A kept bucket or log group outside any stack makes the next create fail ("already exists")."""
+    if not settings.protection.retain_data:
+        return []
+    results = []
+    for kind, name, stack in retained_names(settings):
+        if kind == "bucket":
+            try:
+                aws("s3").head_bucket(Bucket=name)
+                exists = True
+            except Exception as err:  # noqa: BLE001
+                if _error_code(err) not in ("404", "NoSuchBucket", "NotFound"):
+                    raise
+                exists = False
+        else:
+            groups = aws("logs").describe_log_groups(logGroupNamePrefix=name)["logGroups"]
+            exists = any(g["logGroupName"] == name for g in groups)
+        if not exists:
+            results.append(Result(f"{kind} {name}", "pass", "name is free"))
+        elif _stack_exists(aws, stack):
+            results.append(Result(f"{kind} {name}", "pass", f"belongs to {stack}"))
+        else:
+            results.append(
+                Result(
+                    f"{kind} {name}",
+                    "fail",
+                    f"exists, kept by an earlier {stack}: creating it again fails",
+                    f"deploy with --import-existing-resources to adopt it (cdk deploy --all -c env={settings.env_name} --import-existing-resources)",
+                )
+            )
+    return results
+
+
+def _stack_exists(aws: Clients, name: str) -> bool:
+    try:
+        status = aws("cloudformation").describe_stacks(StackName=name)["Stacks"][0]["StackStatus"]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) != "ValidationError":
+            raise
+        return False
+    return status != "DELETE_COMPLETE"
+
+
+def check_named_resources(settings: Settings, aws: Clients) -> list[Result]:
+    """What config names but no stack creates: custom AMIs and rollback alarms of instance groups."""
+    results = []
+    for group in settings.hyperpod.instance_groups:
+        if group.image_id:
+            images = aws("ec2").describe_images(Filters=[{"Name": "image-id", "Values": [group.image_id]}])["Images"]
+            results.append(
+                Result(f"AMI {group.image_id}", "pass", f"exists (group {group.name})")
+                if images
+                else Result(f"AMI {group.image_id}", "fail", f"group {group.name}'s image_id is not an AMI this account can use in {aws.region}",
+                            "build it from the HyperPod AMI or drop image_id")
+            )
+        alarms = list(group.scheduled_update.rollback_alarms) if group.scheduled_update else []
+        if alarms:
+            found = {a["AlarmName"] for a in aws("cloudwatch").describe_alarms(AlarmNames=alarms)["MetricAlarms"]}
+            for alarm in alarms:
+                results.append(
+                    Result(f"alarm {alarm}", "pass", f"exists (group {group.name})")
+                    if alarm in found
+                    else Result(f"alarm {alarm}", "fail", f"group {group.name}'s rollback alarm does not exist in {aws.region}",
+                                "create the CloudWatch alarm, or remove it from scheduled_update.rollback_alarms")
+                )
+    return results
+
+
 CHECKS = (
     check_account,
     check_zones,
@@ -229,6 +311,8 @@ CHECKS = (
     check_eks_version,
     check_addon_versions,
     check_admins,
+    check_named_resources,
+    check_retained_names,
     check_bootstrap,
 )
 

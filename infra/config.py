@@ -408,10 +408,12 @@ class SampleJobSettings(_Model):
     model: Literal["llama3.1-8b", "tiny"] = "llama3.1-8b"
     image_uri: Optional[str] = None
     dataset: DatasetSettings = DatasetSettings()
-    # Ungated by default. The real LLaMA 3.1 tokenizer (meta-llama/Llama-3.1-8B) is gated:
-    # name it here and put the token in the Kubernetes secret `hf_token_secret`.
+    # Ungated by default. The real LLaMA 3.1 tokenizer (meta-llama/Llama-3.1-8B) is gated: name
+    # it here and keep the token in the AWS Secrets Manager secret `hf_token_secret` (its name, in
+    # this account and region); the job reads it at start with its own role. A path under /fsx
+    # is a tokenizer saved there (a closed network).
     tokenizer: str = "hf-internal-testing/llama-tokenizer"
-    hf_token_secret: Optional[str] = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    hf_token_secret: Optional[str] = None
     # Unset: from the instance catalogue. Set, they must match the instance type.
     gpus_per_node: Optional[int] = None
     efa_per_node: Optional[int] = None
@@ -673,7 +675,6 @@ def _pydantic_lines(exc: ValidationError) -> list[str]:
 _PATTERN_WORDS = {
     "version": "must be a Kubernetes minor version in quotes, like \"1.33\"",
     "revision": "must be a full 40-character git commit SHA",
-    "hf_token_secret": "must be a Kubernetes secret name: lowercase letters, digits, '-' and '.'",
     "saml_metadata_url": "must be an https:// URL",
     "training_plan_arn": "must be a SageMaker training plan ARN, arn:aws:sagemaker:<region>:<account>:training-plan/<name>",
     "subnet_id": "must be a subnet ID, subnet-0123456789abcdef0",
@@ -1342,7 +1343,19 @@ def _check_sample_job(s: Settings, p: _Problems):
     if job.checkpoint_to == "fsx" and not s.fsx.enabled:
         p.error("sample_job.checkpoint_to", "fsx", "needs fsx.enabled (the shared file system the job mounts)")
     if job.tokenizer.startswith("meta-llama/") and not job.hf_token_secret:
-        p.error("sample_job.hf_token_secret", None, f"is required: {job.tokenizer} is gated on Hugging Face")
+        p.error(
+            "sample_job.hf_token_secret",
+            None,
+            f"is required: {job.tokenizer} is gated on Hugging Face; store your token with `aws secretsmanager "
+            f"create-secret --name {s.prefix}/{s.env_name}/hf-token --secret-string <token>` and name that secret here",
+        )
+    if job.hf_token_secret is not None:
+        # AWS::SecretsManager::Secret Name: its schema's length, and the characters its description allows.
+        rule = cfn_schema.resource("AWS::SecretsManager::Secret")["properties"]["Name"]
+        if not (1 <= len(job.hf_token_secret) <= rule["maxLength"] and re.fullmatch(r"[A-Za-z0-9/_+=.@-]+", job.hf_token_secret)):
+            p.error("sample_job.hf_token_secret", job.hf_token_secret, f"is not a Secrets Manager secret name: 1-{rule['maxLength']} ASCII letters, digits and /_+=.@-")
+        elif re.search(r"-[A-Za-z0-9]{6}$", job.hf_token_secret):
+            p.error("sample_job.hf_token_secret", job.hf_token_secret, "ends in a hyphen and six characters, which Secrets Manager reads as an ARN suffix; give the name without it")
     if job.model == "llama3.1-8b" and not job.tokenizer.startswith("meta-llama/Llama-3"):
         p.warn(
             f"sample_job.tokenizer: {job.tokenizer} is not the LLaMA 3 tokenizer, so the 8B model's 128,256-row "

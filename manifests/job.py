@@ -29,7 +29,8 @@ OPERATOR_NAMESPACE = "aws-hyperpod"
 # Writable homes for what the read-only root filesystem cannot hold: caches of Hugging Face,
 # Triton and TorchInductor (torch.compile), and $HOME for anything else that writes there.
 CACHE_DIR = "/tmp/cache"
-HF_TOKEN_DIR = "/etc/hf-token"
+# The env var naming the Secrets Manager secret that holds the Hugging Face token (train.py reads it).
+HF_TOKEN_SECRET_ENV = log_format.HF_TOKEN_SECRET_ENV
 # A world-writable (sticky) folder on the instance's NVMe, made by on_create.sh, and where
 # it appears in pods: the job runs as a non-root user.
 NODE_LOCAL = "/opt/sagemaker/jobs"
@@ -232,9 +233,9 @@ def build(settings: Settings, *, image: str) -> dict:
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
     if job.hf_token_secret:
-        # A file rather than an env var (env leaks into crash dumps and `kubectl describe`);
-        # huggingface_hub reads the token from HF_TOKEN_PATH.
-        env.append({"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"})
+        # The name of the secret, not the token: train.py reads it at start with the job's Pod
+        # Identity role, so the token is in neither the pod spec nor a Kubernetes secret.
+        env += [{"name": HF_TOKEN_SECRET_ENV, "value": job.hf_token_secret}, {"name": "AWS_REGION", "value": settings.region}]
     # Most of the node goes to the job; the rest stays for kubelet and the HyperPod agents.
     resources["cpu"] = str(int(spec.vcpus * 0.9))
     resources["memory"] = f"{int(spec.memory_gib * 0.85)}Gi"
@@ -251,7 +252,6 @@ def build(settings: Settings, *, image: str) -> dict:
             {"name": "local", "mountPath": LOCAL_MOUNT},
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "agent", "mountPath": AGENT_DIR},
-            *([{"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}] if job.hf_token_secret else []),
             *([{"name": FSX_CLAIM, "mountPath": FSX_MOUNT}] if settings.fsx.enabled else []),
         ],
         # EFA and NCCL need no Linux capabilities: the device plugin hands over the devices.
@@ -281,12 +281,6 @@ def build(settings: Settings, *, image: str) -> dict:
             {"name": "local", "hostPath": {"path": NODE_LOCAL, "type": "DirectoryOrCreate"}},
             {"name": "tmp", "emptyDir": {}},
             {"name": "agent", "emptyDir": {}},
-            *(
-                # Projected: the CRD models accept a secret volume only in this form.
-                [{"name": "hf-token", "projected": {"sources": [{"secret": {"name": job.hf_token_secret, "items": [{"key": "token", "path": "token"}]}}]}}]
-                if job.hf_token_secret
-                else []
-            ),
             *([{"name": FSX_CLAIM, "persistentVolumeClaim": {"claimName": FSX_CLAIM}}] if settings.fsx.enabled else []),
         ],
     }

@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra import compliance, naming
+from infra import compliance, naming, readiness, timing
 from infra.config import Settings
 from infra.stack import PlatformStack
 
@@ -40,6 +40,7 @@ class NetworkStack(PlatformStack):
         if net.endpoint_services:
             self._interface_endpoints()
         self.hyperpod_subnet_by_az = {s.availability_zone: s for s in self.hyperpod_subnets}
+        self._wait_for_lambda_interfaces_on_delete()
         cdk.CfnOutput(self, "VpcId", value=self.vpc.vpc_id)
         cdk.CfnOutput(self, "EfaSecurityGroupId", value=self.efa_security_group.security_group_id)
         cdk.CfnOutput(
@@ -149,6 +150,36 @@ class NetworkStack(PlatformStack):
             flow_log,
             "The flow-log role's inline policy is CDK's grant of write access to this one log group only",
             "NIST.800.53.R5-IAMNoInlinePolicy",
+        )
+
+    # ------------------------------------------------------------------ teardown
+
+    def _wait_for_lambda_interfaces_on_delete(self) -> None:
+        """The kubectl provider and the accelerator gate run in these subnets; Lambda frees
+        their interfaces up to 20 minutes after the functions are gone. Deleted first (it
+        refers to the subnets and the group), this waits for that before their deletion."""
+        subnets = [*self.eks_subnets, *self.hyperpod_subnets]
+        stack = cdk.Stack.of(self)
+        wait = readiness.ChainedWait(
+            self,
+            "LambdaInterfacesReleased",
+            handler="vpc_teardown",
+            resource_type="Custom::VpcTeardown",
+            properties={
+                "VpcId": self.vpc.vpc_id,
+                "Region": stack.region,
+                "SubnetIds": [subnet.subnet_id for subnet in subnets],
+                "SecurityGroupId": self.efa_security_group.security_group_id,
+            },
+            total_minutes=timing.LINK_WAIT_S / 60,
+            description="are this VPC's Lambda interfaces released",
+        )
+        wait.is_complete.add_to_role_policy(iam.PolicyStatement(actions=["ec2:DescribeNetworkInterfaces"], resources=["*"]))
+        compliance.acknowledge_provider(wait, "a wait on deletion for Lambda's network interfaces to leave this VPC; its handlers call only the EC2 API")
+        compliance.acknowledge(
+            wait.is_complete,
+            "ec2:DescribeNetworkInterfaces supports no resource-level permissions (Service Authorization Reference)",
+            "AwsSolutions-IAM5[Resource::*]",
         )
 
     # ------------------------------------------------------------------ existing VPC

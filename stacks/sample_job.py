@@ -16,6 +16,7 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra import compliance
@@ -26,6 +27,8 @@ from manifests import job as job_manifest
 from stacks.cluster import ClusterStack
 
 TRAINING_DIR = Path(__file__).resolve().parent.parent / "training"
+# The id aws-cdk-lib gives AwsCustomResource's singleton handler in a stack.
+AWS_CUSTOM_RESOURCE_FUNCTION = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 class SampleJobStack(PlatformStack):
@@ -49,6 +52,16 @@ class SampleJobStack(PlatformStack):
             )
             image = asset.image_uri
         identity = None
+        if job.checkpoint_to == "s3" or job.hf_token_secret:
+            identity = pod_identity_role(
+                self,
+                cluster.cluster,
+                "SampleJob",
+                namespace=job_manifest.namespace(settings),
+                service_account=job_manifest.SERVICE_ACCOUNT,
+                description="Sample training job: its checkpoints and its Hugging Face token",
+                statements=(),
+            )
         if job.checkpoint_to == "s3":
             self.checkpoint_bucket = self.data_bucket(
                 "CheckpointBucket",
@@ -69,15 +82,6 @@ class SampleJobStack(PlatformStack):
                     s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(1)),
                 ],
             )
-            identity = pod_identity_role(
-                self,
-                cluster.cluster,
-                "SampleJob",
-                namespace=job_manifest.namespace(settings),
-                service_account=job_manifest.SERVICE_ACCOUNT,
-                description="Sample training job: read and write its checkpoints",
-                statements=(),
-            )
             policy = self._checkpoint_policy(identity.role)
             compliance.acknowledge(
                 policy,
@@ -95,8 +99,12 @@ class SampleJobStack(PlatformStack):
         self.objects = job_manifest.objects(settings, image=image)
         self.manifest = eks.KubernetesManifest(self, "Job", cluster=cluster.cluster, manifest=self.objects, overwrite=True)
         if identity is not None:
-            # Pods get credentials only once the association exists, and write to the bucket.
-            self.manifest.node.add_dependency(identity.association, self.checkpoint_bucket.node.default_child)
+            # Pods get credentials only once the association exists.
+            self.manifest.node.add_dependency(identity.association)
+        if job.checkpoint_to == "s3":
+            self.manifest.node.add_dependency(self.checkpoint_bucket.node.default_child)
+        if job.hf_token_secret:
+            self.manifest.node.add_dependency(self._token_secret(identity.role))
         cdk.CfnOutput(self, "JobName", value=f"{job_manifest.namespace(settings)}/{job.name}")
         cdk.CfnOutput(
             self,
@@ -105,6 +113,53 @@ class SampleJobStack(PlatformStack):
         )
         if job.checkpoint_to == "s3":
             cdk.CfnOutput(self, "CheckpointUri", value=job_manifest.checkpoint_uri(settings))
+
+    def _token_secret(self, role: iam.IRole) -> Construct:
+        """The job may read its Hugging Face token, and the deploy stops before the job if the
+        secret is missing (a job without it would fail at start, inside a running cluster)."""
+        name = self.settings.sample_job.hf_token_secret
+        # Secrets Manager appends a hyphen and six random characters to a secret's ARN.
+        arn = f"arn:{self.partition}:secretsmanager:{self.region}:{self.account}:secret:{name}-??????"
+        policy = iam.ManagedPolicy(
+            self,
+            "SampleJobTokenPolicy",
+            roles=[role],
+            statements=[iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[arn])],
+        )
+        compliance.acknowledge(
+            policy,
+            "A secret's ARN ends in six characters Secrets Manager assigns; config names the secret, so the grant "
+            "matches that one name's ARNs",
+            f"AwsSolutions-IAM5[Resource::{arn.replace(self.partition, compliance.partition(self))}]",
+        )
+        check = cr.AwsCustomResource(
+            self,
+            "TokenSecretExists",
+            on_update=cr.AwsSdkCall(
+                service="SecretsManager",
+                action="describeSecret",
+                parameters={"SecretId": name},
+                physical_resource_id=cr.PhysicalResourceId.of(f"{name}-exists"),
+                output_paths=["Name"],
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [iam.PolicyStatement(actions=["secretsmanager:DescribeSecret"], resources=[arn])]
+            ),
+            install_latest_aws_sdk=False,
+        )
+        compliance.acknowledge(
+            check,
+            "DescribeSecret on the one secret config names (a secret's ARN ends in six characters Secrets Manager assigns)",
+            f"AwsSolutions-IAM5[Resource::{arn.replace(self.partition, compliance.partition(self))}]",
+            "NIST.800.53.R5-IAMNoInlinePolicy",
+        )
+        compliance.acknowledge_cdk_lambda(
+            self.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION),
+            "aws-cdk-lib's AwsCustomResource handler: checks at deploy that the job's Hugging Face token secret exists; "
+            "it calls only the Secrets Manager API, so it runs outside the VPC",
+            "NIST.800.53.R5-LambdaInsideVPC",
+        )
+        return check
 
     def _checkpoint_policy(self, role: iam.IRole) -> iam.ManagedPolicy:
         policy = iam.ManagedPolicy(self, "SampleJobCheckpointPolicy", roles=[role])

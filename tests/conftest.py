@@ -149,6 +149,19 @@ def synth(tmp_path_factory):
     return get
 
 
+def cdk_lib_source(suffix: str) -> str:
+    """A file of aws-cdk-lib as installed (its jsii bundle), e.g. a custom-resource handler's
+    source: what a test holds our assumptions about CDK's own runtime against."""
+    import tarfile
+
+    import aws_cdk
+
+    bundle = next((Path(aws_cdk.__file__).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz"))
+    with tarfile.open(bundle) as tar:
+        member = next(m for m in tar if m.name.endswith(suffix))
+        return tar.extractfile(member).read().decode()
+
+
 def run_cdk(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
     """The real CLI path users take: node_modules' cdk on the venv's Node, app.py via cdk.json."""
     from cli.synth import cdk_cli

@@ -11,7 +11,7 @@ import pytest
 
 from infra import chart, config, readiness, timing
 from stacks.cluster import chart_values
-from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, patched_context
+from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, cdk_lib_source, patched_context
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -306,6 +306,43 @@ def test_no_retained_resource_sits_on_a_resource_that_teardown_deletes(synth, en
                 if ref not in _retained(s.templates[stack]):
                     blocking.append((suffix, lid, stack, ref))
     assert blocking == []
+
+
+def test_late_access_logs_cannot_refill_the_emptied_log_bucket(synth):
+    # S3 delivers server access logs late (best effort, hours). aws-cdk-lib's auto-delete handler
+    # (custom-resource-handlers/dist/aws-s3/auto-delete-objects-handler) first adds a bucket
+    # policy statement denying s3:PutObject to every principal, log delivery included, then
+    # empties the bucket: nothing lands between emptying and DeleteBucket.
+    source = cdk_lib_source("aws-s3/auto-delete-objects-handler/index.js")
+    assert 'Principal:"*",Effect:"Deny",Action:["s3:PutObject"]' in source
+    assert source.index("s3:PutObject") < source.index("listObjectVersions")
+    s = synth("dev")
+    (log_bucket,) = [k for k in s.resources("cluster", "AWS::S3::Bucket") if k.startswith("AccessLogsBucket")]
+    deleters = [r for r in s.resources("cluster", "Custom::S3AutoDeleteObjects").values()
+                if r["Properties"]["BucketName"] == {"Ref": log_bucket}]
+    assert deleters
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_a_kept_resource_with_a_fixed_name_can_be_adopted_by_the_next_deploy(synth, env):
+    # After `cdk destroy` a kept bucket or log group still holds its name, and creating it again
+    # fails ("already exists"). `cdk deploy --import-existing-resources` (CloudFormation's
+    # ImportExistingResources: resources whose names the template fixes) adopts it, for types
+    # that support import: a read handler in the type's registry schema (cfn-lint ships them).
+    from infra import cfn_schema
+
+    s = synth(env)
+    fixed = []
+    for suffix, template in s.templates.items():
+        for lid in _retained(template):
+            resource = template["Resources"][lid]
+            schema = cfn_schema.resource(resource["Type"])
+            keys = [p.rsplit("/", 1)[-1] for p in schema.get("primaryIdentifier", [])]
+            if keys and all(isinstance(resource["Properties"].get(k), str) for k in keys):
+                assert "read" in schema.get("handlers", {}), (suffix, lid)
+                fixed.append(resource["Properties"][keys[0]])
+    assert bool(fixed) == s.settings.protection.retain_data, fixed
+    assert "--import-existing-resources" in (ROOT / "README.md").read_text()
 
 
 def test_the_eks_cluster_is_deleted_on_teardown_even_in_prod(synth):

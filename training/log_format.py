@@ -1,9 +1,13 @@
-"""The lines train.py prints and the regexes the job's log-monitoring rules use.
+"""What train.py and the job that runs it must agree on: the lines train.py prints, the
+regexes the job's log-monitoring rules use, and the environment the job hands it.
 
 One module, imported by train.py (in the image) and by manifests/job.py (which builds the
-HyperPodPyTorchJob's logMonitoringConfiguration), so the rules match what is printed.
-No third-party imports: the manifest builder runs without torch.
+HyperPodPyTorchJob's logMonitoringConfiguration and env), so the rules match what is
+printed. No third-party imports: the manifest builder runs without torch.
 """
+
+# The Secrets Manager secret (its name) whose value is the Hugging Face token.
+HF_TOKEN_SECRET_ENV = "HF_TOKEN_SECRET_ID"
 
 LOSS_LINE = "step={step} loss={loss:.4f} lr={lr:.3e} tokens_per_s={tps:.1f}"
 CHECKPOINT_LINE = "checkpoint saved step={step} path={path} seconds={seconds:.1f}"

@@ -29,7 +29,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from log_format import CHECKPOINT_LINE, LOSS_LINE, NONFINITE_LINE, STOPPED_LINE  # beside this script, in the image too
+from log_format import CHECKPOINT_LINE, HF_TOKEN_SECRET_ENV, LOSS_LINE, NONFINITE_LINE, STOPPED_LINE  # beside this script, in the image too
 from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
 
 MANIFEST = "_COMPLETE.json"
@@ -119,6 +119,28 @@ class StopRequest:
 
 
 # ---------------------------------------------------------------- data
+
+
+def load_hf_token(environ=os.environ, client=None) -> str | None:
+    """A gated tokenizer's Hugging Face token: HF_TOKEN when set, else the value of the Secrets
+    Manager secret HF_TOKEN_SECRET_ID names, read with the job's Pod Identity role and put in
+    HF_TOKEN for huggingface_hub. The token is in neither the pod spec nor config. Returns the
+    secret's name when it read one. A JSON secret may hold it under "token" or "HF_TOKEN"."""
+    secret = environ.get(HF_TOKEN_SECRET_ENV)
+    if not secret or environ.get("HF_TOKEN"):
+        return None
+    if client is None:
+        import botocore.session  # in the image through s3fs (aiobotocore)
+
+        client = botocore.session.get_session().create_client("secretsmanager", region_name=environ.get("AWS_REGION"))
+    value = client.get_secret_value(SecretId=secret)["SecretString"].strip()
+    if value.startswith("{"):
+        fields = json.loads(value)
+        value = fields.get("token") or fields.get("HF_TOKEN") or ""
+    if not value:
+        raise SystemExit(f"Secrets Manager secret {secret} holds no Hugging Face token (a string, or JSON with \"token\")")
+    environ["HF_TOKEN"] = value
+    return secret
 
 
 def load_stream(args, rank: int, world: int):
@@ -456,7 +478,9 @@ def train(args) -> int:
     else:
         from transformers import AutoTokenizer
 
-        # A gated tokenizer's token: HF_TOKEN, or the file HF_TOKEN_PATH names (the job mounts its secret there).
+        secret = load_hf_token()
+        if secret:
+            log(f"hugging face token: read from Secrets Manager secret {secret}", local_rank=local_rank)
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         vocab = len(tokenizer)
         stream = TokenStream(load_stream(args, rank, world), tokenizer, args.seq_len, args.text_field)

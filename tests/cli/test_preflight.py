@@ -210,3 +210,36 @@ def test_an_addon_without_a_build_for_the_version_fails_before_deploy():
     failed = [r for r in preflight.check_addon_versions(_settings(), aws) if r.status == "fail"]
     assert [r.check for r in failed] == ["add-on amazon-sagemaker-hyperpod-training-operator"]
     assert f"no version for Kubernetes {_settings().eks.version}" in failed[0].detail
+
+
+def test_a_kept_bucket_from_an_earlier_deploy_fails_with_the_flag_that_adopts_it(aws):
+    settings = _settings(env="prod")
+    aws("s3").create_bucket(Bucket=settings.lifecycle_bucket_name)
+    aws("logs").create_log_group(logGroupName=f"/aws/eks/{settings.eks_cluster_name}/cluster")
+    results = {r.check: r for r in preflight.check_retained_names(settings, aws)}
+    kept = results[f"bucket {settings.lifecycle_bucket_name}"]
+    assert kept.status == "fail" and "--import-existing-resources" in kept.action
+    assert results[f"log group /aws/eks/{settings.eks_cluster_name}/cluster"].status == "fail"
+    assert results[f"bucket {settings.checkpoint_bucket_name}"].status == "pass"
+    assert preflight.check_retained_names(_settings(env="dev"), aws) == []  # dev keeps nothing
+
+
+def test_a_kept_name_that_its_stack_still_owns_passes(aws):
+    settings = _settings(env="prod")
+    aws("s3").create_bucket(Bucket=settings.lifecycle_bucket_name)
+    aws("cloudformation").create_stack(StackName=settings.stack_name("cluster"),
+                                       TemplateBody='{"Resources": {"B": {"Type": "AWS::S3::Bucket"}}}')
+    results = {r.check: r for r in preflight.check_retained_names(settings, aws)}
+    assert results[f"bucket {settings.lifecycle_bucket_name}"].status == "pass"
+
+
+def test_an_ami_or_rollback_alarm_that_no_stack_creates_must_exist(aws):
+    from tests.conftest import CAPABILITIES
+
+    settings = config.load_settings(patched_context("dev", CAPABILITIES["cluster-options"]), "dev")[0]
+    failed = {r.check for r in preflight.check_named_resources(settings, aws) if r.status == "fail"}
+    assert failed == {"AMI ami-0123456789abcdef0", "alarm hyperpod-dev-node-health"}
+    aws("cloudwatch").put_metric_alarm(AlarmName="hyperpod-dev-node-health", MetricName="x", Namespace="y", Statistic="Sum",
+                                       Period=60, EvaluationPeriods=1, Threshold=1, ComparisonOperator="GreaterThanThreshold")
+    still = {r.check for r in preflight.check_named_resources(settings, aws) if r.status == "fail"}
+    assert still == {"AMI ami-0123456789abcdef0"}

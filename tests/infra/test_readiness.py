@@ -8,7 +8,6 @@ import base64
 import datetime
 import json
 import ssl
-import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -21,6 +20,7 @@ from botocore.stub import Stubber
 
 from infra import timing
 from infra.handlers import accelerators, chain, hyperpod_nodes
+from tests.conftest import cdk_lib_source
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NODES = json.loads((FIXTURES / "nodes" / "hyperpod_gpu_nodes.json").read_text())
@@ -69,20 +69,11 @@ def test_each_link_sets_its_own_deadline_and_delete_never_waits():
     assert chain.poll(_link("Delete"), lambda: ["never asked"], None) == {"IsComplete": True}
 
 
-def _cdk_lib_file(suffix: str) -> str:
-    import aws_cdk
-
-    bundle = next((Path(aws_cdk.__file__).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz"))
-    with tarfile.open(bundle) as tar:
-        member = next(m for m in tar if m.name.endswith(suffix))
-        return tar.extractfile(member).read().decode()
-
-
 def test_the_provider_framework_fails_the_resource_on_any_error_so_transient_ones_must_be_caught():
     # aws-cdk-lib's provider framework (custom-resources/lib/provider-framework/runtime/cfn-response.js):
     # safeHandler re-throws only its own Retry and answers FAILED to CloudFormation for anything
     # else. A throttled ListClusterNodes would end the whole deploy; the handlers catch it instead.
-    source = _cdk_lib_file("provider-framework/runtime/cfn-response.js")
+    source = cdk_lib_source("provider-framework/runtime/cfn-response.js")
     assert "if(e instanceof Retry)throw" in source and 'submitResponse("FAILED",event' in source
 
 
@@ -335,3 +326,34 @@ def test_a_final_backup_is_taken_only_on_delete_and_waited_for_until_available()
     import re
 
     assert re.fullmatch(r"[A-Za-z0-9_.-]{1,63}", fsx_backup.token("fs-" + "0" * 60))
+
+
+# ---------------------------------------------------------------- VPC teardown
+
+
+def _ec2(*pages):
+    client = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    filters = [{"Name": "vpc-id", "Values": ["vpc-0a1b2c3d4e5f60718"]}, {"Name": "subnet-id", "Values": ["subnet-0a1b2c3d4e5f60711"]},
+               {"Name": "interface-type", "Values": ["lambda"]}]
+    for enis in pages:
+        stub.add_response("describe_network_interfaces", {"NetworkInterfaces": enis}, {"Filters": filters})
+    stub.activate()
+    return client
+
+
+def _teardown_event(request="Delete", deadline=10**10):
+    return _link(request, deadline=deadline, VpcId="vpc-0a1b2c3d4e5f60718", Region="us-east-1",
+                 SubnetIds=["subnet-0a1b2c3d4e5f60711"], SecurityGroupId="sg-0a1b2c3d4e5f60718")
+
+
+def test_deleting_the_network_waits_until_lambda_has_released_its_interfaces():
+    from infra.handlers import vpc_teardown
+
+    eni = {"NetworkInterfaceId": "eni-0a1b2c3d4e5f60718", "InterfaceType": "lambda", "Status": "in-use",
+           "Description": "AWS Lambda VPC ENI-hyperpod-dev-cluster-Handler"}
+    assert vpc_teardown.is_complete(_teardown_event("Create"), None, client=object()) == {"IsComplete": True}
+    assert vpc_teardown.is_complete(_teardown_event(), None, client=_ec2([eni])) == {"IsComplete": False}
+    assert vpc_teardown.is_complete(_teardown_event(), None, client=_ec2([])) == {"IsComplete": True}
+    with pytest.raises(TimeoutError, match="eni-0a1b2c3d4e5f60718 .AWS Lambda VPC ENI-hyperpod-dev-cluster-Handler, in-use.*run cdk destroy again"):
+        vpc_teardown.is_complete(_teardown_event(deadline=1), None, client=_ec2([eni]), now=lambda: 2)

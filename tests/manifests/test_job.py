@@ -16,6 +16,7 @@ from cli import main as cli
 from infra import config, naming
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
+from training import log_format
 
 MODEL_FILE = "sagemaker/hyperpod/training/config/hyperpod_pytorch_job_unified_config.py"
 
@@ -191,19 +192,26 @@ def test_the_gated_tokenizer_needs_its_secret_and_the_8b_model_wants_it():
 
 
 def test_the_gated_tokenizer_token_comes_from_a_secret_never_from_config():
-    _, manifest = _job("dev", {"sample_job": {"tokenizer": "meta-llama/Llama-3.1-8B", "hf_token_secret": "hf-token"}})
+    _, manifest = _job("dev", {"sample_job": {"tokenizer": "meta-llama/Llama-3.1-8B", "hf_token_secret": "hyperpod/dev/hf-token"}})
     pod = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]
-    container = pod["containers"][0]
-    env = {e["name"]: e for e in container["env"]}
-    assert "HF_TOKEN" not in env  # a file, not an env var (checkov CKV_K8S_35)
-    # huggingface_hub's own constant: the token file it reads
-    from huggingface_hub import constants
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    # The secret's name and region for train.py (load_hf_token); never the token itself.
+    assert env[log_format.HF_TOKEN_SECRET_ENV] == "hyperpod/dev/hf-token" and env["AWS_REGION"] == "us-east-1"
+    assert "HF_TOKEN" not in env and "hf-token" not in json.dumps(pod["volumes"])
 
-    assert "HF_TOKEN_PATH" in open(constants.__file__).read()
-    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "hf-token"]
-    assert env["HF_TOKEN_PATH"]["value"] == mount["mountPath"] + "/token" and mount["readOnly"] is True
-    (volume,) = [v for v in pod["volumes"] if v["name"] == "hf-token"]
-    assert volume["projected"]["sources"] == [{"secret": {"name": "hf-token", "items": [{"key": "token", "path": "token"}]}}]
+
+def test_the_secret_name_follows_secrets_managers_rules_and_validation_says_how_to_create_it():
+    assert any("aws secretsmanager create-secret --name hyperpod/prod/hf-token" in p for p in _problems_of({"sample_job": {"hf_token_secret": None}}))
+    assert any("is not a Secrets Manager secret name" in p for p in _problems_of({"sample_job": {"hf_token_secret": "hf token"}}))
+    assert any("six characters" in p for p in _problems_of({"sample_job": {"hf_token_secret": "hf-token-a1B2c3"}}))
+
+
+def _problems_of(patch: dict) -> list[str]:
+    try:
+        config.load_settings(patched_context("prod", patch), "prod")
+    except config.ConfigError as err:
+        return err.problems
+    return []
 
 
 def test_gpu_or_efa_counts_that_do_not_match_the_type_are_refused():

@@ -89,3 +89,18 @@ def test_checkpoint_bucket_expires_deleted_checkpoints_and_aborts_stale_uploads(
     assert rules["ExpireDeletedCheckpoints"]["NoncurrentVersionExpiration"]["NoncurrentDays"] > 0
     assert rules["AbortIncompleteUploads"]["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] == 1
     assert all(r["Status"] == "Enabled" for r in rules.values())
+
+
+def test_the_token_secret_is_required_at_deploy_and_readable_only_by_the_job(synth):
+    s = synth("prod")
+    name = s.settings.sample_job.hf_token_secret
+    (check_id, check), = s.resources("sample-job", "Custom::AWS").items()
+    create = json.loads(json.dumps(check["Properties"]["Create"]))
+    text = create if isinstance(create, str) else "".join(p if isinstance(p, str) else "" for p in create["Fn::Join"][1])
+    assert '"action":"describeSecret"' in text and f'"SecretId":"{name}"' in text
+    (job_id,) = [k for k, r in s.resources("sample-job", "Custom::AWSCDK-EKS-KubernetesResource").items()]
+    assert check_id in s.templates["sample-job"]["Resources"][job_id]["DependsOn"]
+    (policy,) = [p for k, p in s.resources("sample-job", "AWS::IAM::ManagedPolicy").items() if k.startswith("SampleJobTokenPolicy")]
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "secretsmanager:GetSecretValue"
+    assert statement["Resource"] == f"arn:aws:secretsmanager:us-east-1:111111111111:secret:{name}-??????"

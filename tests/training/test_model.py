@@ -124,3 +124,27 @@ def test_model_built_on_meta_materialises_as_transformers_builds_it():
     proj = torch.cat([v.flatten() for n, v in weights.items() if n.endswith("proj.weight")])
     assert proj.std().item() == pytest.approx(config.initializer_range, rel=0.05)
     assert abs(proj.mean().item()) < 1e-3
+
+
+def test_the_hugging_face_token_is_read_from_the_secret_the_job_names(monkeypatch):
+    # Against moto's Secrets Manager (GetSecretValue as the API answers it): the job passes the
+    # secret's name (manifests/job.py), train.py reads the value with the pod's own credentials.
+    import boto3
+    import botocore.session
+    from moto import mock_aws
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        sm = boto3.client("secretsmanager", region_name="us-east-1")
+        sm.create_secret(Name="hyperpod/prod/hf-token", SecretString="hf_plain\n")
+        sm.create_secret(Name="hyperpod/prod/hf-json", SecretString='{"token": "hf_json"}')
+        client = botocore.session.get_session().create_client("secretsmanager", region_name="us-east-1")
+        env = {train.HF_TOKEN_SECRET_ENV: "hyperpod/prod/hf-token", "AWS_REGION": "us-east-1"}
+        assert train.load_hf_token(env, client=client) == "hyperpod/prod/hf-token" and env["HF_TOKEN"] == "hf_plain"
+        env = {train.HF_TOKEN_SECRET_ENV: "hyperpod/prod/hf-json"}
+        train.load_hf_token(env, client=client)
+        assert env["HF_TOKEN"] == "hf_json"
+        # A token already given wins; no secret named, nothing read.
+        assert train.load_hf_token({train.HF_TOKEN_SECRET_ENV: "x", "HF_TOKEN": "given"}, client=object()) is None
+        assert train.load_hf_token({}, client=object()) is None
