@@ -302,6 +302,37 @@ def check_named_resources(settings: Settings, aws: Clients) -> list[Result]:
     return results
 
 
+def check_existing_vpc_endpoints(settings: Settings, aws: Clients) -> list[Result]:
+    """An endpoint the existing VPC already has fails the one the network stack would add: a
+    second S3 gateway on the same route table, or a second interface endpoint with private DNS
+    ("private-dns-enabled cannot be set because there is already a conflicting DNS domain")."""
+    ev = settings.network.existing_vpc
+    if ev is None:
+        return []
+    have = aws("ec2").describe_vpc_endpoints(Filters=[{"Name": "vpc-id", "Values": [ev.vpc_id]}])["VpcEndpoints"]
+    prefix = f"com.amazonaws.{aws.region}."
+    results = []
+    if ev.s3_gateway_endpoint:
+        ours = {*ev.private_subnet_route_table_ids, *(sn.route_table_id for sn in settings.network.hyperpod_subnets if sn.route_table_id)}
+        taken = sorted({rt for e in have if e["ServiceName"] == prefix + "s3" and e.get("VpcEndpointType") == "Gateway"
+                        for rt in e.get("RouteTableIds", []) if rt in ours})
+        results.append(
+            Result("endpoint s3", "fail", f"{ev.vpc_id} already has an S3 gateway endpoint on {', '.join(taken)}",
+                   "set network.existing_vpc.s3_gateway_endpoint to false")
+            if taken
+            else Result("endpoint s3", "pass", "no S3 gateway endpoint on these route tables yet")
+        )
+    for service in settings.network.endpoint_services:
+        clash = [e["VpcEndpointId"] for e in have if e["ServiceName"] == prefix + service and e.get("PrivateDnsEnabled")]
+        results.append(
+            Result(f"endpoint {service}", "fail", f"{ev.vpc_id} already has {', '.join(clash)} with private DNS; a second one fails",
+                   f"list network.interface_endpoints without {service}")
+            if clash
+            else Result(f"endpoint {service}", "pass", "not in the VPC yet")
+        )
+    return results
+
+
 CHECKS = (
     check_account,
     check_zones,
@@ -313,6 +344,7 @@ CHECKS = (
     check_admins,
     check_named_resources,
     check_retained_names,
+    check_existing_vpc_endpoints,
     check_bootstrap,
 )
 

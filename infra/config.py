@@ -67,6 +67,10 @@ class ExistingVpc(_Model):
     # One private subnet per entry of `availability_zones`, in the same order, for EKS.
     private_subnet_ids: tuple[SubnetId, ...] = Field(min_length=2)
     private_subnet_route_table_ids: tuple[RouteTableId, ...] = Field(min_length=2)
+    # An S3 gateway endpoint on these route tables (and the HyperPod subnets'): lifecycle scripts,
+    # checkpoints and ECR image layers are S3 traffic. False where the VPC already has one there
+    # (a second one on the same route table fails; preflight tells).
+    s3_gateway_endpoint: bool = True
 
 
 class NetworkSettings(_Model):
@@ -80,8 +84,9 @@ class NetworkSettings(_Model):
     nat_gateways: Optional[int] = Field(default=None, ge=0, le=6)
     hyperpod_subnets: tuple[HyperPodSubnet, ...] = Field(min_length=1)
     # Interface endpoints: "none"; true (sagemaker.api and eks-auth, so nodes need no NAT for
-    # them); or "all", every AWS service the nodes and the kubectl Lambda reach (ENDPOINT_SERVICES).
-    interface_endpoints: Union[bool, Literal["none", "all"]] = False
+    # them); "all", every AWS service the nodes and the kubectl Lambda reach (ENDPOINT_SERVICES);
+    # or a list of those services (an existing VPC that has some of them already).
+    interface_endpoints: Union[bool, Literal["none", "all"], tuple[str, ...]] = False
     flow_logs: bool = True
     existing_vpc: Optional[ExistingVpc] = None
 
@@ -91,9 +96,16 @@ class NetworkSettings(_Model):
 
     @property
     def endpoint_services(self) -> tuple[str, ...]:
+        if isinstance(self.interface_endpoints, tuple):
+            return self.interface_endpoints
         if self.interface_endpoints == "all":
             return ENDPOINT_SERVICES
         return ("sagemaker.api", "eks-auth") if self.interface_endpoints is True else ()
+
+    @property
+    def closed(self) -> bool:
+        """No NAT in a new VPC: the nodes reach only what the endpoints serve."""
+        return not self.existing_vpc and self.nat_count == 0
 
     @property
     def cidr_blocks(self) -> tuple[ipaddress.IPv4Network, ...]:
@@ -113,13 +125,6 @@ ENDPOINT_SERVICES = (
     "sagemaker.api", "eks", "eks-auth", "ec2", "ecr.api", "ecr.dkr", "sts", "logs", "monitoring",
     "ssm", "ssmmessages", "ec2messages", "lambda", "aps-workspaces",
 )
-# What still needs the internet in a closed network, named by validation.
-NEEDS_INTERNET = (
-    "the sample job streams C4 and its tokenizer from Hugging Face (sample_job.dataset.files reads text from FSx instead)",
-    "training/Dockerfile pip-installs from PyPI when the image is built in the VPC",
-)
-
-
 # --------------------------------------------------------------------------- EKS
 
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -531,7 +536,7 @@ class Settings(_Model):
     @property
     def mirrors_chart_images(self) -> bool:
         asked = self.hyperpod.helm_chart.mirror_images
-        return asked if asked is not None else (not self.uses_existing_vpc and self.network.nat_count == 0)
+        return asked if asked is not None else self.network.closed
 
     @property
     def device_resources(self) -> set[str]:
@@ -845,13 +850,24 @@ def _check_network(s: Settings, p: _Problems):
         p.error("network.nat_gateways", net.nat_gateways, "must be left out with existing_vpc: that VPC brings its own routes and no NAT gateway is created")
     elif net.nat_count > len(s.availability_zones):
         p.error("network.nat_gateways", net.nat_gateways, f"must be at most the number of AZs ({len(s.availability_zones)})")
-    if not net.existing_vpc and net.nat_count == 0:
-        if net.interface_endpoints != "all":
-            p.error("network.nat_gateways", 0, 'leaves the nodes no way to the AWS APIs; set network.interface_endpoints to "all" (or add a NAT gateway)')
+    if isinstance(net.interface_endpoints, tuple):
+        for i, service in enumerate(net.interface_endpoints):
+            if service not in ENDPOINT_SERVICES:
+                p.error(f"network.interface_endpoints[{i}]", service, f"is not a service the platform calls; choose from: {', '.join(ENDPOINT_SERVICES)}")
+        for service in _duplicates(net.interface_endpoints):
+            p.error("network.interface_endpoints", service, "is listed twice")
+    if net.closed:
+        missing = [svc for svc in ENDPOINT_SERVICES if svc not in net.endpoint_services]
+        if missing:
+            p.error("network.nat_gateways", 0, f'leaves the nodes no way to {", ".join(missing)}; set network.interface_endpoints to "all" (or add a NAT gateway)')
         elif s.eks.endpoint_access == "public":
             p.error("eks.endpoint_access", "public", "is unreachable from a network without NAT; use 'private' or 'public_and_private'")
         else:
-            p.warn(f"network.nat_gateways: 0 - no internet access, so: {'; '.join(NEEDS_INTERNET)}")
+            p.warn(
+                "network.nat_gateways: 0 - no internet access: the chart's images are copied into ECR at deploy, the "
+                "sample job reads its text and tokenizer from /fsx, and the training image is built and pushed from "
+                "the machine that runs cdk deploy"
+            )
     for az in _duplicates(sn.availability_zone for sn in net.hyperpod_subnets):
         p.error("network.hyperpod_subnets", az, "has two subnets in the same AZ; give one per AZ")
     for i, sn in enumerate(net.hyperpod_subnets):
@@ -926,6 +942,13 @@ def _check_existing_vpc(s: Settings, p: _Problems):
     for i, sn in enumerate(s.network.hyperpod_subnets):
         if sn.subnet_id is None or sn.cidr is not None:
             p.error(f"network.hyperpod_subnets[{i}]", sn.cidr and str(sn.cidr), "needs subnet_id (and no cidr) for an existing VPC")
+        elif ev.s3_gateway_endpoint and sn.route_table_id is None:
+            p.error(
+                f"network.hyperpod_subnets[{i}].route_table_id",
+                None,
+                "is required with network.existing_vpc.s3_gateway_endpoint (the endpoint's route goes into it); "
+                "or set s3_gateway_endpoint false where the VPC has one",
+            )
 
 
 def _check_eks(s: Settings, p: _Problems):
@@ -1337,6 +1360,12 @@ def _check_sample_job(s: Settings, p: _Problems):
             "local",
             f"must be s3 or fsx with {job.nodes} nodes: each node's NVMe holds only its own ranks' shards, so no node could resume",
         )
+    if s.network.closed:
+        # Nothing reaches Hugging Face from a network without NAT.
+        if not job.dataset.files:
+            p.error("sample_job.dataset.files", [], f"must name text under {naming.FSX_MOUNT}/: a network without NAT cannot stream {job.dataset.name} from Hugging Face")
+        if not job.tokenizer.startswith(naming.FSX_MOUNT + "/"):
+            p.error("sample_job.tokenizer", job.tokenizer, f"cannot be downloaded in a network without NAT; save it under {naming.FSX_MOUNT}/ (tokenizer.save_pretrained) and give that path")
     for i, path in enumerate(job.dataset.files):
         if not s.fsx.enabled or not path.startswith(naming.FSX_MOUNT + "/"):
             p.error(f"sample_job.dataset.files[{i}]", path, f"must be a path under {naming.FSX_MOUNT}/ with fsx.enabled (the claim the job mounts)")

@@ -28,6 +28,8 @@ class NetworkStack(PlatformStack):
             self.vpc = self._import_vpc()
             self.hyperpod_subnets = self._import_hyperpod_subnets()
             self.eks_subnets = list(self.vpc.private_subnets)
+            if net.existing_vpc.s3_gateway_endpoint:
+                self._gateway_endpoint()
         else:
             self.vpc = self._new_vpc()
             # Without NAT the EKS subnets are isolated: no route out but the endpoints.

@@ -60,6 +60,9 @@ CAPABILITIES = {
     "closed-network": {
         "network": {"nat_gateways": 0, "interface_endpoints": "all"},
         "eks": {"endpoint_access": "private", "public_access_cidrs": []},
+        # Nothing reaches Hugging Face: the job's text and tokenizer come from FSx.
+        "fsx": {"enabled": True},
+        "sample_job": {"dataset": {"files": ["/fsx/datasets/c4/*.txt"]}, "tokenizer": "/fsx/tokenizers/llama"},
     },
     "existing-vpc": {
         "network": {
@@ -70,7 +73,8 @@ CAPABILITIES = {
                 "private_subnet_ids": ["subnet-0a1b2c3d4e5f60711", "subnet-0a1b2c3d4e5f60712", "subnet-0a1b2c3d4e5f60713"],
                 "private_subnet_route_table_ids": ["rtb-0a1b2c3d4e5f60711", "rtb-0a1b2c3d4e5f60712", "rtb-0a1b2c3d4e5f60713"],
             },
-            "hyperpod_subnets": [{"availability_zone": "us-east-1a", "subnet_id": "subnet-0a1b2c3d4e5f60714"}],
+            "hyperpod_subnets": [{"availability_zone": "us-east-1a", "subnet_id": "subnet-0a1b2c3d4e5f60714",
+                                  "route_table_id": "rtb-0a1b2c3d4e5f60714"}],
             "interface_endpoints": "all",
         },
     },

@@ -486,3 +486,18 @@ def test_a_kept_file_system_is_backed_up_and_deleted_so_the_network_can_go(synth
     (backup,) = s.resources("cluster", "Custom::FsxFinalBackup").values()
     # It refers to the file system, so CloudFormation deletes it (taking the backup) first.
     assert backup["Properties"]["FileSystemId"] == {"Ref": fs_id}
+
+
+def test_the_file_system_is_lustre_over_tcp_so_no_efa_client_setup_or_fsx_endpoint_is_needed(synth):
+    # FSx for Lustre guide: a file system speaks Lustre over EFA only if created with EfaEnabled,
+    # and then clients need the EFA setup the awsome on_create_main.sh downloads at boot. The FSx
+    # CSI driver (kubernetes-sigs/aws-fsx-csi-driver pkg/driver/controller.go) calls the FSx API
+    # in CreateVolume, DeleteVolume, ValidateVolumeCapabilities and ControllerExpandVolume only:
+    # static volumes (ours: addons/fsx_csi.py) need no `fsx` endpoint in a closed network.
+    for env in ("fsx", "closed-network"):
+        s = synth(env)
+        (fs,) = s.resources("cluster", "AWS::FSx::FileSystem").values()
+        assert "EfaEnabled" not in fs["Properties"]["LustreConfiguration"]
+        pvs = [o for o in s.manifests("addons") if o["kind"] == "PersistentVolume"]
+        assert pvs and all(pv["spec"]["storageClassName"] == "" for pv in pvs)  # static, no provisioner
+    assert "fsx" not in synth("closed-network").settings.network.endpoint_services

@@ -243,3 +243,19 @@ def test_an_ami_or_rollback_alarm_that_no_stack_creates_must_exist(aws):
                                        Period=60, EvaluationPeriods=1, Threshold=1, ComparisonOperator="GreaterThanThreshold")
     still = {r.check for r in preflight.check_named_resources(settings, aws) if r.status == "fail"}
     assert still == {"AMI ami-0123456789abcdef0"}
+
+
+def test_an_endpoint_the_existing_vpc_already_has_is_named_before_the_deploy_fails_on_it(aws):
+    from tests.conftest import CAPABILITIES
+
+    ec2 = aws("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    rt = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName="com.amazonaws.us-east-1.s3", VpcEndpointType="Gateway", RouteTableIds=[rt])
+    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName="com.amazonaws.us-east-1.ecr.dkr", VpcEndpointType="Interface", PrivateDnsEnabled=True)
+    patch = config.deep_merge(CAPABILITIES["existing-vpc"], {"network": {"existing_vpc": {"vpc_id": vpc, "private_subnet_route_table_ids": [rt] * 3}}})
+    settings = config.load_settings(patched_context("dev", patch), "dev")[0]
+    failed = {r.check: r for r in preflight.check_existing_vpc_endpoints(settings, aws) if r.status == "fail"}
+    assert set(failed) == {"endpoint s3", "endpoint ecr.dkr"}
+    assert failed["endpoint s3"].action == "set network.existing_vpc.s3_gateway_endpoint to false"
+    assert failed["endpoint ecr.dkr"].action == "list network.interface_endpoints without ecr.dkr"

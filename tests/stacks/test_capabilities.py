@@ -280,7 +280,11 @@ def test_endpoints_admit_https_from_every_vpc_cidr_block(synth):
 
 def test_a_closed_network_says_what_will_not_work_and_refuses_what_cannot():
     settings, warnings = config.load_settings(patched_context("dev", CAPABILITIES["closed-network"]), "dev")
-    assert any("Hugging Face" in w and "no internet access" in w for w in warnings)
+    assert any("no internet access" in w and "copied into ECR" in w for w in warnings)
+    # The job cannot stream from Hugging Face there (its dataset and tokenizer must be on FSx).
+    lines = _problems(config.deep_merge(CAPABILITIES["closed-network"], {"sample_job": {"dataset": {"files": []}, "tokenizer": "meta-llama/Llama-3.1-8B", "hf_token_secret": "t"}}))
+    assert any(l.startswith("dev: sample_job.dataset.files: [] must name text under /fsx/") for l in lines)
+    assert any(l.startswith("dev: sample_job.tokenizer: 'meta-llama/Llama-3.1-8B' cannot be downloaded") for l in lines)
     assert any('set network.interface_endpoints to "all"' in line for line in _problems({"network": {"nat_gateways": 0}}))
     lines = _problems({"network": {"nat_gateways": 0, "interface_endpoints": "all"}, "eks": {"endpoint_access": "public"}})
     assert any("eks.endpoint_access: 'public' is unreachable from a network without NAT" in line for line in lines)

@@ -113,10 +113,40 @@ EXISTING_VPC = {
             "private_subnet_ids": ["subnet-0a000000000000001", "subnet-0a000000000000002", "subnet-0a000000000000003"],
             "private_subnet_route_table_ids": ["rtb-0a000000000000001", "rtb-0a000000000000002", "rtb-0a000000000000003"],
         },
-        "hyperpod_subnets": [{"availability_zone": "us-east-1a", "subnet_id": "subnet-0b000000000000001"}],
+        "hyperpod_subnets": [{"availability_zone": "us-east-1a", "subnet_id": "subnet-0b000000000000001",
+                              "route_table_id": "rtb-0b000000000000001"}],
     },
     "eks": {
         "authentication_mode": "API_AND_CONFIG_MAP",
         "admin_principal_arns": ["arn:aws:iam::111111111111:role/PlatformAdmin"],
     },
 }
+
+
+def test_an_existing_vpc_gets_the_s3_gateway_endpoint_on_its_route_tables_unless_it_has_one(synth):
+    # Lifecycle scripts, checkpoints and ECR image layers are S3 traffic (ECR serves layers from
+    # S3: its VPC-endpoint page requires the S3 gateway endpoint for pulls without a NAT).
+    s = synth("existing-vpc")
+    (endpoint,) = [r["Properties"] for r in s.resources("network", "AWS::EC2::VPCEndpoint").values()
+                   if r["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"]
+    ev = s.settings.network.existing_vpc
+    wanted = {*ev.private_subnet_route_table_ids, *(sn.route_table_id for sn in s.settings.network.hyperpod_subnets)}
+    assert set(endpoint["RouteTableIds"]) == wanted
+    from infra import config
+    from tests.conftest import CAPABILITIES, patched_context
+
+    off = config.deep_merge(CAPABILITIES["existing-vpc"], {"network": {"existing_vpc": {"s3_gateway_endpoint": False},
+                                                                       "hyperpod_subnets": [{"availability_zone": "us-east-1a", "subnet_id": "subnet-0a1b2c3d4e5f60714"}]}})
+    settings, _ = config.load_settings(patched_context("dev", off), "dev")  # no route table needed then
+    assert not settings.network.existing_vpc.s3_gateway_endpoint
+
+
+def test_interface_endpoints_can_be_chosen_one_by_one(synth):
+    from infra import config
+    from tests.conftest import patched_context
+
+    settings, _ = config.load_settings(patched_context("dev", {"network": {"interface_endpoints": ["sagemaker.api", "ecr.dkr"]}}), "dev")
+    assert settings.network.endpoint_services == ("sagemaker.api", "ecr.dkr")
+    with pytest.raises(config.ConfigError) as err:
+        config.load_settings(patched_context("dev", {"network": {"interface_endpoints": ["sagemaker.runtime"]}}), "dev")
+    assert any(p.startswith("dev: network.interface_endpoints[0]: 'sagemaker.runtime' is not a service the platform calls") for p in err.value.problems)
