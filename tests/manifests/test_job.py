@@ -119,7 +119,7 @@ def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
     # HyperPod's own node label, so two groups of one type are told apart
     assert {"key": "sagemaker.amazonaws.com/instance-group-name", "operator": "In", "values": ["gpu"]} in term["matchExpressions"]
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
-    assert mounts == {"/dev/shm", "/local", "/tmp", "/opt/ml", "/etc/hf-token"}
+    assert mounts == {"/dev/shm", "/local", "/tmp", "/opt/ml"}  # the token is read from Secrets Manager, not mounted
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["shm"]["emptyDir"]["medium"] == "Memory" and volumes["local"]["hostPath"]["path"] == "/opt/sagemaker/jobs"
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
