@@ -69,6 +69,9 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
         + 2 * m["AWS::Lambda::Function"]
         + m["AWS::EKS::AccessEntry"]
         + m["Custom::AWSCDK-EKS-HelmChart"]
+        # The nodes' role and its policy exist before the HyperPod cluster starts them.
+        + m["AWS::IAM::Role"]
+        + m["AWS::IAM::ManagedPolicy"]
         + nodes
         + m["Custom::HyperPodAcceleratorsReady"]
         + 2 * (m["AWS::EKS::Addon"] + m["Custom::AWSCDK-EKS-KubernetesObjectValue"])
