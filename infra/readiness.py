@@ -50,8 +50,11 @@ class ChainedWait(Construct):
         properties: dict,
         total_minutes: float,
         description: str,
+        why_these_functions: str,
         is_complete_options: dict | None = None,
     ):
+        """`why_these_functions`: for the nag acknowledgment of the provider's Lambdas, what
+        they do and why they run where they do."""
         super().__init__(scope, id_)
         code = lambda_.Code.from_asset(str(HANDLERS))
         runtime = lambda_.Runtime.PYTHON_3_12
@@ -82,6 +85,7 @@ class ChainedWait(Construct):
                 resource_type=resource_type,
                 service_timeout=cdk.Duration.seconds(timing.LINK_SERVICE_TIMEOUT_S),
                 properties={
+                    "Region": cdk.Stack.of(self).region,
                     **properties,
                     "Link": f"{link.index}/{link.count}",
                     "LinkSeconds": str(link.seconds),
@@ -101,6 +105,7 @@ class ChainedWait(Construct):
                 **({} if in_vpc else {"CKV_AWS_117": "It calls only AWS APIs (SageMaker), which need no VPC"}),
                 CKV_AWS_173="No environment variables are set: there is nothing to encrypt",
             )
+        compliance.acknowledge_provider(self, why_these_functions)
 
 
 class HyperPodNodesReady(ChainedWait):
@@ -117,11 +122,12 @@ class HyperPodNodesReady(ChainedWait):
             resource_type="Custom::HyperPodNodesReady",
             properties={
                 "ClusterName": cluster_name,
-                "Region": stack.region,
                 "InstanceGroups": {name: str(count) for name, count in groups.items()},
             },
             total_minutes=total_minutes,
             description="are the HyperPod nodes Running",
+            why_these_functions="a readiness gate that polls ListClusterNodes; its handlers run outside the VPC because "
+            "they call only the SageMaker API",
         )
         # HyperPod cluster ARNs end in an id known only after creation. Scoped to this
         # account's clusters by pattern, the gate's Lambdas and provider are created while the
@@ -135,7 +141,6 @@ class HyperPodNodesReady(ChainedWait):
         # The name comes from config, so nothing else orders the wait after the cluster's
         # creation; without this it could ask ListClusterNodes before the cluster exists.
         self.links[0].node.add_dependency(cluster)
-        compliance.acknowledge_provider(self, "a readiness gate that polls ListClusterNodes; its handlers run outside the VPC because they call only the SageMaker API")
         compliance.acknowledge(
             self.is_complete,
             "ListClusterNodes only reads; a HyperPod cluster's ARN ends in an id assigned at creation, and "
@@ -159,7 +164,6 @@ class AcceleratorsReady(ChainedWait):
         security_group: ec2.ISecurityGroup,
         vpc: ec2.IVpc,
     ):
-        stack = cdk.Stack.of(scope)
         super().__init__(
             scope,
             id_,
@@ -167,7 +171,6 @@ class AcceleratorsReady(ChainedWait):
             resource_type="Custom::HyperPodAcceleratorsReady",
             properties={
                 "ClusterName": cluster.cluster_name,
-                "Region": stack.region,
                 "Endpoint": cluster.cluster_endpoint,
                 "CertificateAuthority": cluster.cluster_certificate_authority_data,
                 "Groups": {
@@ -177,6 +180,8 @@ class AcceleratorsReady(ChainedWait):
             },
             total_minutes=timing.ACCELERATOR_WAIT_MINUTES,
             description="can the accelerated nodes run training",
+            why_these_functions="a readiness gate that lists nodes through the EKS API; its check runs inside the VPC "
+            "(the endpoint may be private) and its start handler outside it, calling nothing",
             # The API endpoint may be private (prod): the check runs where the nodes do.
             is_complete_options={
                 "vpc": vpc,
@@ -197,11 +202,6 @@ class AcceleratorsReady(ChainedWait):
         rbac = eks.KubernetesManifest(self, "NodeReaders", cluster=cluster, manifest=node_reader_rbac())
         for link in self.links:
             link.node.add_dependency(access, rbac)
-        compliance.acknowledge_provider(
-            self,
-            "a readiness gate that lists nodes through the EKS API; its check runs inside the VPC (the endpoint may "
-            "be private) and its start handler outside it, calling nothing",
-        )
         compliance.acknowledge(
             self.is_complete,
             "Lambda in a VPC needs the AWS-managed AWSLambdaVPCAccessExecutionRole to manage its network interfaces; "

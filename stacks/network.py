@@ -161,7 +161,6 @@ class NetworkStack(PlatformStack):
         their interfaces up to 20 minutes after the functions are gone. Deleted first (it
         refers to the subnets and the group), this waits for that before their deletion."""
         subnets = [*self.eks_subnets, *self.hyperpod_subnets]
-        stack = cdk.Stack.of(self)
         wait = readiness.ChainedWait(
             self,
             "LambdaInterfacesReleased",
@@ -169,15 +168,15 @@ class NetworkStack(PlatformStack):
             resource_type="Custom::VpcTeardown",
             properties={
                 "VpcId": self.vpc.vpc_id,
-                "Region": stack.region,
                 "SubnetIds": [subnet.subnet_id for subnet in subnets],
                 "SecurityGroupId": self.efa_security_group.security_group_id,
             },
             total_minutes=timing.LINK_WAIT_S / 60,
             description="are this VPC's Lambda interfaces released",
+            why_these_functions="a wait on deletion for Lambda's network interfaces to leave this VPC; its handlers call "
+            "only the EC2 API",
         )
         wait.is_complete.add_to_role_policy(iam.PolicyStatement(actions=["ec2:DescribeNetworkInterfaces"], resources=["*"]))
-        compliance.acknowledge_provider(wait, "a wait on deletion for Lambda's network interfaces to leave this VPC; its handlers call only the EC2 API")
         compliance.acknowledge(
             wait.is_complete,
             "ec2:DescribeNetworkInterfaces supports no resource-level permissions (Service Authorization Reference)",

@@ -103,9 +103,10 @@ class FinalBackup(readiness.ChainedWait):
             id_,
             handler="fsx_backup",
             resource_type="Custom::FsxFinalBackup",
-            properties={"FileSystemId": file_system.ref, "Region": stack.region},
+            properties={"FileSystemId": file_system.ref},
             total_minutes=timing.LINK_WAIT_S / 60,
             description="is the file system's final backup AVAILABLE",
+            why_these_functions="a final backup of the shared file system on deletion; its handlers call only the FSx API",
         )
         # Its FileSystemId refers to the file system, so CloudFormation deletes it (and waits for
         # the backup) before the file system.
@@ -119,7 +120,6 @@ class FinalBackup(readiness.ChainedWait):
         self.is_complete.add_to_role_policy(iam.PolicyStatement(actions=["fsx:DescribeBackups"], resources=["*"]))
         from infra import compliance
 
-        compliance.acknowledge_provider(self, "a final backup of the shared file system on deletion; its handlers call only the FSx API")
         compliance.acknowledge(
             self.is_complete,
             "A backup's id is assigned when it is created, so its ARN is this account's backups; DescribeBackups "
