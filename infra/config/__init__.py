@@ -1,0 +1,44 @@
+"""Per-environment settings: cdk.json context -> one immutable, validated object.
+
+`cdk.json` holds `defaults` and an `environments` map. The chosen environment's block is
+deep-merged over `defaults` (mappings merge key by key, lists and scalars replace), then
+parsed by the pydantic models, then checked across fields. Every problem becomes one line
+naming the field path, the value and what is allowed. Nothing below app.py reads context:
+stacks get the `Settings` this package returns.
+
+One module per area, each model beside its checks (network, eks, hyperpod, addons,
+governance, storage, sample_job), the root `Settings` in settings, and loading (merge, parse,
+check, error text) in loading. This module is the public face: import from `infra.config`.
+"""
+
+from infra.config.addons import AddonsSettings, AddonSwitch, GrafanaSettings, ObservabilityAddon, ObservabilityMetrics
+from infra.config.base import ConfigError
+from infra.config.eks import LOG_TYPES, CoreAddon, CoreAddons, EksSettings
+from infra.config.governance import TOPOLOGY_LEVELS, GovernanceSettings, PriorityClass, QuotaResource, Team, TopologySettings
+from infra.config.hyperpod import HelmChartSource, HyperPodSettings, InstanceGroup, RollingBatch, ScheduledUpdate, Taint
+from infra.config.loading import (
+    DEFAULT_ENV,
+    check,
+    context_from_cdk_cli,
+    deep_merge,
+    environment_names,
+    field_paths,
+    load_settings,
+    merged_environment,
+    override,
+)
+from infra.config.network import ENDPOINT_SERVICES, ExistingVpc, HyperPodSubnet, NetworkSettings
+from infra.config.sample_job import DatasetSettings, SampleJobSettings
+from infra.config.settings import ProtectionSettings, Settings
+from infra.config.storage import FSX_THROUGHPUTS, ExistingFileSystem, FsxSettings
+
+__all__ = [
+    "DEFAULT_ENV", "ENDPOINT_SERVICES", "FSX_THROUGHPUTS", "LOG_TYPES", "TOPOLOGY_LEVELS",
+    "AddonSwitch", "AddonsSettings", "ConfigError", "CoreAddon", "CoreAddons", "DatasetSettings", "EksSettings",
+    "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",
+    "HyperPodSettings", "HyperPodSubnet", "InstanceGroup", "NetworkSettings", "ObservabilityAddon",
+    "ObservabilityMetrics", "PriorityClass", "ProtectionSettings", "QuotaResource", "RollingBatch", "SampleJobSettings",
+    "ScheduledUpdate", "Settings", "Taint", "Team", "TopologySettings",
+    "check", "context_from_cdk_cli", "deep_merge", "environment_names", "field_paths", "load_settings",
+    "merged_environment", "override",
+]

@@ -1,0 +1,272 @@
+"""The HyperPod cluster: instance groups and their options, autoscaling, the dependencies chart."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, Optional
+
+from pydantic import Field
+
+from infra import catalogue, cfn_schema, naming, timing
+from infra.config.base import LABEL_VALUE_WORDS, QUALIFIED_NAME_WORDS, Model, Problems, duplicates, k8s_qualified_name
+
+if TYPE_CHECKING:
+    from infra.config.settings import Settings
+
+
+class Taint(Model):
+    key: str = Field(min_length=1, max_length=253)
+    value: Optional[str] = Field(default=None, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class RollingBatch(Model):
+    """How many instances an AMI update takes at a time."""
+
+    unit: Literal["instances", "percent"] = "instances"
+    value: int = Field(default=1, ge=1)
+
+    @property
+    def cfn_type(self) -> str:
+        return "INSTANCE_COUNT" if self.unit == "instances" else "CAPACITY_PERCENTAGE"
+
+
+class ScheduledUpdate(Model):
+    """AMI updates on a schedule (ScheduledUpdateConfig): rolling, rolled back on an alarm."""
+
+    # cron(Minutes Hours Day-of-month Month Day-of-week Year), as the schema's pattern allows.
+    schedule: str
+    batch: RollingBatch = RollingBatch()
+    rollback_batch: Optional[RollingBatch] = None
+    wait_seconds: int = Field(default=0, ge=0, le=3600)
+    rollback_alarms: tuple[str, ...] = Field(default=(), max_length=10)
+
+
+class InstanceGroup(Model):
+    name: str
+    instance_type: str
+    count: int
+    # Karpenter scales this group (hyperpod.autoscaling karpenter): count 0, at most max_count.
+    autoscaled: bool = False
+    max_count: Optional[int] = None
+    # The group is InService once this many nodes run (MinInstanceCount); None: all of count.
+    min_count: Optional[int] = None
+    # Spot or On-Demand (CapacityRequirements); None leaves HyperPod's default, On-Demand.
+    capacity: Optional[Literal["on_demand", "spot"]] = None
+    # Further types HyperPod may launch for this group (InstanceRequirements); same accelerators.
+    alternative_instance_types: tuple[str, ...] = ()
+    # A custom AMI built from the HyperPod AMI (ImageId); None: HyperPod's current AMI.
+    image_id: Optional[str] = None
+    scheduled_update: Optional[ScheduledUpdate] = None
+    # EFA interface type (NetworkInterface): "efa-only" gives EFA without an IP interface.
+    network_interface: Optional[Literal["efa", "efa-only"]] = None
+    threads_per_core: int = 1
+    ebs_volume_gb: int = 500
+    # None means: both checks on types that support them, none elsewhere.
+    deep_health_checks: Optional[tuple[Literal["InstanceStress", "InstanceConnectivity"], ...]] = None
+    labels: dict[str, str] = {}
+    taints: tuple[Taint, ...] = ()
+    training_plan_arn: Optional[str] = Field(
+        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$"
+    )
+    # Place this group in another HyperPod subnet (one of network.hyperpod_subnets).
+    availability_zone: Optional[str] = None
+
+    @property
+    def spec(self) -> catalogue.InstanceType:
+        return catalogue.CATALOGUE[self.instance_type]
+
+    @property
+    def ceiling(self) -> int:
+        """The most nodes the group can have: what quotas must cover."""
+        return self.max_count if self.autoscaled and self.max_count else self.count
+
+    @property
+    def boot_minutes(self) -> float:
+        """Typical minutes until the group's nodes are all Running (infra/timing.py)."""
+        spec = catalogue.lookup(self.instance_type)
+        return timing.node_minutes(
+            accelerated=bool(spec and spec.is_accelerated),
+            efa_interfaces=spec.efa_interfaces if spec else 0,
+            count=self.count,
+            checks=self.health_checks,
+        )
+
+    @property
+    def health_checks(self) -> tuple[str, ...]:
+        if self.deep_health_checks is not None:
+            return self.deep_health_checks
+        if self.autoscaled:  # not supported with Karpenter (HyperPod's NodeClass page)
+            return ()
+        return ("InstanceStress", "InstanceConnectivity") if self.spec.deep_health_checks else ()
+
+
+class HelmChartSource(Model):
+    """Where `make hyperpod-chart` fetches the HyperPod dependencies chart from."""
+
+    repository: str = "https://github.com/aws/sagemaker-hyperpod-cli.git"
+    revision: str = Field(pattern=r"^[0-9a-f]{40}$")
+    path: str = "helm_chart/HyperPodHelmChart"
+    release: str = "hyperpod-dependencies"
+    # Extra chart values, merged over the ones the stack sets from config.
+    values: dict[str, Any] = {}
+    # Copy the chart's images into this account's ECR at deploy and point the chart at the
+    # copies. None: exactly when the network has no NAT (a new VPC with nat_gateways 0).
+    mirror_images: Optional[bool] = None
+    # A Secrets Manager secret (name) holding Docker Hub credentials, "user:password" or JSON
+    # username/password, for the copy: anonymous pulls are rate-limited per source address.
+    docker_hub_secret: Optional[str] = None
+
+
+class HyperPodSettings(Model):
+    cluster_name: Optional[str] = None
+    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    continuous_provisioning: bool = False
+    # "karpenter": HyperPod's managed Karpenter scales the groups marked autoscaled.
+    autoscaling: Literal["none", "karpenter"] = "none"
+    # Managed tiered checkpointing: this share of each node's memory holds checkpoints
+    # (TieredStorageConfig); None leaves it off.
+    tiered_storage_memory_percent: Optional[int] = Field(default=None, ge=1, le=100)
+
+    @property
+    def continuous(self) -> bool:
+        """NodeProvisioningMode Continuous: asked for, or implied by Karpenter, which is built on it."""
+        return self.continuous_provisioning or self.autoscaling == "karpenter"
+    # A ceiling on any one group's count, so a typo (400 for 4) cannot reach the quota call.
+    max_instances_per_group: int = Field(default=64, ge=1, le=10000)
+    helm_chart: HelmChartSource
+    instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
+
+
+def check_instance_groups(s: Settings, p: Problems):
+    groups = s.hyperpod.instance_groups
+    hp_azs = {sn.availability_zone for sn in s.network.hyperpod_subnets}
+    for name in duplicates(g.name for g in groups):
+        p.error("hyperpod.instance_groups", name, "is used by two groups; group names must be unique")
+    for i, g in enumerate(groups):
+        path = f"hyperpod.instance_groups[{i}]"
+        if not naming.SAGEMAKER_NAME.match(g.name):
+            p.error(f"{path}.name", g.name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric")
+        spec = catalogue.lookup(g.instance_type)
+        if spec is None:
+            p.error(f"{path}.instance_type", g.instance_type, f"is not a known HyperPod type; known: {', '.join(sorted(catalogue.CATALOGUE))}")
+        ceiling = s.hyperpod.max_instances_per_group
+        if g.autoscaled:
+            if g.count != 0:  # "If you start with more than 0 nodes, Karpenter will scale them down to 0"
+                p.error(f"{path}.count", g.count, "must be 0 for an autoscaled group: Karpenter starts it at 0 and adds nodes for pending pods")
+            if g.max_count is None or not 1 <= g.max_count <= ceiling:
+                p.error(f"{path}.max_count", g.max_count, f"must be 1 to {ceiling} for an autoscaled group (the NodePool's limit)")
+        elif not 1 <= g.count <= ceiling:
+            p.error(f"{path}.count", g.count, f"must be 1 to {ceiling} (hyperpod.max_instances_per_group)")
+        elif g.max_count is not None:
+            p.error(f"{path}.max_count", g.max_count, "applies only with autoscaled: true")
+        if g.threads_per_core not in (1, 2):
+            p.error(f"{path}.threads_per_core", g.threads_per_core, "must be 1 or 2")
+        if not 1 <= g.ebs_volume_gb <= 16384:
+            p.error(f"{path}.ebs_volume_gb", g.ebs_volume_gb, "must be 1 to 16384 GiB")
+        if spec is not None and g.deep_health_checks and not spec.deep_health_checks:
+            p.error(
+                f"{path}.deep_health_checks",
+                list(g.deep_health_checks),
+                f"are not supported on {g.instance_type}; deep health checks run on accelerated p/trn types only",
+            )
+        if g.availability_zone is not None and g.availability_zone not in hp_azs:
+            p.error(f"{path}.availability_zone", g.availability_zone, f"has no HyperPod subnet; subnets exist in: {', '.join(sorted(hp_azs))}")
+        taint = cfn_schema.definition("AWS::SageMaker::Cluster", "ClusterKubernetesTaint")["properties"]
+        for j, t in enumerate(g.taints):
+            if t.key.startswith("sagemaker.amazonaws.com/"):
+                p.error(f"{path}.taints[{j}].key", t.key, "is reserved for HyperPod itself")
+            elif not k8s_qualified_name(t.key, taint["Key"]):
+                p.error(f"{path}.taints[{j}].key", t.key, QUALIFIED_NAME_WORDS)
+            if t.value is not None and not cfn_schema.matches(taint["Value"], t.value):
+                p.error(f"{path}.taints[{j}].value", t.value, LABEL_VALUE_WORDS)
+        # Kubernetes label keys and values follow the same rules as taint keys and values
+        # (HyperPod's schema spells those out; its Labels map does not).
+        for key, value in g.labels.items():
+            if not k8s_qualified_name(key, taint["Key"]):
+                p.error(f"{path}.labels", key, QUALIFIED_NAME_WORDS)
+            elif value and not cfn_schema.matches(taint["Value"], value):
+                p.error(f"{path}.labels.{key}", value, LABEL_VALUE_WORDS)
+        _check_group_options(s, g, path, p)
+        if g.training_plan_arn:
+            plan_region, plan_account = g.training_plan_arn.split(":")[3:5]
+            if (plan_region, plan_account) != (s.region, s.account):
+                p.error(
+                    f"{path}.training_plan_arn",
+                    g.training_plan_arn,
+                    f"is in {plan_region}/{plan_account}; a training plan serves clusters of its own region and account ({s.region}/{s.account})",
+                )
+
+
+def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) -> None:
+    """The AWS::SageMaker::Cluster options beyond type and count, against the schema's own rules."""
+    if g.min_count is not None and not 0 <= g.min_count <= g.count:
+        p.error(f"{path}.min_count", g.min_count, f"must be 0 to count ({g.count})")
+    if g.image_id is not None and not cfn_schema.matches(cfn_schema.definition("AWS::SageMaker::Cluster", "ImageId"), g.image_id):
+        p.error(f"{path}.image_id", g.image_id, "must be an AMI id like ami-0123456789abcdef0")
+    if g.capacity == "spot" and g.training_plan_arn:
+        p.error(f"{path}.capacity", "spot", "cannot use a training plan (reserved capacity); drop one of them")
+    spec = catalogue.lookup(g.instance_type)
+    limit = cfn_schema.definition("AWS::SageMaker::Cluster", "InstanceRequirements")["properties"]["InstanceTypes"]["maxItems"]
+    if len(g.alternative_instance_types) + 1 > limit:
+        p.error(f"{path}.alternative_instance_types", list(g.alternative_instance_types), f"with instance_type makes more than {limit} types")
+    for j, other in enumerate(g.alternative_instance_types):
+        alt = catalogue.lookup(other)
+        where = f"{path}.alternative_instance_types[{j}]"
+        if alt is None:
+            p.error(where, other, "is not a known HyperPod type")
+        elif other == g.instance_type or other in g.alternative_instance_types[:j]:
+            p.error(where, other, "is listed twice")
+        elif spec is not None and (alt.accelerators, alt.accelerator_resource) != (spec.accelerators, spec.accelerator_resource):
+            p.error(where, other, f"has {alt.accelerators} x {alt.accelerator_resource}, {g.instance_type} {spec.accelerators}: a job sized for one must fit the other")
+    if g.scheduled_update is not None:
+        update = g.scheduled_update
+        rule = cfn_schema.definition("AWS::SageMaker::Cluster", "ScheduledUpdateConfig")["properties"]["ScheduleExpression"]
+        if not cfn_schema.matches(rule, update.schedule):
+            p.error(f"{path}.scheduled_update.schedule", update.schedule, "must be cron(minutes hours day-of-month month day-of-week year), e.g. cron(0 3 ? * SUN *)")
+        for name, batch in (("batch", update.batch), ("rollback_batch", update.rollback_batch)):
+            if batch is not None and batch.unit == "percent" and batch.value > 100:
+                p.error(f"{path}.scheduled_update.{name}.value", batch.value, "must be 1 to 100 percent")
+    if g.autoscaled:
+        if s.hyperpod.autoscaling != "karpenter":
+            p.error(f"{path}.autoscaled", True, 'needs hyperpod.autoscaling "karpenter"')
+        # HyperPod's NodeClass page: groups with deep health checks or a training plan are not supported.
+        if g.deep_health_checks:
+            p.error(f"{path}.deep_health_checks", list(g.deep_health_checks), "are not supported on an autoscaled group (they take 60-90 minutes while pods wait)")
+        if g.training_plan_arn:
+            p.error(f"{path}.training_plan_arn", g.training_plan_arn, "is not supported on an autoscaled group (On-Demand or Spot only)")
+
+
+def check_autoscaling(s: Settings, p: Problems) -> None:
+    groups = s.hyperpod.instance_groups
+    scaled = [g.name for g in groups if g.autoscaled]
+    if s.hyperpod.autoscaling == "karpenter":
+        if not scaled:
+            p.error("hyperpod.autoscaling", "karpenter", "needs at least one instance group with autoscaled: true")
+        if len(scaled) > 10:  # HyperPod's NodeClass page: up to 10 instance groups
+            p.error("hyperpod.instance_groups", scaled, "more than 10 autoscaled groups; a HyperpodNodeClass names at most 10")
+        if not any(g.count > 0 for g in groups):
+            p.error("hyperpod.instance_groups", [g.name for g in groups], "need one group with count >= 1 that is not autoscaled, for cert-manager and the add-ons' controllers")
+        if s.hyperpod.continuous_provisioning is False and "continuous_provisioning" in s.hyperpod.model_fields_set:
+            p.error("hyperpod.continuous_provisioning", False, 'must be true (or left out) with autoscaling "karpenter", which is built on it')
+
+
+def check_chart(s: Settings, p: Problems):
+    """What the dependencies chart can and cannot pull where its images are copied into ECR."""
+    from infra import chart
+
+    source = s.hyperpod.helm_chart
+    if source.docker_hub_secret and not s.mirrors_chart_images:
+        p.error("hyperpod.helm_chart.docker_hub_secret", source.docker_hub_secret, "applies only where the chart's images are copied (mirror_images)")
+    if not s.mirrors_chart_images:
+        return
+    why = "copied into ECR (no NAT)" if source.mirror_images is None else "copied into ECR (mirror_images)"
+    for image in chart.CHART_IMAGES:
+        if image.keys or image.serves not in s.device_resources:
+            continue
+        groups = [g.name for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and image.serves in g.spec.device_resources]
+        p.error(
+            "hyperpod.instance_groups",
+            groups,
+            f"need the chart's {image.subchart}, whose image {image.source} is written into its template ({image.where}) "
+            f"and cannot be pointed at a copy while the chart's images are {why}; give the network a NAT gateway",
+        )

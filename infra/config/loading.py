@@ -1,0 +1,201 @@
+"""cdk.json context -> Settings: the deep merge of `defaults` and the environment's block,
+strict parsing, the cross-field checks of every area, and the one-line error text."""
+
+from __future__ import annotations
+
+import copy
+import json
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from infra.config.base import ConfigError, Problems, short
+from infra.config.network import check_network
+from infra.config.eks import check_eks
+from infra.config.hyperpod import check_autoscaling, check_chart, check_instance_groups
+from infra.config.addons import check_addons
+from infra.config.governance import check_governance
+from infra.config.storage import check_fsx
+from infra.config.sample_job import check_sample_job
+from infra.config.settings import Settings, check_names, check_region
+
+
+DEFAULT_ENV = "dev"
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; anything else in `override` replaces what `base` had."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def context_from_cdk_cli(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The context the CDK CLI hands the app: the JSON of cdk.json and -c flags in
+    CDK_CONTEXT_JSON, and what did not fit in the environment in the file that
+    CONTEXT_OVERFLOW_LOCATION_ENV names. Read as JSON, so null means null here exactly as
+    in `hyperpod-cdk validate` (the CDK library would drop it and fall back to the default)."""
+    context = json.loads(environ.get("CDK_CONTEXT_JSON") or "{}")
+    overflow = environ.get("CONTEXT_OVERFLOW_LOCATION_ENV")
+    if overflow:
+        with open(overflow) as handle:
+            context.update(json.load(handle))
+    return context
+
+
+def environment_names(context: Mapping[str, Any]) -> list[str]:
+    envs = context.get("environments") or {}
+    return sorted(envs) if isinstance(envs, Mapping) else []
+
+
+def merged_environment(context: Mapping[str, Any], env: str) -> dict[str, Any]:
+    envs = context.get("environments")
+    if not isinstance(envs, Mapping) or not envs:
+        raise ConfigError(["environments: missing from cdk.json context; add at least one environment block"])
+    if env not in envs:
+        raise ConfigError([f"env: {env!r} is not an environment in cdk.json; valid: {', '.join(sorted(envs))}"])
+    defaults = context.get("defaults") or {}
+    block = envs[env] or {}
+    for where, value in (("defaults", defaults), (f"environments.{env}", block)):
+        if not isinstance(value, Mapping):
+            raise ConfigError([f"{where}: {value!r} must be a mapping of settings"])
+    return deep_merge(defaults, block)
+
+
+def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[Settings, list[str]]:
+    """Return the validated settings of `env` and its warnings, or raise ConfigError."""
+    env = env or DEFAULT_ENV
+    raw = merged_environment(context, env)
+    raw.pop("env_name", None)
+    try:
+        # Strict, from JSON: a number is a number and a string a string in every field
+        # ("2" is not a count, 1.3 is not a version), as the services read them.
+        settings = Settings.model_validate_json(json.dumps({**raw, "env_name": env}), strict=True)
+    except ValidationError as exc:
+        raise ConfigError([f"{env}: {line}" for line in _pydantic_lines(exc)]) from None
+    return settings, check(settings)
+
+
+def override(settings: Settings, patch: Mapping[str, Any]) -> tuple[Settings, list[str]]:
+    """`settings` with `patch` merged over it, parsed and checked exactly as cdk.json is
+    (every field limit, every cross rule): CLI overrides get no looser rules."""
+    raw = deep_merge(settings.model_dump(mode="json"), patch)
+    try:
+        patched = Settings.model_validate_json(json.dumps(raw), strict=True)
+    except ValidationError as exc:
+        raise ConfigError([f"{settings.env_name}: {line}" for line in _pydantic_lines(exc)]) from None
+    return patched, check(patched)
+
+
+def check(settings: Settings) -> list[str]:
+    """Run the cross-field rules on already-parsed settings (also after CLI overrides):
+    raise ConfigError on errors, return the warnings."""
+    env = settings.env_name
+    errors, warnings = _cross_checks(settings)
+    warnings = [f"{env}: {line}" for line in warnings]
+    if errors:
+        raise ConfigError([f"{env}: {line}" for line in errors], warnings)
+    return warnings
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel inside an annotation like Optional[tuple[Team, ...]]."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    model: type[BaseModel] | None = Settings
+    for part in loc[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        model = _model_of(field.annotation) if field else None
+    return sorted(k for k in (model.model_fields if model else {}) if k != "env_name")
+
+
+def _path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _pydantic_lines(exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        # Drop pydantic's tagged-union/function markers so the path is the config path.
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        path = _path(loc) or "(root)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{path}: unknown field; allowed here: {', '.join(_allowed_keys(loc))}")
+        elif err["type"] == "missing":
+            lines.append(f"{path}: required field is missing")
+        elif err["type"] == "string_pattern_mismatch":
+            lines.append(f"{path}: {short(err.get('input'))} is invalid: {_PATTERN_WORDS.get(loc[-1], 'does not have the expected form')}")
+        elif err["type"] == "string_type" and isinstance(err.get("input"), float):
+            lines.append(f"{path}: {err['input']!r} is a number; write it in quotes (\"1.30\" as a number reads 1.3)")
+        else:
+            lines.append(f"{path}: {short(err.get('input'))} is invalid: {err['msg']}")
+    return lines
+
+
+# What each pattern-checked field allows, in words (pydantic would print the regex).
+_PATTERN_WORDS = {
+    "version": "must be a Kubernetes minor version in quotes, like \"1.33\"",
+    "revision": "must be a full 40-character git commit SHA",
+    "saml_metadata_url": "must be an https:// URL",
+    "training_plan_arn": "must be a SageMaker training plan ARN, arn:aws:sagemaker:<region>:<account>:training-plan/<name>",
+    "subnet_id": "must be a subnet ID, subnet-0123456789abcdef0",
+    "route_table_id": "must be a route table ID, rtb-0123456789abcdef0",
+    "vpc_id": "must be a VPC ID, vpc-0123456789abcdef0",
+    "account": "must be a 12-digit AWS account ID",
+    "region": "must be an AWS region name, like us-east-1",
+    "prefix": "must start with a lowercase letter, then lowercase letters, digits and hyphens, at most 20 characters",
+}
+
+
+def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
+    p = Problems()
+    check_names(s, p)
+    check_region(s, p)
+    check_network(s, p)
+    check_eks(s, p)
+    check_instance_groups(s, p)
+    check_autoscaling(s, p)
+    check_fsx(s, p)
+    check_addons(s, p)
+    check_chart(s, p)
+    check_governance(s, p)
+    check_sample_job(s, p)
+    return p.errors, p.warnings
+
+
+def field_paths(model: type[BaseModel] | None = None, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every config field as (dotted path, default), nested models expanded; for the README."""
+    out = []
+    for name, field in (model or Settings).model_fields.items():
+        if name == "env_name":
+            continue
+        path = f"{prefix}{name}"
+        default = "(required)" if field.is_required() else field.get_default()
+        nested = _model_of(field.annotation)
+        if nested is None:
+            out.append((path, default))
+            continue
+        is_list = "tuple" in str(field.annotation)
+        if is_list or default is None:
+            out.append((path, default))
+        out += field_paths(nested, f"{path}[]." if is_list else f"{path}.")
+    return out

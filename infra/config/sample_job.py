@@ -1,0 +1,135 @@
+"""The sample LLaMA FSDP job: model, data, tokenizer, placement and checkpoints."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import Field
+
+from infra import catalogue, cfn_schema, naming
+from infra.config.base import Model, Problems
+
+if TYPE_CHECKING:
+    from infra.config.settings import Settings
+
+
+class DatasetSettings(Model):
+    name: str = "allenai/c4"
+    config: Optional[str] = "en"
+    split: str = "train"
+    # Text files (glob patterns) on the shared FSx file system, read instead of streaming `name`
+    # from Hugging Face (a closed network, or a corpus of your own).
+    files: tuple[str, ...] = ()
+
+
+class SampleJobSettings(Model):
+    enabled: bool = True
+    name: str = "llama3-1-8b-fsdp"
+    team: Optional[str] = None
+    priority: Optional[str] = None
+    instance_group: str
+    nodes: int = Field(default=1, ge=1)
+    model: Literal["llama3.1-8b", "tiny"] = "llama3.1-8b"
+    image_uri: Optional[str] = None
+    dataset: DatasetSettings = DatasetSettings()
+    # Ungated by default. The real LLaMA 3.1 tokenizer (meta-llama/Llama-3.1-8B) is gated: name
+    # it here and keep the token in the AWS Secrets Manager secret `hf_token_secret` (its name, in
+    # this account and region); the job reads it at start with its own role. A path under /fsx
+    # is a tokenizer saved there (a closed network).
+    tokenizer: str = "hf-internal-testing/llama-tokenizer"
+    hf_token_secret: Optional[str] = None
+    # Unset: from the instance catalogue. Set, they must match the instance type.
+    gpus_per_node: Optional[int] = None
+    efa_per_node: Optional[int] = None
+    max_steps: int = Field(default=100, ge=1, le=10_000_000)
+    checkpoint_interval_steps: int = Field(default=50, ge=1)
+    # Checkpoints go to this S3 prefix in the job's own bucket when true, else to local NVMe.
+    # s3: the checkpoint bucket; fsx: the shared FSx for Lustre file system (fsx.enabled);
+    # local: the node's NVMe (single-node jobs only).
+    checkpoint_to: Literal["s3", "fsx", "local"] = "s3"
+    # Complete checkpoints kept; older ones are deleted after each save (S3 keeps noncurrent
+    # versions for the bucket's lifecycle window).
+    keep_checkpoints: int = Field(default=3, ge=1, le=1000)
+
+
+def check_sample_job(s: Settings, p: Problems):
+    job = s.sample_job
+    if not job.enabled:
+        return
+    group = s.instance_group(job.instance_group)
+    if group is None:
+        p.error(
+            "sample_job.instance_group",
+            job.instance_group,
+            f"is not an instance group; groups: {', '.join(g.name for g in s.hyperpod.instance_groups)}",
+        )
+    elif job.nodes > group.ceiling:
+        p.error("sample_job.nodes", job.nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
+    elif catalogue.lookup(group.instance_type) and not group.spec.is_accelerated:
+        p.error("sample_job.instance_group", job.instance_group, f"is {group.instance_type}, which has no GPUs")
+    elif catalogue.lookup(group.instance_type):
+        spec = group.spec
+        if job.gpus_per_node is not None and job.gpus_per_node != spec.accelerators:
+            p.error("sample_job.gpus_per_node", job.gpus_per_node, f"does not match {spec.name}, which has {spec.accelerators}")
+        if job.efa_per_node is not None and job.efa_per_node != spec.efa_interfaces:
+            p.error("sample_job.efa_per_node", job.efa_per_node, f"does not match {spec.name}, which has {spec.efa_interfaces} EFA interfaces")
+    team_names = [t.name for t in s.governance.teams]
+    if job.team is not None and job.team not in team_names:
+        p.error("sample_job.team", job.team, f"is not a team; teams: {', '.join(team_names) or '(none)'}")
+    priorities = [pc.name for pc in s.governance.priority_classes]
+    if job.priority is not None and job.priority not in priorities:
+        p.error("sample_job.priority", job.priority, f"is not a priority class; classes: {', '.join(priorities) or '(none)'}")
+    if not s.addons.training_operator.enabled:
+        p.error("sample_job.enabled", True, "needs addons.training_operator.enabled (the job is a HyperPodPyTorchJob)")
+    if not naming.K8S_LABEL.match(job.name) or len(job.name) > naming.K8S_LABEL_MAX:
+        p.error("sample_job.name", job.name, "must be a Kubernetes name: lowercase letters, digits and hyphens, at most 63 characters")
+    if job.checkpoint_interval_steps > job.max_steps:
+        # Fine for a short smoke run; a long one would be restarted by CheckpointCadence.
+        p.warn(
+            f"sample_job.checkpoint_interval_steps: {job.checkpoint_interval_steps} is more than max_steps "
+            f"({job.max_steps}): the only checkpoint is the last, so a run longer than "
+            "30 minutes is restarted by the CheckpointCadence rule"
+        )
+    if group is not None and catalogue.lookup(group.instance_type) and group.spec.accelerator_resource != "nvidia.com/gpu" and group.spec.is_accelerated:
+        p.error(
+            "sample_job.instance_group",
+            job.instance_group,
+            f"is {group.instance_type} ({group.spec.accelerator}); the sample job's image is CUDA PyTorch, which needs NVIDIA GPUs",
+        )
+    if job.checkpoint_to == "local" and job.nodes > 1:
+        p.error(
+            "sample_job.checkpoint_to",
+            "local",
+            f"must be s3 or fsx with {job.nodes} nodes: each node's NVMe holds only its own ranks' shards, so no node could resume",
+        )
+    if s.network.closed:
+        # Nothing reaches Hugging Face from a network without NAT.
+        if not job.dataset.files:
+            p.error("sample_job.dataset.files", [], f"must name text under {naming.FSX_MOUNT}/: a network without NAT cannot stream {job.dataset.name} from Hugging Face")
+        if not job.tokenizer.startswith(naming.FSX_MOUNT + "/"):
+            p.error("sample_job.tokenizer", job.tokenizer, f"cannot be downloaded in a network without NAT; save it under {naming.FSX_MOUNT}/ (tokenizer.save_pretrained) and give that path")
+    for i, path in enumerate(job.dataset.files):
+        if not s.fsx.enabled or not path.startswith(naming.FSX_MOUNT + "/"):
+            p.error(f"sample_job.dataset.files[{i}]", path, f"must be a path under {naming.FSX_MOUNT}/ with fsx.enabled (the claim the job mounts)")
+    if job.checkpoint_to == "fsx" and not s.fsx.enabled:
+        p.error("sample_job.checkpoint_to", "fsx", "needs fsx.enabled (the shared file system the job mounts)")
+    if job.tokenizer.startswith("meta-llama/") and not job.hf_token_secret:
+        p.error(
+            "sample_job.hf_token_secret",
+            None,
+            f"is required: {job.tokenizer} is gated on Hugging Face; store your token with `aws secretsmanager "
+            f"create-secret --name {s.prefix}/{s.env_name}/hf-token --secret-string <token>` and name that secret here",
+        )
+    if job.hf_token_secret is not None:
+        # AWS::SecretsManager::Secret Name: its schema's length, and the characters its description allows.
+        rule = cfn_schema.resource("AWS::SecretsManager::Secret")["properties"]["Name"]
+        if not (1 <= len(job.hf_token_secret) <= rule["maxLength"] and re.fullmatch(r"[A-Za-z0-9/_+=.@-]+", job.hf_token_secret)):
+            p.error("sample_job.hf_token_secret", job.hf_token_secret, f"is not a Secrets Manager secret name: 1-{rule['maxLength']} ASCII letters, digits and /_+=.@-")
+        elif re.search(r"-[A-Za-z0-9]{6}$", job.hf_token_secret):
+            p.error("sample_job.hf_token_secret", job.hf_token_secret, "ends in a hyphen and six characters, which Secrets Manager reads as an ARN suffix; give the name without it")
+    if job.model == "llama3.1-8b" and not job.tokenizer.startswith("meta-llama/Llama-3"):
+        p.warn(
+            f"sample_job.tokenizer: {job.tokenizer} is not the LLaMA 3 tokenizer, so the 8B model's 128,256-row "
+            "embedding shrinks to its vocabulary; for the real model name meta-llama/Llama-3.1-8B and hf_token_secret"
+        )

@@ -1,0 +1,145 @@
+"""The root of one environment's settings, the names derived from it, and the checks
+that span the whole config (names, region)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from infra import catalogue, cfn_schema, naming
+from infra.config.base import Model, Problems
+from infra.config.network import NetworkSettings
+from infra.config.eks import EksSettings
+from infra.config.hyperpod import HyperPodSettings, InstanceGroup
+from infra.config.addons import AddonsSettings
+from infra.config.governance import GovernanceSettings, TopologySettings
+from infra.config.storage import FsxSettings
+from infra.config.sample_job import SampleJobSettings
+
+
+class ProtectionSettings(Model):
+    termination_protection: bool = True
+    # Retain buckets, keys and logs when their stack is deleted. dev may trade this for cost.
+    retain_data: bool = True
+    log_retention_days: Literal[
+        1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653
+    ] = 365
+
+
+class Settings(Model):
+    env_name: str
+    account: str = Field(pattern=r"^\d{12}$")
+    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    availability_zones: tuple[str, ...] = Field(min_length=2, max_length=6)
+    # The zone IDs those names map to in this account (e.g. use1-az4), checked by preflight:
+    # names are shuffled per account, IDs are not, and GPU capacity is bought per zone ID.
+    availability_zone_ids: Optional[tuple[str, ...]] = None
+    prefix: str = Field(pattern=r"^[a-z][a-z0-9-]{0,19}$")
+    tags: dict[str, str] = {}
+    protection: ProtectionSettings = ProtectionSettings()
+    network: NetworkSettings
+    eks: EksSettings = EksSettings()
+    hyperpod: HyperPodSettings
+    addons: AddonsSettings = AddonsSettings()
+    governance: GovernanceSettings = GovernanceSettings()
+    topology: TopologySettings = TopologySettings()
+    fsx: FsxSettings = FsxSettings()
+    sample_job: SampleJobSettings
+
+    # Derived names, so every consumer uses the same ones.
+    @property
+    def eks_cluster_name(self) -> str:
+        return self.eks.cluster_name or naming.default_eks_cluster_name(self.prefix, self.env_name)
+
+    @property
+    def hyperpod_cluster_name(self) -> str:
+        return self.hyperpod.cluster_name or naming.default_hyperpod_cluster_name(self.prefix, self.env_name)
+
+    @property
+    def lifecycle_bucket_name(self) -> str:
+        return naming.lifecycle_bucket_name(self.prefix, self.env_name, self.account, self.region)
+
+    @property
+    def checkpoint_bucket_name(self) -> str:
+        return naming.checkpoint_bucket_name(self.prefix, self.env_name, self.account, self.region)
+
+    def stack_name(self, suffix: str) -> str:
+        return naming.stack_name(self.prefix, self.env_name, suffix)
+
+    @property
+    def all_tags(self) -> dict[str, str]:
+        return {"project": "hyperpod-cdk", "environment": self.env_name, **self.tags}
+
+    def instance_group(self, name: str) -> InstanceGroup | None:
+        return next((g for g in self.hyperpod.instance_groups if g.name == name), None)
+
+    def capacity(self) -> dict[str, int]:
+        """Instances per type over all groups."""
+        totals: dict[str, int] = {}
+        for group in self.hyperpod.instance_groups:
+            totals[group.instance_type] = totals.get(group.instance_type, 0) + group.ceiling
+        return totals
+
+    @property
+    def fsx_availability_zone(self) -> str:
+        return self.fsx.availability_zone or self.network.hyperpod_subnets[0].availability_zone
+
+    @property
+    def uses_existing_vpc(self) -> bool:
+        return self.network.existing_vpc is not None
+
+    @property
+    def mirrors_chart_images(self) -> bool:
+        asked = self.hyperpod.helm_chart.mirror_images
+        return asked if asked is not None else self.network.closed
+
+    @property
+    def device_resources(self) -> set[str]:
+        """The extended resources some instance group's nodes advertise (accelerators, EFA)."""
+        return {r for g in self.hyperpod.instance_groups if catalogue.lookup(g.instance_type) for r in g.spec.device_resources}
+
+
+def check_names(s: Settings, p: Problems):
+    for suffix in naming.STACK_SUFFIXES:
+        name = s.stack_name(suffix)
+        if not naming.STACK_NAME.match(name):
+            p.error("prefix", s.prefix, f"makes stack name {name!r}, which breaks the CloudFormation stack-name pattern")
+    if not naming.K8S_LABEL.match(s.env_name) or len(s.env_name) > 20:
+        p.error("env", s.env_name, "must be lowercase letters, digits and hyphens, at most 20 characters")
+    eks_name = s.eks_cluster_name
+    if not naming.EKS_CLUSTER_NAME.match(eks_name):
+        p.error("eks.cluster_name", eks_name, "must match [0-9A-Za-z][A-Za-z0-9-_]*, 1-100 characters")
+    hp_name = s.hyperpod_cluster_name
+    if not naming.SAGEMAKER_NAME.match(hp_name):
+        p.error(
+            "hyperpod.cluster_name", hp_name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric"
+        )
+    for kind, bucket in (("lifecycle", s.lifecycle_bucket_name), ("checkpoint", s.checkpoint_bucket_name)):
+        if not naming.S3_BUCKET.match(bucket):
+            p.error("prefix", s.prefix, f"with env {s.env_name!r} makes {kind} bucket {bucket!r}, over S3's 63 characters")
+    # SageMaker's tag rules are the strictest of the services tagged (its CloudFormation schema).
+    tag = cfn_schema.definition("AWS::SageMaker::Cluster", "Tag")["properties"]
+    for key, value in s.tags.items():
+        if key.lower().startswith("aws:") or not cfn_schema.matches(tag["Key"], key):
+            p.error("tags", key, f"is not a tag key SageMaker accepts: {cfn_schema.describe(tag['Key'])}, not starting 'aws:'")
+        elif not cfn_schema.matches(tag["Value"], value):
+            p.error(f"tags.{key}", value, f"is not a tag value SageMaker accepts: {cfn_schema.describe(tag['Value'])}; letters, digits, spaces and _ . : / = + - @")
+
+
+def check_region(s: Settings, p: Problems):
+    """Every resource type this config creates must exist in the region (cfn-lint's
+    per-region CloudFormation schemas)."""
+    if not cfn_schema.known_region(s.region):
+        p.error("region", s.region, "is not an AWS region CloudFormation knows (per cfn-lint's region list)")
+        return
+    wanted = ["AWS::EKS::Cluster", "AWS::SageMaker::Cluster"]
+    if s.governance.teams:
+        wanted += ["AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"]
+    if s.addons.observability.enabled:
+        wanted.append("AWS::APS::Workspace")
+        if s.addons.observability.grafana.enabled:
+            wanted.append("AWS::Grafana::Workspace")
+    missing = [t for t in wanted if not cfn_schema.region_has(s.region, t)]
+    if missing:
+        p.error("region", s.region, f"has no {', '.join(missing)} in CloudFormation; choose a region that offers them")
