@@ -30,11 +30,13 @@ def kubectl_layer(scope: Construct, version: str):
 
 
 def _endpoint_access(settings: Settings) -> eks.EndpointAccess:
-    cidrs = [str(c) for c in settings.eks.public_access_cidrs]
+    """Validation leaves a public-only endpoint open to all (CDK refuses to restrict one
+    without private access), and gives the others their CIDRs."""
     if settings.eks.endpoint_access == "private":
         return eks.EndpointAccess.PRIVATE
-    base = eks.EndpointAccess.PUBLIC if settings.eks.endpoint_access == "public" else eks.EndpointAccess.PUBLIC_AND_PRIVATE
-    return base.only_from(*cidrs)
+    if settings.eks.endpoint_access == "public":
+        return eks.EndpointAccess.PUBLIC
+    return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*(str(c) for c in settings.eks.public_access_cidrs))
 
 
 class ClusterStack(PlatformStack):

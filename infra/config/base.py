@@ -33,9 +33,15 @@ class Problems:
     def __init__(self):
         self.errors: list[str] = []
         self.warnings: list[str] = []
+        self._paths: set[str] = set()
 
     def error(self, path: str, value: Any, allowed: str):
         self.errors.append(f"{path}: {short(value)} {allowed}")
+        self._paths.add(path)
+
+    def named(self, path: str) -> bool:
+        """Whether an error already names this field (or a field inside it)."""
+        return any(p == path or p.startswith(path + ".") or p.startswith(path + "[") for p in self._paths)
 
     def warn(self, line: str):
         self.warnings.append(line)

@@ -75,10 +75,7 @@ def check_eks(s: Settings, p: Problems):
         importlib.metadata.distribution(package)
     except importlib.metadata.PackageNotFoundError:
         p.error("eks.version", s.eks.version, f"needs the kubectl layer package: pip install {package}")
-    if s.eks.endpoint_access == "private" and s.eks.public_access_cidrs not in ((), EksSettings().public_access_cidrs):
-        p.error("eks.public_access_cidrs", [str(c) for c in s.eks.public_access_cidrs], "must be empty with endpoint_access 'private'")
-    if not s.eks.public_access_cidrs and s.eks.endpoint_access != "private":
-        p.error("eks.public_access_cidrs", [], "must list at least one CIDR for a public endpoint")
+    check_endpoint_access(s, p)
     for arn in duplicates(s.eks.admin_principal_arns):
         p.error("eks.admin_principal_arns", arn, "is listed twice")
     if not s.eks.admin_principal_arns:
@@ -101,3 +98,45 @@ def check_eks(s: Settings, p: Problems):
             p.warn(f"eks.public_access_cidrs: {line}")
     if not s.eks.logging:
         p.warn("eks.logging: all control-plane log types are off; audit trails need at least 'audit'")
+
+
+# Amazon EKS service quotas: "Public endpoint access CIDR ranges per cluster", 40, not
+# adjustable. Neither the cluster's CloudFormation schema nor the EKS API model states it.
+PUBLIC_ACCESS_CIDRS_MAX = 40
+# Source addresses the internet never carries to a public endpoint: RFC 1918, shared address
+# space (RFC 6598), loopback and link-local.
+NOT_ON_THE_INTERNET = tuple(
+    ipaddress.IPv4Network(b) for b in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16")
+)
+
+
+def check_endpoint_access(s: Settings, p: Problems) -> None:
+    """Every combination of endpoint_access and public_access_cidrs either builds or is refused
+    in one line. A list config gives is a list given, even when it equals the default."""
+    eks, given = s.eks, "public_access_cidrs" in s.eks.model_fields_set
+    cidrs = [str(c) for c in eks.public_access_cidrs]
+    if eks.endpoint_access == "private":
+        if given and cidrs:
+            p.error("eks.public_access_cidrs", cidrs, "must be empty with endpoint_access 'private': the endpoint has no public side")
+        return
+    if not cidrs:
+        p.error("eks.public_access_cidrs", [], "must list at least one CIDR for a public endpoint")
+        return
+    if len(cidrs) > PUBLIC_ACCESS_CIDRS_MAX:
+        p.error("eks.public_access_cidrs", cidrs, f"has {len(cidrs)} blocks; EKS takes at most {PUBLIC_ACCESS_CIDRS_MAX} (service quotas, not adjustable)")
+    for i, cidr in enumerate(eks.public_access_cidrs):
+        if any(cidr.subnet_of(block) for block in NOT_ON_THE_INTERNET):
+            p.error(
+                f"eks.public_access_cidrs[{i}]", str(cidr),
+                "is not a public range: the public endpoint sees public addresses only, and the VPC reaches the private endpoint "
+                "(endpoint_access 'public_and_private')",
+            )
+    if eks.endpoint_access == "public" and cidrs != ["0.0.0.0/0"]:
+        # With no private endpoint the nodes, the kubectl provider and the gates come from the
+        # NAT gateways' addresses, which exist only after the deploy (and CDK refuses the pair:
+        # "Cannot restrict public access to endpoint when private access is disabled").
+        p.error(
+            "eks.endpoint_access", "public",
+            f"cannot be restricted to {', '.join(cidrs)}: without a private endpoint the nodes and the kubectl provider reach "
+            "the API from the NAT addresses; use 'public_and_private' to restrict the public side",
+        )

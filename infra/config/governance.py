@@ -39,7 +39,8 @@ class Team(Model):
     # Percent of the team's quota it may borrow from idle capacity (LendAndBorrow only).
     borrow_limit: Optional[int] = None
     preempt: Literal["Never", "LowerPriority"] = "LowerPriority"
-    fair_share_weight: int = Field(default=50, ge=0, le=100)
+    # Its range, as every mapped field's, comes from the schema (infra/config/limits.py).
+    fair_share_weight: int = 50
     active: bool = True
 
 
@@ -59,13 +60,9 @@ class TopologySettings(Model):
 
 def check_governance(s: Settings, p: Problems):
     g = s.governance
-    if len(g.priority_classes) > 10:
-        p.error("governance.priority_classes", len(g.priority_classes), "entries; at most 10 are allowed")
     for name in duplicates(pc.name for pc in g.priority_classes):
         p.error("governance.priority_classes", name, "is defined twice")
     for i, pc in enumerate(g.priority_classes):
-        if not 0 <= pc.weight <= 100:
-            p.error(f"governance.priority_classes[{i}].weight", pc.weight, "must be 0 to 100")
         if not naming.K8S_LABEL.match(naming.priority_class_name(pc.name)) or len(naming.priority_class_name(pc.name)) > naming.K8S_LABEL_MAX:
             p.error(f"governance.priority_classes[{i}].name", pc.name, "must be lowercase letters, digits and hyphens (it becomes <name>-priority)")
     if (g.teams or g.priority_classes) and not s.addons.task_governance.enabled:
@@ -90,8 +87,6 @@ def check_governance(s: Settings, p: Problems):
             p.error(f"{path}.name", team.name, f"makes compute-quota name {quota_name!r}, longer than 63 characters")
         if team.borrow_limit is not None and team.sharing != "LendAndBorrow":
             p.error(f"{path}.borrow_limit", team.borrow_limit, "applies only with sharing 'LendAndBorrow'")
-        if team.borrow_limit is not None and not 1 <= team.borrow_limit <= 500:
-            p.error(f"{path}.borrow_limit", team.borrow_limit, "must be 1 to 500 (percent of the team's quota)")
         for itype in duplicates(q.instance_type for q in team.quotas):
             p.error(f"{path}.quotas", itype, "is listed twice in one team's quota; SageMaker takes one entry per instance type")
         for j, q in enumerate(team.quotas):

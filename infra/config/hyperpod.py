@@ -37,8 +37,9 @@ class ScheduledUpdate(Model):
     schedule: str
     batch: RollingBatch = RollingBatch()
     rollback_batch: Optional[RollingBatch] = None
-    wait_seconds: int = Field(default=0, ge=0, le=3600)
-    rollback_alarms: tuple[str, ...] = Field(default=(), max_length=10)
+    # Their limits come from the cluster schema (infra/config/limits.py).
+    wait_seconds: int = 0
+    rollback_alarms: tuple[str, ...] = ()
 
 
 class InstanceGroup(Model):
@@ -125,7 +126,7 @@ class HyperPodSettings(Model):
     autoscaling: Literal["none", "karpenter"] = "none"
     # Managed tiered checkpointing: this share of each node's memory holds checkpoints
     # (TieredStorageConfig); None leaves it off.
-    tiered_storage_memory_percent: Optional[int] = Field(default=None, ge=1, le=100)
+    tiered_storage_memory_percent: Optional[int] = None
 
     @property
     def continuous(self) -> bool:
@@ -159,10 +160,6 @@ def check_instance_groups(s: Settings, p: Problems):
             p.error(f"{path}.count", g.count, f"must be 1 to {ceiling} (hyperpod.max_instances_per_group)")
         elif g.max_count is not None:
             p.error(f"{path}.max_count", g.max_count, "applies only with autoscaled: true")
-        if g.threads_per_core not in (1, 2):
-            p.error(f"{path}.threads_per_core", g.threads_per_core, "must be 1 or 2")
-        if not 1 <= g.ebs_volume_gb <= 16384:
-            p.error(f"{path}.ebs_volume_gb", g.ebs_volume_gb, "must be 1 to 16384 GiB")
         if spec is not None and g.deep_health_checks and not spec.deep_health_checks:
             p.error(
                 f"{path}.deep_health_checks",

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from infra.config.base import ConfigError, Problems, short
+from infra.config.limits import check_limits
 from infra.config.network import check_network
 from infra.config.eks import check_eks
 from infra.config.hyperpod import check_autoscaling, check_chart, check_instance_groups
@@ -85,7 +86,9 @@ def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[S
 def override(settings: Settings, patch: Mapping[str, Any]) -> tuple[Settings, list[str]]:
     """`settings` with `patch` merged over it, parsed and checked exactly as cdk.json is
     (every field limit, every cross rule): CLI overrides get no looser rules."""
-    raw = deep_merge(settings.model_dump(mode="json"), patch)
+    # Only what was given: a field set equal to its default is still set, and one left out
+    # stays left out (rules that ask whether a field was given see the same answer).
+    raw = deep_merge(settings.model_dump(mode="json", exclude_unset=True), patch)
     try:
         patched = Settings.model_validate_json(json.dumps(raw), strict=True)
     except ValidationError as exc:
@@ -179,6 +182,8 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_chart(s, p)
     check_governance(s, p)
     check_sample_job(s, p)
+    # Last: the schemas' limits, for fields no rule above has named already.
+    check_limits(s, p)
     return p.errors, p.warnings
 
 

@@ -56,13 +56,16 @@ def test_team_names_that_break_namespace_or_cloudformation_rules(name):
 def test_more_than_ten_priority_classes():
     classes = [{"name": f"p{i}", "weight": i} for i in range(11)]
     lines = problems({"governance": {"priority_classes": classes}, "sample_job": {"priority": None}})
-    assert any("governance.priority_classes: 11 entries; at most 10" in l for l in lines)
+    # The limit is the scheduler config schema's maxItems (infra/config/limits.py), not a copy.
+    assert any(l.startswith("dev: governance.priority_classes: ") and "has 11 items; at most 10 "
+               "(AWS::SageMaker::ClusterSchedulerConfig SchedulerConfig.PriorityClasses)" in l for l in lines)
 
 
 def test_priority_weight_outside_0_to_100_and_duplicates():
     lines = problems({"governance": {"priority_classes": [{"name": "a", "weight": 101}, {"name": "a", "weight": -1}]},
                       "sample_job": {"priority": None}})
-    assert any("governance.priority_classes[0].weight: 101 must be 0 to 100" in l for l in lines)
+    assert any("governance.priority_classes[0].weight: 101 is above the maximum 100 (AWS::SageMaker::ClusterSchedulerConfig" in l for l in lines)
+    assert any("governance.priority_classes[1].weight: -1 is below the minimum 0" in l for l in lines)
     assert any("governance.priority_classes: 'a' is defined twice" in l for l in lines)
 
 

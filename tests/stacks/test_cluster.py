@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Match
 
-from tests.conftest import ENVIRONMENTS
+from infra import config
+from tests.conftest import ENVIRONMENTS, patched_context
 from tests.stacks.test_network import EXISTING_VPC
 
 
@@ -99,3 +100,36 @@ def test_stack_names_tags_and_termination_protection(synth, env, protected):
     manifest = json.loads((s.outdir / "manifest.json").read_text())
     for name in (f"hyperpod-{env}-network", f"hyperpod-{env}-cluster"):
         assert manifest["artifacts"][name]["properties"].get("terminationProtection", False) is protected
+
+
+ENDPOINT_CASES = [
+    (access, cidrs)
+    for access in ("public", "private", "public_and_private")
+    for cidrs in (None, [], ["0.0.0.0/0"], ["203.0.113.0/24"], ["10.0.0.0/8"])
+]
+
+
+@pytest.mark.parametrize("access, cidrs", ENDPOINT_CASES, ids=lambda v: str(v))
+def test_every_endpoint_access_and_cidr_combination_builds_or_is_refused_in_one_line(synth, access, cidrs, capsys):
+    # aws_eks_v2 throws "Cannot restrict public access to endpoint when private access is
+    # disabled" (its EndpointAccess.onlyFrom); every documented value must get a line instead.
+    import app
+
+    patch = {"eks": {"endpoint_access": access, **({"public_access_cidrs": cidrs} if cidrs is not None else {})}}
+    try:
+        config.load_settings(patched_context("dev", patch), "dev")
+        refused = None
+    except config.ConfigError as err:
+        refused = err.problems
+    if refused:
+        assert all(p.startswith("dev: eks.") for p in refused) and len(refused) <= 2
+        assert app.main({**patched_context("dev", patch), "env": "dev", "outdir": "/nonexistent"}) == 2
+        assert "Traceback" not in capsys.readouterr().err
+        return
+    # What builds (the open list and the unset one are the same endpoint; dev is public_and_private).
+    key = {"eks": {"endpoint_access": access, **({"public_access_cidrs": cidrs} if cidrs not in (None, ["0.0.0.0/0"], []) else {})}}
+    vpc = _cluster(synth("dev", None if key == {"eks": {"endpoint_access": "public_and_private"}} else key))["ResourcesVpcConfig"]
+    assert vpc["EndpointPublicAccess"] is (access != "private")
+    assert vpc["EndpointPrivateAccess"] is (access != "public")
+    if access != "private":  # left out, EKS's default is 0.0.0.0/0 (VpcConfigRequest.publicAccessCidrs)
+        assert vpc.get("PublicAccessCidrs", ["0.0.0.0/0"]) == (cidrs or ["0.0.0.0/0"])

@@ -1,0 +1,221 @@
+"""Limits from the services' own definitions, applied to the config fields that become their
+properties: the next schema update tightens validation by itself, and no number is copied.
+
+`FIELDS` maps each config field to where its limits are written. A field path is dotted;
+`[]` is every item of a list, `{}` every key of a mapping and `{=}` every value. The source
+is a property of a CloudFormation resource type in cfn-lint's bundled registry schemas, or,
+where that schema says nothing about it, the shape in the AWS API model botocore ships (the
+service's own request definition; CloudFormation hands the value to that API). A test fails
+when a mapped property disappears or loses its limits.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable
+
+from infra import cfn_schema
+from infra.config.base import Problems
+
+if typing.TYPE_CHECKING:
+    from infra.config.settings import Settings
+
+KEYS = ("minItems", "maxItems", "minProperties", "maxProperties", "minLength", "maxLength", "pattern", "enum", "minimum", "maximum")
+
+
+@dataclass(frozen=True)
+class Cfn:
+    """A property of a CloudFormation resource type; `path` steps through nested properties,
+    `[]` into a list's items."""
+
+    type_: str
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.type_} {self.path.replace('.[]', '[]')}"
+
+
+@dataclass(frozen=True)
+class Api:
+    """A shape of an AWS API model (botocore's copy of the service definition)."""
+
+    service: str
+    shape: str
+
+    def __str__(self) -> str:
+        return f"the {self.service} API's {self.shape}"
+
+
+@dataclass(frozen=True)
+class Limit:
+    source: Cfn | Api
+    # What is measured, where it is not the field's own value (the tags every resource gets).
+    measure: Callable[[Settings], Any] | None = None
+    note: str = ""
+
+
+# Every tagged resource type the stacks create; tags are limited by the strictest of them.
+TAGGED_TYPES = (
+    "AWS::SageMaker::Cluster", "AWS::SageMaker::ComputeQuota", "AWS::SageMaker::ClusterSchedulerConfig", "AWS::IAM::Role",
+    "AWS::ECR::Repository", "AWS::EKS::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::EC2::VPC", "AWS::Logs::LogGroup",
+    "AWS::Lambda::Function", "AWS::APS::Workspace", "AWS::FSx::FileSystem",
+)
+
+_GROUP = "hyperpod.instance_groups[]"
+_CLUSTER = "AWS::SageMaker::Cluster"
+FIELDS: dict[str, Limit] = {
+    "hyperpod.cluster_name": Limit(Cfn(_CLUSTER, "ClusterName")),
+    "hyperpod.instance_groups": Limit(Cfn(_CLUSTER, "InstanceGroups")),
+    "hyperpod.tiered_storage_memory_percent": Limit(Cfn(_CLUSTER, "TieredStorageConfig.InstanceMemoryAllocationPercentage")),
+    f"{_GROUP}.name": Limit(Cfn(_CLUSTER, "InstanceGroups.[].InstanceGroupName")),
+    f"{_GROUP}.count": Limit(Cfn(_CLUSTER, "InstanceGroups.[].InstanceCount")),
+    f"{_GROUP}.min_count": Limit(Cfn(_CLUSTER, "InstanceGroups.[].MinInstanceCount")),
+    f"{_GROUP}.threads_per_core": Limit(Cfn(_CLUSTER, "InstanceGroups.[].ThreadsPerCore")),
+    f"{_GROUP}.ebs_volume_gb": Limit(Cfn(_CLUSTER, "InstanceGroups.[].InstanceStorageConfigs.[].EbsVolumeConfig.VolumeSizeInGB")),
+    f"{_GROUP}.deep_health_checks": Limit(Cfn(_CLUSTER, "InstanceGroups.[].OnStartDeepHealthChecks")),
+    f"{_GROUP}.taints": Limit(Cfn(_CLUSTER, "InstanceGroups.[].KubernetesConfig.Taints")),
+    f"{_GROUP}.labels": Limit(Api("sagemaker", "ClusterKubernetesLabels")),
+    f"{_GROUP}.labels{{}}": Limit(Api("sagemaker", "ClusterKubernetesLabelKey")),
+    f"{_GROUP}.labels{{=}}": Limit(Api("sagemaker", "ClusterKubernetesLabelValue")),
+    f"{_GROUP}.scheduled_update.wait_seconds": Limit(
+        Cfn(_CLUSTER, "InstanceGroups.[].ScheduledUpdateConfig.DeploymentConfig.WaitIntervalInSeconds")
+    ),
+    f"{_GROUP}.scheduled_update.rollback_alarms": Limit(
+        Cfn(_CLUSTER, "InstanceGroups.[].ScheduledUpdateConfig.DeploymentConfig.AutoRollbackConfiguration")
+    ),
+    "eks.cluster_name": Limit(Cfn("AWS::EKS::Cluster", "Name")),
+    "governance.priority_classes": Limit(Cfn("AWS::SageMaker::ClusterSchedulerConfig", "SchedulerConfig.PriorityClasses")),
+    "governance.priority_classes[].name": Limit(Cfn("AWS::SageMaker::ClusterSchedulerConfig", "SchedulerConfig.PriorityClasses.[].Name")),
+    "governance.priority_classes[].weight": Limit(Cfn("AWS::SageMaker::ClusterSchedulerConfig", "SchedulerConfig.PriorityClasses.[].Weight")),
+    "governance.teams[].name": Limit(Cfn("AWS::SageMaker::ComputeQuota", "ComputeQuotaTarget.TeamName")),
+    "governance.teams[].fair_share_weight": Limit(Cfn("AWS::SageMaker::ComputeQuota", "ComputeQuotaTarget.FairShareWeight")),
+    "governance.teams[].borrow_limit": Limit(Cfn("AWS::SageMaker::ComputeQuota", "ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit")),
+    "governance.teams[].quotas": Limit(Cfn("AWS::SageMaker::ComputeQuota", "ComputeQuotaConfig.ComputeQuotaResources")),
+    "protection.log_retention_days": Limit(Cfn("AWS::Logs::LogGroup", "RetentionInDays")),
+    "sample_job.hf_token_secret": Limit(Cfn("AWS::SecretsManager::Secret", "Name")),
+}
+
+
+@lru_cache(maxsize=None)
+def tags_limit() -> Limit:
+    """Every resource gets config's tags and the project and environment tags: the strictest
+    tagged type's limit applies to all of them together."""
+    strictest = min(TAGGED_TYPES, key=lambda t: constraints(Cfn(t, "Tags")).get("maxItems", float("inf")))
+    return Limit(Cfn(strictest, "Tags"), measure=lambda s: s.all_tags, note="counting the project and environment tags")
+
+
+@lru_cache(maxsize=None)
+def _cfn_node(type_: str, path: str) -> dict:
+    schema = cfn_schema.resource(type_)
+
+    def deref(node: dict) -> dict:
+        while "$ref" in node:
+            node = schema["definitions"][node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    node = deref(schema["properties"][path.split(".")[0]])
+    for step in path.split(".")[1:]:
+        if step == "[]":
+            node = deref(node["items"])
+            continue
+        branches = [node, *(deref(b) for b in node.get("oneOf", []))]
+        node = deref(next(b["properties"][step] for b in branches if step in b.get("properties", {})))
+    return node
+
+
+@lru_cache(maxsize=None)
+def constraints(source: Cfn | Api) -> dict:
+    """The limits a source writes down, in JSON-schema words (empty: none)."""
+    if isinstance(source, Cfn):
+        node = _cfn_node(source.type_, source.path)
+        return {k: node[k] for k in KEYS if k in node}
+    shape = _service_model(source.service).shape_for(source.shape)
+    meta, words = shape.metadata, {}
+    kind = {"list": "Items", "map": "Properties", "string": "Length"}.get(shape.type_name)
+    if kind:
+        words.update({f"min{kind}": meta["min"]} if "min" in meta else {})
+        words.update({f"max{kind}": meta["max"]} if "max" in meta else {})
+    elif shape.type_name in ("integer", "long"):
+        words.update({"minimum": meta["min"]} if "min" in meta else {})
+        words.update({"maximum": meta["max"]} if "max" in meta else {})
+    if "pattern" in meta:
+        # API patterns describe the whole value; anchor them as the service reads them.
+        words["pattern"] = f"^(?:{meta['pattern']})$"
+    if getattr(shape, "enum", None):
+        words["enum"] = list(shape.enum)
+    return words
+
+
+@lru_cache(maxsize=None)
+def _service_model(service: str):
+    import botocore.session  # its models load in about 0.1 s each: only for fields that are set
+
+    return botocore.session.get_session().get_service_model(service)
+
+
+def values(settings: Settings, path: str):
+    """(concrete config path, value) of every value at `path` in settings."""
+    found = [("", settings)]
+    for step in path.split("."):
+        name = step.split("[")[0].split("{")[0]
+        out = []
+        for where, obj in found:
+            value = getattr(obj, name, None)
+            here = f"{where}.{name}" if where else name
+            if value is None:
+                continue
+            if step.endswith("[]"):
+                out += [(f"{here}[{i}]", item) for i, item in enumerate(value)]
+            elif step.endswith("{}"):
+                out += [(here, key) for key in value]
+            elif step.endswith("{=}"):
+                out += [(f"{here}.{key}", item) for key, item in value.items()]
+            else:
+                out.append((here, value))
+        found = out
+    return found
+
+
+def violation(value: Any, rules: dict) -> str | None:
+    """What about `value` breaks `rules`, in words; None when nothing does."""
+    if isinstance(value, (tuple, list, dict)):
+        n, what = len(value), ("entries" if isinstance(value, dict) else "items")
+        high = rules.get("maxItems", rules.get("maxProperties"))
+        low = rules.get("minItems", rules.get("minProperties"))
+        if high is not None and n > high:
+            return f"has {n} {what}; at most {high}"
+        if low is not None and 0 < n < low:  # an empty optional list is left out of the template
+            return f"has {n} {what}; at least {low}"
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if "enum" in rules and value not in rules["enum"]:
+            return f"is not one of {', '.join(map(str, rules['enum']))}"
+        if "minimum" in rules and value < rules["minimum"]:
+            return f"is below the minimum {rules['minimum']}"
+        if "maximum" in rules and value > rules["maximum"]:
+            return f"is above the maximum {rules['maximum']}"
+        return None
+    text = str(value)
+    if "enum" in rules and text not in rules["enum"]:
+        return f"is not one of {', '.join(map(str, rules['enum']))}"
+    if not cfn_schema.matches({k: rules[k] for k in ("minLength", "maxLength", "pattern") if k in rules}, text):
+        lengths = f"{rules.get('minLength', 0)}-{rules['maxLength']} characters" if "maxLength" in rules else ""
+        return "does not match " + ("; ".join(p for p in (lengths, f"pattern {rules['pattern']}" if "pattern" in rules else "") if p))
+    return None
+
+
+def check_limits(s: Settings, p: Problems) -> None:
+    """Each mapped field against its source's limits; a field another rule already named is
+    left to that rule's more specific line."""
+    for path, limit in [*FIELDS.items(), ("tags", tags_limit())]:
+        found = [(path, limit.measure(s))] if limit.measure else values(s, path)
+        for where, value in found:
+            if p.named(where) or value in ((), {}, []):  # an empty list or map is left out of the template
+                continue
+            broken = violation(value, constraints(limit.source))
+            if broken:
+                p.error(where, value, f"{broken} ({limit.source}{', ' + limit.note if limit.note else ''})")
