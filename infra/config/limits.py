@@ -185,9 +185,9 @@ def violation(value: Any, rules: dict) -> str | None:
         high = rules.get("maxItems", rules.get("maxProperties"))
         low = rules.get("minItems", rules.get("minProperties"))
         if high is not None and n > high:
-            return f"has {n} {what}; at most {high}"
+            return f"{what}; at most {high}"
         if low is not None and 0 < n < low:  # an empty optional list is left out of the template
-            return f"has {n} {what}; at least {low}"
+            return f"{what}; at least {low}"
         return None
     if isinstance(value, bool):
         return None
@@ -218,4 +218,6 @@ def check_limits(s: Settings, p: Problems) -> None:
                 continue
             broken = violation(value, constraints(limit.source))
             if broken:
-                p.error(where, value, f"{broken} ({limit.source}{', ' + limit.note if limit.note else ''})")
+                # A list or map is shown by its size: its contents would fill the line.
+                shown = len(value) if isinstance(value, (tuple, list, dict)) else value
+                p.error(where, shown, f"{broken} ({limit.source}{', ' + limit.note if limit.note else ''})")

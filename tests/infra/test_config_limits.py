@@ -1,0 +1,74 @@
+"""Config limits are the services' own: each mapped field's limits are read from cfn-lint's
+CloudFormation schemas or botocore's API models (infra/config/limits.py), not copied."""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from pathlib import Path
+
+import pytest
+
+from infra import catalogue, config
+from infra.config import limits
+from infra.config.settings import ProtectionSettings
+
+CORPUS = [json.loads(p.read_text()) for p in sorted((Path(__file__).resolve().parent.parent / "bad_inputs").glob("*.json"))]
+
+
+@pytest.mark.parametrize("path", sorted(limits.FIELDS))
+def test_every_mapped_field_still_has_limits_in_its_source(path):
+    # A schema update that drops the property, or its limits, fails here rather than
+    # silently loosening validation.
+    assert limits.constraints(limits.FIELDS[path].source), limits.FIELDS[path].source
+
+
+def test_every_mapped_path_is_a_config_field():
+    fields = {p for p, _ in config.field_paths()}
+    for path in limits.FIELDS:
+        plain = path.replace("{}", "").replace("{=}", "")
+        assert plain in fields or plain.replace("[]", "") in fields or plain.rsplit(".", 1)[0] + "[]." + plain.rsplit(".", 1)[1] in fields, path
+
+
+@pytest.mark.parametrize("path", sorted(limits.FIELDS))
+def test_every_mapped_limit_is_broken_by_a_case_of_the_corpus_or_a_rule_before_it(path):
+    # The pattern of the field, with an index where the path has [] and a key where it has {=}.
+    pattern = re.escape(path).replace(r"\[\]", r"\[\d+\]").replace(r"\{=\}", r"\.[^.]+").replace(r"\{\}", "")
+    assert any(re.fullmatch(pattern, case["field"]) for case in CORPUS), path
+
+
+def test_tags_are_limited_by_the_strictest_tagged_type_counting_ours():
+    limit = limits.tags_limit()
+    strictest = min(limits.constraints(limits.Cfn(t, "Tags")).get("maxItems", 10**9) for t in limits.TAGGED_TYPES)
+    assert limits.constraints(limit.source)["maxItems"] == strictest == 50
+    given = config.load_settings(_ctx({}), "dev")[0].all_tags  # project, environment and dev's own
+    ok = {f"t{i}": "x" for i in range(strictest - len(given))}
+    config.load_settings(_ctx({"tags": ok}), "dev")
+    with pytest.raises(config.ConfigError, match=r"dev: tags: 51 entries; at most 50"):
+        config.load_settings(_ctx({"tags": {**ok, "one": "more"}}), "dev")
+
+
+def test_the_log_retention_choices_are_exactly_the_schemas():
+    choices = typing.get_args(ProtectionSettings.model_fields["log_retention_days"].annotation)
+    assert list(choices) == limits.constraints(limits.FIELDS["protection.log_retention_days"].source)["enum"]
+
+
+def test_every_catalogue_type_is_one_sagemaker_knows():
+    # The SageMaker API's own list of cluster instance types (ClusterInstanceType): a type
+    # the catalogue offers but HyperPod does not would fail CreateCluster.
+    known = limits._service_model("sagemaker").shape_for("ClusterInstanceType").enum
+    assert sorted(set(catalogue.CATALOGUE) - set(known)) == []
+
+
+def test_a_rule_that_already_named_a_field_keeps_its_own_line():
+    # The naming rule says why a 64-character HyperPod name breaks; the schema's line would repeat it.
+    with pytest.raises(config.ConfigError) as err:
+        config.load_settings(_ctx({"hyperpod": {"cluster_name": "x" * 64}}), "dev")
+    assert len([p for p in err.value.problems if p.startswith("dev: hyperpod.cluster_name:")]) == 1
+
+
+def _ctx(patch):
+    from tests.conftest import patched_context
+
+    return patched_context("dev", patch)
