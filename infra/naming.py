@@ -10,6 +10,9 @@ STACK_SUFFIXES = ("network", "cluster", "hyperpod", "addons", "sample-job")
 # The network stack's output listing every CIDR block of the VPC (an imported one's too, which
 # no resource in the template names); the review judges "outside the VPC" by it.
 VPC_CIDR_BLOCKS_OUTPUT = "VpcCidrBlocks"
+# Both AWS references tag the HyperPod cluster so; AWS-managed HyperPod policies key on it. It
+# counts against the cluster's tag limit beside config's own.
+HYPERPOD_CLUSTER_TAGS = {"SageMaker": "true"}
 # Where pods see the shared FSx for Lustre file system (the claim `fsx` in team namespaces).
 FSX_MOUNT = "/fsx"
 
@@ -22,6 +25,15 @@ STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 # Kubernetes namespace (RFC 1123 label).
 K8S_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 K8S_LABEL_MAX = 63
+
+
+def partition(region: str) -> str:
+    """The AWS partition a region belongs to (a test holds this against botocore's endpoint data)."""
+    for start, name in (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"), ("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso"),
+                        ("eu-isoe-", "aws-iso-e"), ("eusc-", "aws-eusc")):
+        if region.startswith(start):
+            return name
+    return "aws"
 
 
 def stack_name(prefix: str, env: str, suffix: str) -> str:
@@ -86,3 +98,23 @@ def checkpoint_bucket_name(prefix: str, env: str, account: str, region: str) -> 
 
 
 S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# S3 user guide, general purpose bucket naming rules: prefixes and suffixes S3 reserves.
+S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+S3_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def s3_bucket_name_problem(name: str) -> str | None:
+    """What in `name` breaks S3's general purpose bucket naming rules, or None."""
+    if not S3_BUCKET.match(name):
+        return "3-63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit"
+    if ".." in name:
+        return "two adjacent periods"
+    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
+        return "an IP address"
+    for prefix in S3_RESERVED_PREFIXES:
+        if name.startswith(prefix):
+            return f"the reserved prefix {prefix!r}"
+    for suffix in S3_RESERVED_SUFFIXES:
+        if name.endswith(suffix):
+            return f"the reserved suffix {suffix!r}"
+    return None

@@ -13,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from infra import compliance, readiness, timing
+from infra import compliance, naming, readiness, timing
 from infra.config import InstanceGroup, Settings
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
@@ -114,8 +114,8 @@ class HyperPodStack(PlatformStack):
         # Nodes boot with the chart's device plugins and health agents already in place
         # (the cluster stack installs them), and find their lifecycle scripts in S3.
         self.cluster.node.add_dependency(cluster.dependencies_chart, cluster.lifecycle_scripts)
-        # Both references tag the cluster so; AWS-managed HyperPod policies key on it.
-        cdk.Tags.of(self.cluster).add("SageMaker", "true")
+        for key, value in naming.HYPERPOD_CLUSTER_TAGS.items():
+            cdk.Tags.of(self.cluster).add(key, value)
         # What needs nodes (every later stack) waits for these, not for the cluster resource:
         # first the nodes Running, then their accelerators allocatable.
         self.nodes_ready = self._nodes_ready()

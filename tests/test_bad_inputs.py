@@ -92,3 +92,41 @@ def test_cdk_synth_refuses_it_as_validate_does(path, cdk_synth_verdicts):
     code, err, wrote = cdk_synth_verdicts[path.stem]
     assert code != 0 and not wrote
     assert f"error: dev: {case['field']}:" in err and "Traceback" not in err, err[-2000:]
+
+
+LEGAL = sorted((Path(__file__).parent / "legal_inputs").glob("*.json"))
+
+
+def test_the_legal_corpus_is_large_enough():
+    assert len(LEGAL) >= 10
+
+
+@pytest.mark.parametrize("path", LEGAL, ids=lambda p: p.stem)
+def test_an_unusual_but_legal_config_is_accepted_by_validate(path, tmp_path, capsys, monkeypatch):
+    case = json.loads(path.read_text())
+    monkeypatch.chdir(_project(case, tmp_path / "project"))
+    assert cli.main(["validate", "-c", "env=dev"]) == 0, capsys.readouterr().err
+
+
+def test_the_unusual_configs_together_synthesize(synth):
+    """One synthesis of every legal case at once (the two endpoint modes synthesize in
+    tests/stacks/test_cluster.py): what validation accepts, CDK builds."""
+    from infra import config
+
+    merged: dict = {}
+    for path in LEGAL:
+        patch = json.loads(path.read_text())["patch"]
+        if "eks" not in patch:
+            merged = config.deep_merge(merged, patch)
+    # Lists replace when merged: the cases that change the same list, combined by hand.
+    merged["network"]["hyperpod_subnets"] = [{"availability_zone": "us-east-1a", "cidr": "100.64.0.0/28"}]
+    labels = {f"k{i}": "v" for i in range(49)} | {"team": "a" * 63}
+    merged["hyperpod"]["instance_groups"] = [
+        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+        {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1, "labels": labels, "scheduled_update": {"schedule": "cron(0 3 29 2 ? *)"}},
+    ]
+    s = synth("dev", merged)
+    (cluster,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    gpu = next(g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu")
+    assert len(gpu["KubernetesConfig"]["Labels"]) == 50 and len(cluster["Properties"]["Tags"]) == 50
+    assert gpu["ScheduledUpdateConfig"]["ScheduleExpression"] == "cron(0 3 29 2 ? *)"

@@ -58,6 +58,9 @@ class EksSettings(Model):
 
 
 def check_eks(s: Settings, p: Problems):
+    for i, arn in enumerate(s.eks.admin_principal_arns):
+        if arn.split(":")[1] != naming.partition(s.region):
+            p.error(f"eks.admin_principal_arns[{i}]", arn, f"is in partition {arn.split(':')[1]}; {s.region} is in {naming.partition(s.region)}")
     for a, b in collisions(s.eks.admin_principal_arns, lambda arn: naming.admin_entry_id(arn)):
         p.error("eks.admin_principal_arns", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
     version = versions.parse(s.eks.version)

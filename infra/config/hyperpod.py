@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import re
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import Field
@@ -185,8 +187,8 @@ def check_instance_groups(s: Settings, p: Problems):
                 p.error(f"{path}.labels.{key}", value, LABEL_VALUE_WORDS)
         _check_group_options(s, g, path, p)
         if g.training_plan_arn:
-            plan_region, plan_account = g.training_plan_arn.split(":")[3:5]
-            if (plan_region, plan_account) != (s.region, s.account):
+            plan_partition, _, plan_region, plan_account = g.training_plan_arn.split(":")[1:5]
+            if (plan_partition, plan_region, plan_account) != (naming.partition(s.region), s.region, s.account):
                 p.error(
                     f"{path}.training_plan_arn",
                     g.training_plan_arn,
@@ -200,6 +202,11 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
         p.error(f"{path}.min_count", g.min_count, f"must be 0 to count ({g.count})")
     if g.image_id is not None and not cfn_schema.matches(cfn_schema.definition("AWS::SageMaker::Cluster", "ImageId"), g.image_id):
         p.error(f"{path}.image_id", g.image_id, "must be an AMI id like ami-0123456789abcdef0")
+    if g.network_interface and spec_efa(g) == 0:
+        p.error(f"{path}.network_interface", g.network_interface, f"needs EFA, which {g.instance_type} does not have")
+    for key, effect in duplicates((t.key, t.effect) for t in g.taints):
+        # Kubernetes validation: taints must be unique by key and effect.
+        p.error(f"{path}.taints", f"{key}:{effect}", "is given twice; a node takes one taint per key and effect")
     if g.capacity == "spot" and g.training_plan_arn:
         p.error(f"{path}.capacity", "spot", "cannot use a training plan (reserved capacity); drop one of them")
     spec = catalogue.lookup(g.instance_type)
@@ -218,6 +225,9 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
     if g.scheduled_update is not None:
         update = g.scheduled_update
         rule = cfn_schema.definition("AWS::SageMaker::Cluster", "ScheduledUpdateConfig")["properties"]["ScheduleExpression"]
+        never = cron_never_fires(update.schedule) if cfn_schema.matches(rule, update.schedule) else None
+        if never:
+            p.error(f"{path}.scheduled_update.schedule", update.schedule, f"never fires: {never}")
         if not cfn_schema.matches(rule, update.schedule):
             p.error(f"{path}.scheduled_update.schedule", update.schedule, "must be cron(minutes hours day-of-month month day-of-week year), e.g. cron(0 3 ? * SUN *)")
         for name, batch in (("batch", update.batch), ("rollback_batch", update.rollback_batch)):
@@ -267,3 +277,43 @@ def check_chart(s: Settings, p: Problems):
             f"need the chart's {image.subchart}, whose image {image.source} is written into its template ({image.where}) "
             f"and cannot be pointed at a copy while the chart's images are {why}; give the network a NAT gateway",
         )
+
+
+def spec_efa(g: InstanceGroup) -> int | None:
+    spec = catalogue.lookup(g.instance_type)
+    return spec.efa_interfaces if spec else None
+
+
+# Days in each month, February at its longest: a day no month of the schedule has never comes.
+_MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
+_MONTHS = {m: i for i, m in enumerate(("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"), 1)}
+
+
+def cron_never_fires(expression: str, this_year: int | None = None) -> str | None:
+    """Why cron(minutes hours day-of-month month day-of-week year) can never fire, or None:
+    a day of the month that none of its months has, or only years that have passed."""
+    fields = expression[len("cron("):-1].split()
+    if len(fields) != 6:
+        return None
+    _, _, dom, month, _, year = fields
+
+    def values(field: str, names: dict) -> set[int] | None:
+        if field in ("*", "?") or "/" in field or "L" in field or "W" in field or "#" in field:
+            return None
+        out = set()
+        for part in field.split(","):
+            low, _, high = part.partition("-")
+            low, high = (names.get(low.upper(), low), names.get(high.upper(), high) if high else None)
+            if not str(low).isdigit() or (high is not None and not str(high).isdigit()):
+                return None
+            out |= set(range(int(low), int(high if high is not None else low) + 1))
+        return out
+
+    days, months = values(dom, {}), values(month, _MONTHS)
+    if days and months and all(d > _MONTH_DAYS.get(m, 31) for d in days for m in months):
+        return f"day {min(days)} of month {','.join(map(str, sorted(months)))} does not exist"
+    years = values(year, {}) if re.fullmatch(r"[\d,-]+", year) else None
+    now = this_year or datetime.date.today().year
+    if years and max(years) < now:
+        return f"its last year, {max(years)}, has passed"
+    return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
-from infra import cfn_schema
+from infra import cfn_schema, naming
 from infra.config.base import Problems
 
 if typing.TYPE_CHECKING:
@@ -103,7 +103,11 @@ def tags_limit() -> Limit:
     """Every resource gets config's tags and the project and environment tags: the strictest
     tagged type's limit applies to all of them together."""
     strictest = min(TAGGED_TYPES, key=lambda t: constraints(Cfn(t, "Tags")).get("maxItems", float("inf")))
-    return Limit(Cfn(strictest, "Tags"), measure=lambda s: s.all_tags, note="counting the project and environment tags")
+    return Limit(
+        Cfn(strictest, "Tags"),
+        measure=lambda s: {**s.all_tags, **naming.HYPERPOD_CLUSTER_TAGS},
+        note="counting the project and environment tags and the HyperPod cluster's own",
+    )
 
 
 @lru_cache(maxsize=None)

@@ -116,6 +116,32 @@ def _az_checks(s: Settings, p: Problems):
     for i, zid in enumerate(ids or ()):
         if not re.fullmatch(r"[a-z]{2,5}\d-az\d+", zid):
             p.error(f"availability_zone_ids[{i}]", zid, "is not a zone ID like use1-az4")
+        elif zid.split("-az")[0] != zone_id_prefix(s.region):
+            p.error(f"availability_zone_ids[{i}]", zid, f"is a zone of another region; {s.region}'s zone IDs start {zone_id_prefix(s.region)}-az")
+    for zid in duplicates(ids or ()):
+        p.error("availability_zone_ids", zid, "is listed twice")
+
+
+# EC2: an IPv4 subnet is a /16 to /28 block (VPC user guide, "Subnet CIDR blocks").
+SUBNET_SIZES = (16, 28)
+RFC1918 = tuple(ipaddress.IPv4Network(b) for b in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
+def rfc1918(block: ipaddress.IPv4Network) -> ipaddress.IPv4Network | None:
+    """The RFC 1918 range a block lies in, if any."""
+    return next((r for r in RFC1918 if block.subnet_of(r)), None)
+
+
+# Zone IDs name the region by its country and the initials of its direction words (AWS RAM,
+# "Availability Zone IDs for your AWS resources": use1-az1, apse2-az1, euc1-az2, usgw1-az1).
+_DIRECTIONS = {"north": "n", "south": "s", "east": "e", "west": "w", "central": "c", "northeast": "ne",
+               "southeast": "se", "northwest": "nw", "southwest": "sw", "gov": "g", "iso": "i", "isob": "ib"}
+
+
+def zone_id_prefix(region: str) -> str:
+    """us-east-1 -> use1, ap-southeast-2 -> apse2, us-gov-west-1 -> usgw1."""
+    country, *words, number = region.split("-")
+    return country + "".join(_DIRECTIONS.get(w, w[:1]) for w in words) + number
 
 
 def _planned_primary_subnets(s: Settings) -> list[ipaddress.IPv4Network] | None:
@@ -212,6 +238,12 @@ def check_network(s: Settings, p: Problems):
     for i, block in enumerate(net.secondary_cidrs):
         if not 16 <= block.prefixlen <= 28:
             p.error(f"network.secondary_cidrs[{i}]", str(block), "must be a /16 to /28 block")
+        elif rfc1918(net.vpc_cidr) and rfc1918(block) and rfc1918(block) != rfc1918(net.vpc_cidr):
+            p.error(
+                f"network.secondary_cidrs[{i}]", str(block),
+                f"is in {rfc1918(block)} while vpc_cidr is in {rfc1918(net.vpc_cidr)}: a VPC takes secondary blocks from its "
+                "primary's RFC 1918 range or 100.64.0.0/10 (VPC user guide, IPv4 CIDR block association restrictions)",
+            )
         for j, other in enumerate(blocks[: i + 1]):
             if block.overlaps(other):
                 where = "vpc_cidr" if j == 0 else f"secondary_cidrs[{j - 1}]"
@@ -227,6 +259,9 @@ def check_network(s: Settings, p: Problems):
         planned = []
     for i, sn in enumerate(net.hyperpod_subnets):
         if sn.cidr is None:
+            continue
+        if not SUBNET_SIZES[0] <= sn.cidr.prefixlen <= SUBNET_SIZES[1]:
+            p.error(f"network.hyperpod_subnets[{i}].cidr", str(sn.cidr), f"must be a /{SUBNET_SIZES[0]} to /{SUBNET_SIZES[1]} block (EC2 subnet sizes)")
             continue
         if not any(sn.cidr.subnet_of(b) for b in blocks):
             p.error(
@@ -250,6 +285,11 @@ def check_network(s: Settings, p: Problems):
 def _check_existing_vpc(s: Settings, p: Problems):
     ev = s.network.existing_vpc
     n = len(s.availability_zones)
+    # One subnet per zone: a subnet given twice would silently give EKS fewer zones than listed.
+    for subnet in duplicates(ev.private_subnet_ids):
+        p.error("network.existing_vpc.private_subnet_ids", subnet, "is listed twice; each zone needs its own subnet")
+    for subnet in duplicates(sn.subnet_id for sn in s.network.hyperpod_subnets if sn.subnet_id):
+        p.error("network.hyperpod_subnets", subnet, "is listed twice; each zone needs its own subnet")
     if len(ev.private_subnet_ids) != n:
         p.error(
             "network.existing_vpc.private_subnet_ids",

@@ -8,7 +8,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from infra import catalogue, cfn_schema, naming
-from infra.config.base import Model, Problems
+from infra.config.base import Model, Problems, collisions
 from infra.config.network import NetworkSettings
 from infra.config.eks import EksSettings
 from infra.config.hyperpod import HyperPodSettings, InstanceGroup
@@ -116,15 +116,36 @@ def check_names(s: Settings, p: Problems):
             "hyperpod.cluster_name", hp_name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric"
         )
     for kind, bucket in (("lifecycle", s.lifecycle_bucket_name), ("checkpoint", s.checkpoint_bucket_name)):
-        if not naming.S3_BUCKET.match(bucket):
-            p.error("prefix", s.prefix, f"with env {s.env_name!r} makes {kind} bucket {bucket!r}, over S3's 63 characters")
+        broken = naming.s3_bucket_name_problem(bucket)
+        if broken:
+            p.error("prefix", s.prefix, f"with env {s.env_name!r} makes {kind} bucket {bucket!r}, which S3 refuses: {broken}")
+    check_mirror_names(s, p)
     # SageMaker's tag rules are the strictest of the services tagged (its CloudFormation schema).
     tag = cfn_schema.definition("AWS::SageMaker::Cluster", "Tag")["properties"]
+    ours = {k.lower(): k for k in s.all_tags if k not in s.tags}
+    for a, b in collisions(list(s.tags), str.lower):
+        p.error("tags", b, f"and {a!r} differ only in case; IAM tag keys are case-insensitive, so the roles could not take both")
+    for key in s.tags:
+        if key.lower() in ours:
+            p.error("tags", key, f"differs only in case from the tag {ours[key.lower()]!r} every resource gets; IAM tag keys are case-insensitive")
     for key, value in s.tags.items():
         if key.lower().startswith("aws:") or not cfn_schema.matches(tag["Key"], key):
             p.error("tags", key, f"is not a tag key SageMaker accepts: {cfn_schema.describe(tag['Key'])}, not starting 'aws:'")
         elif not cfn_schema.matches(tag["Value"], value):
             p.error(f"tags.{key}", value, f"is not a tag value SageMaker accepts: {cfn_schema.describe(tag['Value'])}; letters, digits, spaces and _ . : / = + - @")
+
+
+def check_mirror_names(s: Settings, p: Problems):
+    """The ECR repositories the chart's images would be copied into (AWS::ECR::Repository
+    RepositoryName in cfn-lint's schema: the OCI repository-name grammar, 2-256 characters)."""
+    from infra import chart
+
+    rule = cfn_schema.resource("AWS::ECR::Repository")["properties"]["RepositoryName"]
+    for image in chart.CHART_IMAGES:
+        name = chart.mirror_name(s, image)
+        if not cfn_schema.matches(rule, name):
+            p.error("prefix", s.prefix, f"with env {s.env_name!r} makes ECR repository {name!r}, which breaks {rule['pattern']}")
+            return
 
 
 def check_region(s: Settings, p: Problems):

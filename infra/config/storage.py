@@ -49,6 +49,9 @@ def check_fsx(s: Settings, p: Problems) -> None:
             p.error("fsx.throughput_per_tib", fsx.throughput_per_tib, f"must be one of {', '.join(map(str, FSX_THROUGHPUTS))} MB/s/TiB (PERSISTENT_2)")
     elif fsx.existing.file_system_id not in fsx.existing.dns_name:
         p.error("fsx.existing.dns_name", fsx.existing.dns_name, f"is not the DNS name of {fsx.existing.file_system_id}")
+    elif fsx.existing.dns_name.split(".")[2] != s.region:
+        # <id>.fsx.<region>.amazonaws.com: a file system serves clients in its own region only.
+        p.error("fsx.existing.dns_name", fsx.existing.dns_name, f"is a file system in {fsx.existing.dns_name.split('.')[2]}; the cluster is in {s.region}")
     hp_azs = [sn.availability_zone for sn in s.network.hyperpod_subnets]
     if fsx.availability_zone is not None and fsx.availability_zone not in hp_azs:
         p.error("fsx.availability_zone", fsx.availability_zone, f"has no HyperPod subnet; subnets exist in: {', '.join(hp_azs)}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import catalogue, config
+from infra import catalogue, config, naming
 from infra.config import limits
 from infra.config.settings import ProtectionSettings
 
@@ -42,7 +42,8 @@ def test_tags_are_limited_by_the_strictest_tagged_type_counting_ours():
     limit = limits.tags_limit()
     strictest = min(limits.constraints(limits.Cfn(t, "Tags")).get("maxItems", 10**9) for t in limits.TAGGED_TYPES)
     assert limits.constraints(limit.source)["maxItems"] == strictest == 50
-    given = config.load_settings(_ctx({}), "dev")[0].all_tags  # project, environment and dev's own
+    # project, environment, dev's owner, and the SageMaker tag both references put on the cluster
+    given = {**config.load_settings(_ctx({}), "dev")[0].all_tags, **naming.HYPERPOD_CLUSTER_TAGS}
     ok = {f"t{i}": "x" for i in range(strictest - len(given))}
     config.load_settings(_ctx({"tags": ok}), "dev")
     with pytest.raises(config.ConfigError, match=r"dev: tags: 51 entries; at most 50"):
