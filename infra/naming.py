@@ -29,7 +29,7 @@ K8S_LABEL_MAX = 63
 
 def partition(region: str) -> str:
     """The AWS partition a region belongs to (a test holds this against botocore's endpoint data)."""
-    for start, name in (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"), ("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso"),
+    for start, name in (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"), ("us-isob-", "aws-iso-b"), ("us-isof-", "aws-iso-f"), ("us-iso-", "aws-iso"),
                         ("eu-isoe-", "aws-iso-e"), ("eusc-", "aws-eusc")):
         if region.startswith(start):
             return name

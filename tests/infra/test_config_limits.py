@@ -73,3 +73,32 @@ def _ctx(patch):
     from tests.conftest import patched_context
 
     return patched_context("dev", patch)
+
+
+def test_the_partition_of_every_region_is_botocores():
+    # botocore's endpoint data (partitions.json) is AWS's own map of regions to partitions.
+    import botocore.session
+
+    from infra import cfn_schema
+
+    session = botocore.session.get_session()
+    regions = [p.stem for p in (cfn_schema._schemas() / "providers").glob("*.json")]
+    checked = 0
+    for region in regions:
+        try:
+            expected = session.get_partition_for_region(region)
+        except Exception:  # noqa: BLE001 - a region botocore does not know yet
+            continue
+        assert naming.partition(region) == expected, region
+        checked += 1
+    assert checked > 25
+
+
+def test_zone_ids_name_their_region_as_aws_writes_them():
+    # AWS RAM, "Availability Zone IDs for your AWS resources": use1-az1, usw2-az1, euc1-az1,
+    # apse2-az1, apne1-az1, usgw1-az1, cnn1-az1.
+    from infra.config.network import zone_id_prefix
+
+    documented = {"us-east-1": "use1", "us-west-2": "usw2", "eu-central-1": "euc1", "ap-southeast-2": "apse2",
+                  "ap-northeast-1": "apne1", "us-gov-west-1": "usgw1", "cn-north-1": "cnn1"}
+    assert {region: zone_id_prefix(region) for region in documented} == documented
