@@ -132,6 +132,31 @@ def rfc1918(block: ipaddress.IPv4Network) -> ipaddress.IPv4Network | None:
     return next((r for r in RFC1918 if block.subnet_of(r)), None)
 
 
+_BENCHMARK = ipaddress.IPv4Network("198.19.0.0/16")
+_172_31 = ipaddress.IPv4Network("172.31.0.0/16")
+
+
+def association_refused(primary: ipaddress.IPv4Network, secondary: ipaddress.IPv4Network) -> str | None:
+    """Why a VPC whose primary block is `primary` cannot take `secondary` (the VPC user guide's
+    association restrictions table), or None."""
+    home, other = rfc1918(primary), rfc1918(secondary)
+    if home and other and other != home:
+        return f"it is in {other}, another RFC 1918 range than the primary's {home}"
+    if home and secondary.subnet_of(_BENCHMARK):
+        return "198.19.0.0/16 does not go with an RFC 1918 primary"
+    if home == RFC1918[1] and secondary.subnet_of(_172_31):
+        return "172.31.0.0/16 does not go with a 172.16.0.0/12 primary"
+    if not home and other:
+        return "a public, 100.64.0.0/10 or 198.19.0.0/16 primary takes no RFC 1918 block"
+    return None
+
+
+# The VPC user guide: don't use 172.17.0.0/16, which some AWS services use (it names SageMaker
+# and Cloud9); Docker's default bridge is there too (EKS troubleshooting).
+AVOID = ipaddress.IPv4Network("172.17.0.0/16")
+LINK_LOCAL = ipaddress.IPv4Network("169.254.0.0/16")
+
+
 # Zone IDs name the region by its country and the initials of its direction words (AWS RAM,
 # "Availability Zone IDs for your AWS resources": use1-az1, apse2-az1, euc1-az2, usgw1-az1).
 _DIRECTIONS = {"north": "n", "south": "s", "east": "e", "west": "w", "central": "c", "northeast": "ne",
@@ -226,6 +251,13 @@ def check_network(s: Settings, p: Problems):
                 sn.availability_zone,
                 f"is not one of availability_zones ({', '.join(s.availability_zones)})",
             )
+    for i, block in enumerate(net.cidr_blocks):
+        where = "network.vpc_cidr" if not net.existing_vpc and i == 0 else "network.existing_vpc.vpc_cidr" if i == 0 else (
+            f"network.existing_vpc.secondary_cidrs[{i - 1}]" if net.existing_vpc else f"network.secondary_cidrs[{i - 1}]")
+        if block.overlaps(LINK_LOCAL):
+            p.error(where, str(block), "overlaps 169.254.0.0/16, link-local, which a VPC cannot use")
+        elif block.overlaps(AVOID):
+            p.error(where, str(block), "overlaps 172.17.0.0/16, which the VPC user guide says not to use: SageMaker uses it (and Docker's default bridge)")
     if net.existing_vpc:
         _check_existing_vpc(s, p)
         return
@@ -238,11 +270,11 @@ def check_network(s: Settings, p: Problems):
     for i, block in enumerate(net.secondary_cidrs):
         if not 16 <= block.prefixlen <= 28:
             p.error(f"network.secondary_cidrs[{i}]", str(block), "must be a /16 to /28 block")
-        elif rfc1918(net.vpc_cidr) and rfc1918(block) and rfc1918(block) != rfc1918(net.vpc_cidr):
+        elif association_refused(net.vpc_cidr, block):
             p.error(
                 f"network.secondary_cidrs[{i}]", str(block),
-                f"is in {rfc1918(block)} while vpc_cidr is in {rfc1918(net.vpc_cidr)}: a VPC takes secondary blocks from its "
-                "primary's RFC 1918 range or 100.64.0.0/10 (VPC user guide, IPv4 CIDR block association restrictions)",
+                f"cannot be added to a VPC whose primary block is {net.vpc_cidr}: {association_refused(net.vpc_cidr, block)} "
+                "(VPC user guide, IPv4 CIDR block association restrictions)",
             )
         for j, other in enumerate(blocks[: i + 1]):
             if block.overlaps(other):

@@ -48,8 +48,8 @@ def test_zones_that_map_to_the_expected_ids_pass(aws):
 
 
 def test_a_remapped_or_missing_zone_fails(aws):
-    results = preflight.check_zones(_settings({"availability_zone_ids": ["use1-az9", "use1-az9", "use1-az9"]}), aws)
-    assert _status(results) == ["fail", "fail", "fail"] and "config expects use1-az9" in results[0].detail
+    results = preflight.check_zones(_settings({"availability_zone_ids": ["use1-az7", "use1-az8", "use1-az9"]}), aws)
+    assert _status(results) == ["fail", "fail", "fail"] and "config expects use1-az7" in results[0].detail
     s = _settings({"availability_zones": ["us-east-1a", "us-east-1z"], "network": {"nat_gateways": 1}})
     assert _status(preflight.check_zones(s, aws)) == ["warn", "fail"]
 
