@@ -52,15 +52,15 @@ CAPABILITIES = {
         },
     },
     "fsx": {
-        # Data kept, as in prod: the file system's final backup on deletion is gated too.
-        "protection": {"retain_data": True},
         "fsx": {"enabled": True, "storage_gib": 2400, "throughput_per_tib": 500},
         "sample_job": {"checkpoint_to": "fsx", "dataset": {"files": ["/fsx/datasets/c4/*.txt"]}},
     },
     "closed-network": {
         "network": {"nat_gateways": 0, "interface_endpoints": "all"},
         "eks": {"endpoint_access": "private", "public_access_cidrs": []},
-        # Nothing reaches Hugging Face: the job's text and tokenizer come from FSx.
+        # Nothing reaches Hugging Face: the job's text and tokenizer come from FSx. Data kept, as
+        # in prod, so the file system's final backup on deletion goes through the gates too.
+        "protection": {"retain_data": True},
         "fsx": {"enabled": True},
         "sample_job": {"dataset": {"files": ["/fsx/datasets/c4/*.txt"]}, "tokenizer": "/fsx/tokenizers/llama"},
     },

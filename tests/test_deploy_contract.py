@@ -479,7 +479,7 @@ def test_a_kept_file_system_is_backed_up_and_deleted_so_the_network_can_go(synth
     # FACTS (retain inside delete): a retained file system keeps its network interfaces in the
     # HyperPod subnet, and the network stack's deletion fails. Where data is kept, a final
     # backup (which outlives the file system) is taken before the file system is deleted.
-    s = synth("fsx")
+    s = synth("closed-network")
     assert s.settings.protection.retain_data
     (fs_id, fs), = s.resources("cluster", "AWS::FSx::FileSystem").items()
     assert fs["DeletionPolicy"] == "Delete" and fs["UpdateReplacePolicy"] == "Retain"
