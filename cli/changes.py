@@ -7,7 +7,9 @@ The property-level diff is `cdk diff`'s own (the pinned CLI, offline: `--app <as
   (its name, type, execution role, threads per core or subnet override);
 - an export a stack still imports that would change or disappear, which CloudFormation
   refuses ("Cannot update export ... as it is in use by ...");
-- resources replaced because something their create-only properties reference is replaced.
+- resources replaced because something their create-only properties reference is replaced;
+- an add-on update that needs a step of its own before the deploy (task governance across
+  its Kueue CRD migration).
 Replacement is judged from the create-only properties in cfn-lint's resource schemas.
 """
 
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from cli import replacement
 from cli.assembly import StackSummary, import_names, load_stacks
+from infra import versions
 
 # Losing one of these loses a GPU cluster, or data.
 CRITICAL_TYPES = ("AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::FSx::FileSystem")
@@ -162,6 +165,7 @@ def compare(old: Baseline, new_stacks: list[StackSummary], region: str) -> dict:
     callouts = _cascade(old, new, changes, replaced, region)
     callouts += _exports_in_use(old, new, replaced)
     callouts += _instance_groups(old, new, replaced)
+    callouts += _addon_migrations(old, new)
     callouts = [f"{c.action.upper()}: {c.type} `{c.resource}` in {c.stack} ({', '.join(c.because) or 'removed'})" for c in changes if c.critical] + callouts
     stacks_added = [n for n in new if old.whole_app and n not in old.templates]
     stacks_removed = [n for n in old.templates if n not in new]
@@ -274,6 +278,62 @@ def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]]) ->
                 if count_before != count_after:
                     callouts.append(f"NODE COUNT: instance group {name} in {stack} goes from {count_before} to {count_after} node(s)")
     return callouts
+
+
+def _addon_versions(template: dict) -> dict[str, dict]:
+    """add-on name -> its properties (AddonVersion absent: EKS picks the version at create time)."""
+    return {
+        r["Properties"]["AddonName"]: r["Properties"]
+        for r in _resources(template).values()
+        if r["Type"] == "AWS::EKS::Addon" and isinstance(r.get("Properties", {}).get("AddonName"), str)
+    }
+
+
+def _addon_migrations(old: Baseline, new: dict) -> list[str]:
+    """An update of the task governance add-on from below v1.5 to v1.5 or later fails unless
+    Kueue's CRD storage versions are migrated first (HyperPod's task governance upgrade page);
+    CloudFormation's UpdateAddon does not do it."""
+    from addons.task_governance import TaskGovernanceAddon
+
+    name = TaskGovernanceAddon.eks_name
+    callouts = []
+    for stack in new:
+        if stack not in old.templates:
+            continue
+        before, after = _addon_versions(old.templates[stack]).get(name), _addon_versions(new[stack]).get(name)
+        if before is None or after is None:
+            continue  # a new add-on installs the current CRDs; a removed one migrates nothing
+        version_before, version_after = (_pinned(p) for p in (before, after))
+        crosses = versions.crosses_task_governance_migration(version_before, version_after)
+        if crosses is False:
+            continue
+        if crosses:
+            what = f"goes from {version_before} to {version_after}, across the Kueue CRD migration of {_line(versions.TASK_GOVERNANCE_CRD_MIGRATION)}"
+        else:
+            cluster = after.get("ClusterName") if isinstance(after.get("ClusterName"), str) else "<eks cluster>"
+            what = (
+                f"is pinned to {version_after} where the baseline left the version to EKS; if "
+                f"`aws eks describe-addon --cluster-name {cluster} --addon-name {name} --query addon.addonVersion` "
+                f"prints a version below {_line(versions.TASK_GOVERNANCE_CRD_MIGRATION)}, it crosses the Kueue CRD migration"
+            )
+        steps = "; ".join(f"({i}) {step}" for i, step in enumerate(versions.TASK_GOVERNANCE_MIGRATION_STEPS, 1))
+        callouts.append(
+            f"MIGRATE FIRST: task governance add-on {name} in {stack} {what}. A plain update across it fails "
+            f"({versions.TASK_GOVERNANCE_MIGRATION_ERROR}). Before cdk deploy, upgrade it with the migration: the "
+            f"HyperPod console's upgrade option, or by hand: {steps} ({versions.TASK_GOVERNANCE_UPGRADE_PAGE})"
+        )
+    return callouts
+
+
+def _pinned(addon: dict) -> str | None:
+    """The add-on version a template pins, or None (unset, or not a literal version)."""
+    version = addon.get("AddonVersion")
+    return version if isinstance(version, str) and re.fullmatch(r"v\d+\.\d+\.\d+(-eksbuild\.\d+)?", version) else None
+
+
+def _line(version: str) -> str:
+    """v1.5.0-eksbuild.1 -> v1.5"""
+    return ".".join(version.split("-")[0].split(".")[:2])
 
 
 def _short(value) -> str:

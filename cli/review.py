@@ -239,7 +239,10 @@ def _changes_markdown(changes: dict) -> list[str]:
     if changes["callouts"]:
         out += [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
     else:
-        out.append("Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost.")
+        out.append(
+            "Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost, "
+            "no add-on update that needs a migration first."
+        )
     out.append("")
     counts = Counter(c["action"] for c in changes["changes"])
     out.append(", ".join(f"{n} {a}" for a, n in sorted(counts.items())) + " resource(s)." if counts else "No resource changes.")

@@ -1,7 +1,9 @@
-"""Kubernetes version support, and which components document which versions.
+"""Kubernetes version support, which components document which versions, and what the
+add-on versions carry (task governance's Kueue, the training operator's IAM metadata).
 
-Kept as data with its sources so a reviewer can check it, and so validation can warn
-(not fail) when the chosen version is outside a component's published range.
+Kept as data with its sources so a reviewer can check it, so validation can warn (not fail)
+when the chosen version is outside a component's published range, and so the review can
+stop at an add-on update that needs a step of its own first.
 """
 
 from __future__ import annotations
@@ -48,12 +50,102 @@ COMPONENT_RANGES: tuple[ComponentRange, ...] = (
     ),
 )
 
-# The training operator documents PyTorch 2.4.0-2.7.1 and Kueue 0.12.x.
+# The training operator page documents PyTorch 2.4.0-2.7.1 and recommends Kueue v0.12.2 and
+# v0.12.3, the Kueue line of task governance v1.3.x; task governance v1.6 ships Kueue 0.19.2,
+# which that page does not list yet (TASK_GOVERNANCE_RELEASES).
 TRAINING_OPERATOR_PYTORCH_RANGE = ("2.4.0", "2.7.1")
+TRAINING_OPERATOR_KUEUE_RECOMMENDED = ("0.12.2", "0.12.3")
 # Task governance below this is refused by the training operator.
 TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR = "v1.3.0-eksbuild.1"
 # Topology-aware scheduling needs task governance at least this version.
 TASK_GOVERNANCE_MIN_FOR_TOPOLOGY = "v1.2.2"
+
+TASK_GOVERNANCE_UPGRADE_PAGE = (
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade.html"
+)
+
+
+@dataclass(frozen=True)
+class TaskGovernanceRelease:
+    version: str  # an add-on version, or a line of them (v1.3.x)
+    kueue: str | None  # the Kueue it packages; None where no source states it
+    note: str
+    source: str
+    seen: str
+
+
+TASK_GOVERNANCE_RELEASES: tuple[TaskGovernanceRelease, ...] = (
+    TaskGovernanceRelease(
+        "v1.3.x",
+        "0.12.x",
+        "not stated on the upgrade page, which says v1.3.x stores Cohorts as v1alpha1 (Kueue promoted them to "
+        "v1beta1 in 0.13, kubernetes-sigs/kueue PR 5595); the training operator, which needs task governance "
+        "v1.3.0 or newer, recommends Kueue 0.12.2 and 0.12.3",
+        f"{TASK_GOVERNANCE_UPGRADE_PAGE} (Upgrade from v1.3.x to v1.5 or later); AWS docs page sagemaker-eks-operator, "
+        "supported versions",
+        "2026-12-04",
+    ),
+    TaskGovernanceRelease(
+        "v1.5.0-eksbuild.1",
+        None,
+        "the page names no Kueue version; its CRDs store kueue.x-k8s.io/v1beta2 (the migration restores objects "
+        "as v1beta2), which Kueue stores from 0.16.0 (kubernetes-sigs/kueue issue 9281)",
+        f"{TASK_GOVERNANCE_UPGRADE_PAGE} (Upgrade from v1.3.x to v1.5 or later)",
+        "2026-12-04",
+    ),
+    TaskGovernanceRelease(
+        "v1.6.0-eksbuild.1",
+        "0.19.2",
+        "a direct update-addon from v1.5, no CRD migration; validates the topology slice size "
+        "(kueue.x-k8s.io/podset-slice-size) at submission",
+        f"{TASK_GOVERNANCE_UPGRADE_PAGE} (Upgrade from v1.5 to v1.6)",
+        "2026-12-04",
+    ),
+)
+
+# From below this version to this or later, a plain update-addon fails: the newer Kueue CRDs
+# drop v1alpha1, which v1.3.x stored objects as, so the API server refuses them while each
+# CRD's status.storedVersions still lists it.
+TASK_GOVERNANCE_CRD_MIGRATION = "v1.5.0-eksbuild.1"
+TASK_GOVERNANCE_MIGRATION_ERROR = (
+    'CustomResourceDefinition.apiextensions.k8s.io "cohorts.kueue.x-k8s.io" is invalid: status.storedVersions[0]: '
+    'Invalid value: "v1alpha1": missing from spec.versions'
+)
+# The upgrade page's manual procedure, step by step (its recommended way is the HyperPod
+# console's upgrade option, which migrates the CRDs itself).
+TASK_GOVERNANCE_MIGRATION_STEPS = (
+    "back up every kueue.x-k8s.io object, one file per kind (`kubectl get <kind>.kueue.x-k8s.io -A -o json`)",
+    "delete them and set each Kueue CRD's status.storedVersions to [\"v1beta2\"] "
+    "(`kubectl patch crd <kind>.kueue.x-k8s.io --subresource=status`)",
+    "update the add-on to the new version (`aws eks update-addon --resolve-conflicts OVERWRITE`) and wait for ACTIVE",
+    "wait for kueue-controller-manager and its webhook endpoint",
+    "restore the objects as kueue.x-k8s.io/v1beta2 (Cohort spec.parent becomes parentName, ClusterQueue "
+    "spec.cohort becomes cohortName)",
+)
+
+
+@dataclass(frozen=True)
+class TrainingOperatorRelease:
+    version: str
+    # DescribeAddonVersions' requiresIamPermissions: EKS accepts a Pod Identity association
+    # inline on the add-on only where it is true, hence the standalone association here.
+    requires_iam_permissions: bool
+    default: bool  # the version EKS installs when none is pinned
+    source: str
+    seen: str
+
+
+_PR_1076 = "https://github.com/awslabs/awsome-distributed-ai/pull/1076 (issue 1075), DescribeAddonVersions metadata"
+TRAINING_OPERATOR_RELEASES: tuple[TrainingOperatorRelease, ...] = (
+    TrainingOperatorRelease("v1.0.0", False, False, _PR_1076, "2026-12-04"),
+    TrainingOperatorRelease("v1.0.1", False, False, _PR_1076, "2026-12-04"),
+    TrainingOperatorRelease("v1.1.0", True, False, _PR_1076, "2026-12-04"),
+    TrainingOperatorRelease("v1.1.1", True, False, _PR_1076, "2026-12-04"),
+    TrainingOperatorRelease("v1.1.2", True, False, _PR_1076, "2026-12-04"),
+    TrainingOperatorRelease("v1.2.0-eksbuild.1", True, False, _PR_1076, "2026-12-04"),
+    # The default for Kubernetes 1.28-1.35.
+    TrainingOperatorRelease("v1.2.1-eksbuild.1", False, True, _PR_1076, "2026-12-04"),
+)
 
 
 def parse(version: str) -> tuple[int, int]:
@@ -102,3 +194,14 @@ def addon_version_at_least(pinned: str, minimum: str) -> bool:
         return tuple(int(p) for p in core.split(".")) + (int(build or 0),)
 
     return key(pinned) >= key(minimum)
+
+
+def crosses_task_governance_migration(before: str | None, after: str | None) -> bool | None:
+    """Whether moving the task governance add-on from `before` to `after` crosses the Kueue
+    CRD migration. None when `before` is unknown (not pinned: EKS chose it at create time, so
+    only the cluster can say) and `after` is past the migration."""
+    if after is None or not addon_version_at_least(after, TASK_GOVERNANCE_CRD_MIGRATION):
+        return False
+    if before is None:
+        return None
+    return not addon_version_at_least(before, TASK_GOVERNANCE_CRD_MIGRATION)

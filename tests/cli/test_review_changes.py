@@ -179,3 +179,47 @@ def test_an_export_a_deployed_stack_still_imports_cannot_disappear():
     new_importer = {"Resources": {"Sg": {"Type": "AWS::EC2::SecurityGroup", "Properties": {"GroupDescription": "x", "VpcId": "vpc-1"}}}}
     report = changes.compare(old, [StackSummary("net", new_producer, []), StackSummary("app", new_importer, ["net"])], "us-east-1")
     assert report["callouts"] == ["REFUSED: net would stop exporting net:VpcId, which app still imports"]
+
+
+def _task_governance(version: str | None) -> dict:
+    props = {"ClusterName": "hyperpod-dev", "AddonName": "amazon-sagemaker-hyperpod-taskgovernance", "ResolveConflicts": "OVERWRITE"}
+    return {"Resources": {"TaskGovernance": {"Type": "AWS::EKS::Addon", "Properties": props | ({"AddonVersion": version} if version else {})}}}
+
+
+def _governance_update(before: str | None, after: str | None) -> dict:
+    old = changes.Baseline("deployed", {"addons": _task_governance(before)}, whole_app=True)
+    new = _task_governance(after)
+    new["Resources"]["TaskGovernance"]["Properties"]["ConfigurationValues"] = "{}"  # a change, whatever the versions
+    return {"changes": changes.compare(old, [StackSummary("addons", new, [])], "us-east-1")}  # as review.build holds it
+
+
+def test_a_task_governance_update_across_the_kueue_crd_migration_says_what_to_run_first():
+    # HyperPod's task governance upgrade page: from v1.3.x to v1.5 or later a plain update-addon fails on
+    # the Kueue CRDs' stored versions; back up, clear storedVersions, update, restore. v1.5 to v1.6 needs none.
+    report = _governance_update("v1.3.0-eksbuild.1", "v1.6.0-eksbuild.1")
+    (line,) = _callouts(report, "MIGRATE FIRST")
+    assert "amazon-sagemaker-hyperpod-taskgovernance in addons goes from v1.3.0-eksbuild.1 to v1.6.0-eksbuild.1" in line
+    assert '"v1alpha1": missing from spec.versions' in line and "Before cdk deploy" in line
+    steps = [line.index(word) for word in ("back up", "storedVersions to", "update-addon", "restore")]
+    assert steps == sorted(steps) and "sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade" in line
+    assert report["changes"]["changes"] == [{"stack": "addons", "resource": "TaskGovernance", "type": "AWS::EKS::Addon",
+                                             "action": "modified", "because": [], "critical": False}]
+    text = "\n".join(review._changes_markdown(report["changes"]))
+    assert "- **MIGRATE FIRST**: task governance add-on" in text
+    for before, after in [("v1.5.0-eksbuild.1", "v1.6.0-eksbuild.1"), ("v1.3.0-eksbuild.1", "v1.3.1-eksbuild.1"), (None, None),
+                          ("v1.6.0-eksbuild.1", None)]:
+        assert not _callouts(_governance_update(before, after), "MIGRATE FIRST"), (before, after)
+
+
+def test_pinning_task_governance_past_the_migration_over_an_unpinned_one_says_how_to_check_first():
+    # Without AddonVersion EKS installed its default of the day: only the cluster knows whether it is a v1.3.x.
+    (line,) = _callouts(_governance_update(None, "v1.6.0-eksbuild.1"), "MIGRATE FIRST")
+    assert "where the baseline left the version to EKS" in line
+    assert ("aws eks describe-addon --cluster-name hyperpod-dev --addon-name amazon-sagemaker-hyperpod-taskgovernance "
+            "--query addon.addonVersion` prints a version below v1.5") in line
+
+
+def test_a_new_task_governance_add_on_installs_the_current_crds_and_needs_no_migration():
+    old = changes.Baseline("deployed", {"addons": {"Resources": {}}}, whole_app=True)
+    report = changes.compare(old, [StackSummary("addons", _task_governance("v1.6.0-eksbuild.1"), [])], "us-east-1")
+    assert report["changes"][0]["action"] == "added" and not _callouts({"changes": report}, "MIGRATE FIRST")

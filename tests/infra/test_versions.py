@@ -1,0 +1,64 @@
+"""The add-on versions as data: which Kueue task governance ships, where its CRD migration
+sits, and what the training operator's versions say about IAM. Each record names its source
+and the day it was read; the pages are online only, so the tests hold the data to its shape
+and to what the code does with it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from infra import versions
+from tests.conftest import ROOT
+
+RELEASES = (*versions.TASK_GOVERNANCE_RELEASES, *versions.TRAINING_OPERATOR_RELEASES)
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=lambda r: f"{type(r).__name__}-{r.version}")
+def test_every_add_on_release_names_its_source_and_the_day_it_was_read(release):
+    assert release.source and re.fullmatch(r"\d{4}-\d{2}-\d{2}", release.seen)
+
+
+def test_task_governance_v1_6_ships_kueue_0_19_2_and_v1_3_the_line_the_training_operator_recommends():
+    # Upgrade page: "Version v1.6.0-eksbuild.1 packages Kueue v0.19.2". The training operator page
+    # recommends Kueue v0.12.2 and v0.12.3 and needs task governance v1.3.0 or newer.
+    kueue = {r.version: r.kueue for r in versions.TASK_GOVERNANCE_RELEASES}
+    assert kueue["v1.6.0-eksbuild.1"] == "0.19.2"
+    assert all(k.startswith(kueue["v1.3.x"].removesuffix("x")) for k in versions.TRAINING_OPERATOR_KUEUE_RECOMMENDED)
+    assert kueue["v1.5.0-eksbuild.1"] is None  # no source names it; the record says what is known
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "crosses"),
+    [
+        ("v1.3.0-eksbuild.1", "v1.5.0-eksbuild.1", True),
+        ("v1.3.1-eksbuild.2", "v1.6.0-eksbuild.1", True),
+        ("v1.2.2-eksbuild.1", "v1.6.0-eksbuild.1", True),
+        ("v1.5.0-eksbuild.1", "v1.6.0-eksbuild.1", False),  # "does not migrate CRD storage versions"
+        ("v1.3.0-eksbuild.1", "v1.3.1-eksbuild.1", False),
+        ("v1.6.0-eksbuild.1", "v1.3.0-eksbuild.1", False),
+        (None, "v1.6.0-eksbuild.1", None),  # EKS chose the deployed one: only the cluster knows
+        (None, "v1.3.0-eksbuild.1", False),
+        ("v1.3.0-eksbuild.1", None, False),
+    ],
+)
+def test_the_kueue_crd_migration_lies_between_v1_3_and_v1_5(before, after, crosses):
+    assert versions.crosses_task_governance_migration(before, after) is crosses
+
+
+def test_the_migration_steps_back_up_before_they_delete_and_restore_after_the_update():
+    # Upgrade page, "Upgrade from v1.3.x to v1.5 or later", steps 2-6.
+    text = " | ".join(versions.TASK_GOVERNANCE_MIGRATION_STEPS)
+    order = [text.index(s) for s in ("back up", "delete", "update-addon", "webhook", "restore")]
+    assert order == sorted(order) and '["v1beta2"]' in text
+    assert "cohorts.kueue.x-k8s.io" in versions.TASK_GOVERNANCE_MIGRATION_ERROR
+
+
+def test_the_default_training_operator_publishes_no_iam_requirement_so_no_add_on_asks_for_an_inline_association():
+    # awsome-distributed-ai PR 1076: v1.2.1-eksbuild.1, the default for Kubernetes 1.28-1.35, has
+    # requiresIamPermissions false, and CreateAddon rejects an inline Pod Identity association for it.
+    (default,) = [r for r in versions.TRAINING_OPERATOR_RELEASES if r.default]
+    assert (default.version, default.requires_iam_permissions) == ("v1.2.1-eksbuild.1", False)
+    inline = [p.name for p in (ROOT / "addons").glob("*.py") if re.search(r"pod_identity_associations|PodIdentityAssociations", p.read_text())]
+    assert inline == []
