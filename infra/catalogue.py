@@ -42,6 +42,12 @@ class InstanceType:
         return self.accelerators > 0
 
     @property
+    def mig_profiles(self) -> dict[str, int]:
+        """The MIG profiles one of its GPUs can be cut into, and how many of each fit one GPU
+        (empty: the GPU has no MIG)."""
+        return MIG_PROFILES.get(self.accelerator, {})
+
+    @property
     def device_resources(self) -> dict[str, int]:
         """The extended resources a node of this type advertises once the chart's device
         plugins run, per node: what a job sized to the whole node asks for."""
@@ -101,6 +107,28 @@ _TYPES = (
     _cpu("ml.t3.xlarge", 4, 16),
     _cpu("ml.t3.2xlarge", 8, 32),
 )
+
+# MIG profiles per GPU and how many of each one GPU holds (NVIDIA MIG user guide, "Supported
+# MIG Profiles", read 2026-12: A100 40GB, A100 80GB, H100 80GB, H200 141GB, B200 180GB, GB200
+# 186GB). A10G, L4 and L40S have no MIG. Prefixed with "mig-", these are exactly the 28 values
+# AWS::SageMaker::ComputeQuota takes as AcceleratorPartition.Type (a test holds them together).
+_A100_80 = {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1}
+MIG_PROFILES: MappingProxyType[str, dict[str, int]] = MappingProxyType({
+    "A100": {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
+    "A100-80GB": _A100_80,
+    "H100": _A100_80,
+    "H200": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1},
+    "B200": {"1g.23gb": 7, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1},
+    "GB200": {"1g.23gb": 7, "1g.47gb": 4, "2g.47gb": 3, "3g.93gb": 2, "4g.93gb": 1, "7g.186gb": 1},
+})
+# The extended resource the GPU operator's device plugin advertises for a slice (mixed strategy).
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def mig_memory_gb(profile: str) -> int:
+    """The memory of a slice, from its name: 1g.10gb -> 10."""
+    return int(profile.split(".", 1)[1].removesuffix("gb"))
+
 
 CATALOGUE: MappingProxyType[str, InstanceType] = MappingProxyType({t.name: t for t in _TYPES})
 

@@ -120,6 +120,125 @@ DEVICE_PLUGIN_TOLERATIONS = {
 }
 
 
+# ------------------------------------------------------------------- GPU partitioning (MIG)
+
+# The chart's GPU operator subchart (charts/gpu-operator, off by default): NVIDIA's GPU operator
+# with the mixed MIG strategy, its MIG manager reading the ConfigMap "default-mig-config" the
+# subchart writes from config/default-mig-config.yaml. A node's nvidia.com/mig.config label names
+# one of these configurations; every GPU of the node is cut into these slices (per GPU).
+# Read at the pinned revision; `prepare` checks the fetched chart still says the same.
+MIG_CONFIGS: dict[str, dict[str, int]] = {
+    'all-disabled': {},
+    'all-1g.10gb': {'1g.10gb': 7},
+    'all-1g.5gb': {'1g.5gb': 7},
+    'all-1g.18gb': {'1g.18gb': 7},
+    'all-3g.40gb': {'3g.40gb': 2},
+    'all-3g.20gb': {'3g.20gb': 2},
+    'all-3g.71gb': {'3g.71gb': 2},
+    'all-7g.80gb': {'7g.80gb': 1},
+    'all-7g.40gb': {'7g.40gb': 1},
+    'all-7g.141gb': {'7g.141gb': 1},
+    'mixed-1-3g.40gb-1-4g.40gb': {'3g.40gb': 1, '4g.40gb': 1},
+    'mixed-1-3g.20gb-1-4g.20gb': {'3g.20gb': 1, '4g.20gb': 1},
+    'mixed-1-3g.71gb-1-4g.71gb': {'3g.71gb': 1, '4g.71gb': 1},
+    'mixed-1-1g.10gb-1-2g.20gb-1-4g.40gb': {'1g.10gb': 1, '2g.20gb': 1, '4g.40gb': 1},
+    'mixed-1-1g.5gb-1-2g.10gb-1-4g.20gb': {'1g.5gb': 1, '2g.10gb': 1, '4g.20gb': 1},
+    'mixed-1-1g.18gb-1-2g.35gb-1-4g.71gb': {'1g.18gb': 1, '2g.35gb': 1, '4g.71gb': 1},
+    'mixed-3-1g.10gb-1-4g.40gb': {'1g.10gb': 3, '4g.40gb': 1},
+    'mixed-3-1g.5gb-1-4g.20gb': {'1g.5gb': 3, '4g.20gb': 1},
+    'mixed-3-1g.18gb-1-4g.71gb': {'1g.18gb': 3, '4g.71gb': 1},
+    'mixed-1-1g.10gb-1-2g.20gb-1-3g.40gb': {'1g.10gb': 1, '2g.20gb': 1, '3g.40gb': 1},
+    'mixed-1-1g.5gb-1-2g.10gb-1-3g.20gb': {'1g.5gb': 1, '2g.10gb': 1, '3g.20gb': 1},
+    'mixed-1-1g.18gb-1-2g.35gb-1-3g.71gb': {'1g.18gb': 1, '2g.35gb': 1, '3g.71gb': 1},
+    'mixed-3-1g.10gb-1-3g.40gb': {'1g.10gb': 3, '3g.40gb': 1},
+    'mixed-3-1g.5gb-1-3g.20gb': {'1g.5gb': 3, '3g.20gb': 1},
+    'mixed-3-1g.18gb-1-3g.71gb': {'1g.18gb': 3, '3g.71gb': 1},
+    'mixed-2-2g.20gb-1-3g.40gb': {'2g.20gb': 2, '3g.40gb': 1},
+    'mixed-2-2g.10gb-1-3g.20gb': {'2g.10gb': 2, '3g.20gb': 1},
+    'mixed-2-2g.35gb-1-3g.71gb': {'2g.35gb': 2, '3g.71gb': 1},
+    'mixed-2-1g.10gb-1-2g.20gb-1-3g.40gb': {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1},
+    'mixed-2-1g.5gb-1-2g.10gb-1-3g.20gb': {'1g.5gb': 2, '2g.10gb': 1, '3g.20gb': 1},
+    'mixed-2-1g.18gb-1-2g.35gb-1-3g.71gb': {'1g.18gb': 2, '2g.35gb': 1, '3g.71gb': 1},
+    'mixed-4-1g.10gb-1-3g.40gb': {'1g.10gb': 4, '3g.40gb': 1},
+    'mixed-4-1g.5gb-1-3g.20gb': {'1g.5gb': 4, '3g.20gb': 1},
+    'mixed-4-1g.18gb-1-3g.71gb': {'1g.18gb': 4, '3g.71gb': 1},
+    'mixed-1-1g.10gb-3-2g.20gb': {'1g.10gb': 1, '2g.20gb': 3},
+    'mixed-1-1g.5gb-3-2g.10gb': {'1g.5gb': 1, '2g.10gb': 3},
+    'mixed-1-1g.18gb-3-2g.35gb': {'1g.18gb': 1, '2g.35gb': 3},
+    'mixed-3-1g.10gb-2-2g.20gb': {'1g.10gb': 3, '2g.20gb': 2},
+    'mixed-3-1g.5gb-2-2g.10gb': {'1g.5gb': 3, '2g.10gb': 2},
+    'mixed-3-1g.18gb-2-2g.35gb': {'1g.18gb': 3, '2g.35gb': 2},
+    'mixed-5-1g.10gb-1-2g.20gb': {'1g.10gb': 5, '2g.20gb': 1},
+    'mixed-5-1g.5gb-1-2g.10gb': {'1g.5gb': 5, '2g.10gb': 1},
+    'mixed-5-1g.18gb-1-2g.35gb': {'1g.18gb': 5, '2g.35gb': 1},
+    'all-1g.34gb': {'1g.34gb': 7},
+    'all-1g.67gb': {'1g.67gb': 4},
+    'all-2g.67gb': {'2g.67gb': 3},
+    'all-3g.135gb': {'3g.135gb': 2},
+    'all-4g.135gb': {'4g.135gb': 1},
+    'all-7g.269gb': {'7g.269gb': 1},
+    'mixed-1-3g.135gb-1-4g.135gb': {'3g.135gb': 1, '4g.135gb': 1},
+    'mixed-1-1g.34gb-1-2g.67gb-1-4g.135gb': {'1g.34gb': 1, '2g.67gb': 1, '4g.135gb': 1},
+    'mixed-3-1g.34gb-1-4g.135gb': {'1g.34gb': 3, '4g.135gb': 1},
+    'mixed-1-1g.34gb-1-2g.67gb-1-3g.135gb': {'1g.34gb': 1, '2g.67gb': 1, '3g.135gb': 1},
+    'mixed-3-1g.34gb-1-3g.135gb': {'1g.34gb': 3, '3g.135gb': 1},
+    'mixed-2-2g.67gb-1-3g.135gb': {'2g.67gb': 2, '3g.135gb': 1},
+    'mixed-2-1g.34gb-1-2g.67gb-1-3g.135gb': {'1g.34gb': 2, '2g.67gb': 1, '3g.135gb': 1},
+    'mixed-4-1g.34gb-1-3g.135gb': {'1g.34gb': 4, '3g.135gb': 1},
+    'mixed-1-1g.34gb-3-2g.67gb': {'1g.34gb': 1, '2g.67gb': 3},
+    'mixed-3-1g.34gb-2-2g.67gb': {'1g.34gb': 3, '2g.67gb': 2},
+    'mixed-5-1g.34gb-1-2g.67gb': {'1g.34gb': 5, '2g.67gb': 1},
+}
+# Where the subchart's images come from: AWS's copies in ECR, one account per region (its
+# regional-values/values-<region>.yaml, which the chart does not read by itself: the awsome
+# Terraform passes the file as values; here they are passed from this table). No file, no
+# operator in that region.
+GPU_OPERATOR_ACCOUNTS = {
+    "ap-northeast-1": "248189928082", "ap-northeast-2": "743267407464", "ap-south-1": "183295424886",
+    "ap-south-2": "580982410692", "ap-southeast-1": "235494799058", "ap-southeast-2": "495599779797",
+    "ap-southeast-3": "112551748145", "ap-southeast-4": "872515262625", "ca-central-1": "035462350821",
+    "eu-central-1": "816069136154", "eu-north-1": "495599756225", "eu-south-2": "765762660796",
+    "eu-west-1": "741448945724", "eu-west-2": "869935108213", "sa-east-1": "985539796278",
+    "us-east-1": "463470961310", "us-east-2": "940482419867", "us-west-1": "034362067326",
+    "us-west-2": "586794468202",
+}
+# Each image's repository under that registry (the regional files' paths).
+GPU_OPERATOR_REPOSITORIES = {
+    "operator": "", "toolkit": "/mirror-k8s", "devicePlugin": "", "gfd": "", "migManager": "/mirror-cloud-native",
+    "validator": "/mirror-cloud-native",
+}
+
+
+def gpu_operator_values(region: str) -> dict:
+    """The subchart's values for `region`: on, with AWS's regional copies of its images."""
+    registry = f"{GPU_OPERATOR_ACCOUNTS[region]}.dkr.ecr.{region}.{url_suffix(region)}"
+    images = {key: {"repository": registry + path} for key, path in GPU_OPERATOR_REPOSITORIES.items()}
+    return {"enabled": True, "gpu-operator": images}
+
+
+def verify_gpu_operator(chart: Path) -> list[str]:
+    """What in a prepared chart's GPU operator subchart no longer says what MIG_CONFIGS and
+    GPU_OPERATOR_ACCOUNTS say (empty: all as read)."""
+    import yaml
+
+    folder = chart / "charts" / "gpu-operator"
+    config = folder / "config" / "default-mig-config.yaml"
+    if not config.is_file():
+        return [f"charts/gpu-operator/config/default-mig-config.yaml is gone; MIG_CONFIGS names {len(MIG_CONFIGS)} configurations"]
+    found = {
+        name: (devices[0].get("mig-devices", {}) if devices[0].get("mig-enabled") else {})
+        for name, devices in (yaml.safe_load(config.read_text()) or {}).get("mig-configs", {}).items()
+    }
+    problems = [f"gpu-operator: MIG configuration {n!r} is {found.get(n)!r}, MIG_CONFIGS says {d!r}" for n, d in MIG_CONFIGS.items() if found.get(n) != d]
+    for region, account in GPU_OPERATOR_ACCOUNTS.items():
+        regional = folder / "regional-values" / f"values-{region}.yaml"
+        values = yaml.safe_load(regional.read_text()).get("gpu-operator", {}) if regional.is_file() else {}
+        want = gpu_operator_values(region)["gpu-operator"]
+        if {k: {"repository": v.get("repository")} for k, v in values.items()} != want:
+            problems.append(f"gpu-operator: regional-values/values-{region}.yaml no longer names {account}'s repositories")
+    return problems
+
+
 def mirror_repository(settings, image: ChartImage) -> str:
     """Where this environment keeps its copy of `image`, in its own account and region."""
     return f"{settings.account}.dkr.ecr.{settings.region}.{url_suffix(settings.region)}/{mirror_name(settings, image)}"
@@ -246,6 +365,8 @@ def _run(cmd: list[str], cwd: Path | None = None) -> None:
 
 def prepare(source: HelmChartSource, root: Path | None = None, helm: str = "helm") -> Path:
     """Fetch `source.revision` and build the chart's dependencies into `root`."""
+    import yaml
+
     root = root or PREPARED_ROOT
     for tool in ("git", helm):
         if shutil.which(tool) is None:
@@ -263,6 +384,11 @@ def prepare(source: HelmChartSource, root: Path | None = None, helm: str = "helm
         chart = checkout / source.path
         if not (chart / "Chart.yaml").is_file():
             raise ChartNotPrepared(f"{source.path} at {source.revision[:12]} has no Chart.yaml")
+        # `helm dependency build` does not recurse: a local subchart's own remote dependencies
+        # (the GPU operator's NVIDIA chart) are built first, or they are missing at install.
+        for sub in sorted((chart / "charts").glob("*/Chart.yaml")):
+            if (yaml.safe_load(sub.read_text()) or {}).get("dependencies"):
+                _run([helm, "dependency", "build", str(sub.parent)])
         _run([helm, "dependency", "build", str(chart)])
         (chart / MARKER).write_text(json.dumps({"repository": source.repository, "revision": source.revision}))
         staged = Path(tmp) / "HyperPodHelmChart"
@@ -293,9 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     except ChartNotPrepared as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    drift = verify_images(prepared)
+    drift = verify_images(prepared) + verify_gpu_operator(prepared)
     for line in drift:
-        print(f"error: chart images changed: {line}; update CHART_IMAGES in infra/chart.py", file=sys.stderr)
+        print(f"error: chart images changed: {line}; update CHART_IMAGES, MIG_CONFIGS or GPU_OPERATOR_ACCOUNTS in infra/chart.py", file=sys.stderr)
     if drift:
         return 1
     print(f"prepared: {prepared}")

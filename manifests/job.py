@@ -9,7 +9,7 @@ training/train.py prints.
 
 from __future__ import annotations
 
-from infra import naming
+from infra import catalogue, naming
 from infra.config import SampleJobSettings, Settings
 from manifests import autoscaling
 from training import log_format, model_shape
@@ -212,16 +212,22 @@ def build(settings: Settings, *, image: str) -> dict:
     job = settings.sample_job
     group = settings.instance_group(job.instance_group)
     spec = group.spec
-    gpus = spec.accelerators
     labels = _labels(settings, job)
-    # The whole node: the same resources the accelerator gate waits to see allocatable.
-    resources = dict(spec.device_resources)
+    if job.gpu_partition:
+        # One slice: one process, and the node's CPUs and memory shared with its other slices.
+        gpus, share = 1, 1 / sum(group.mig_slices.values())
+        resources = {catalogue.MIG_RESOURCE_PREFIX + job.gpu_partition: 1}
+    else:
+        # The whole node: the same resources the accelerator gate waits to see allocatable.
+        gpus, share = spec.accelerators, 1.0
+        resources = dict(group.device_resources)
+    efa = catalogue.EFA_RESOURCE in resources
     env = [
         # The agent's rendezvous reads the node count from here.
         {"name": "NNODES", "value": str(job.nodes)},
-        {"name": "FI_PROVIDER", "value": "efa"},
-        *([{"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"}] if spec.efa_rdma_read else []),
-        {"name": "FI_EFA_FORK_SAFE", "value": "1"},
+        *([{"name": "FI_PROVIDER", "value": "efa"}] if efa else []),
+        *([{"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"}] if efa and spec.efa_rdma_read else []),
+        *([{"name": "FI_EFA_FORK_SAFE", "value": "1"}] if efa else []),
         {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"},
@@ -237,8 +243,9 @@ def build(settings: Settings, *, image: str) -> dict:
         # Identity role, so the token is in neither the pod spec nor a Kubernetes secret.
         env += [{"name": HF_TOKEN_SECRET_ENV, "value": job.hf_token_secret}, {"name": "AWS_REGION", "value": settings.region}]
     # Most of the node goes to the job; the rest stays for kubelet and the HyperPod agents.
-    resources["cpu"] = str(int(spec.vcpus * 0.9))
-    resources["memory"] = f"{int(spec.memory_gib * 0.85)}Gi"
+    resources["cpu"] = str(max(1, int(spec.vcpus * 0.9 * share)))
+    memory_gib = max(1, int(spec.memory_gib * 0.85 * share))
+    resources["memory"] = f"{memory_gib}Gi"
     container = {
         "name": CONTAINER,
         "image": image,
@@ -277,7 +284,7 @@ def build(settings: Settings, *, image: str) -> dict:
         "containers": [container],
         "volumes": [
             # NCCL and the data loader need far more shared memory than the 64 MiB default.
-            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(8, spec.memory_gib // 4)}Gi"}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, min(memory_gib // 2, max(8, spec.memory_gib // 4)))}Gi"}},
             {"name": "local", "hostPath": {"path": NODE_LOCAL, "type": "DirectoryOrCreate"}},
             {"name": "tmp", "emptyDir": {}},
             {"name": "agent", "emptyDir": {}},

@@ -221,7 +221,9 @@ def chart_values(settings: Settings) -> dict:
     ours = {
         "global": {"region": settings.region},
         "cert-manager": {"enabled": False},
-        "nvidia-device-plugin": {"devicePlugin": {"enabled": "nvidia.com/gpu" in used}},
+        # Where the GPU operator runs it serves every NVIDIA node; a second plugin would
+        # advertise the same GPUs (the awsome Terraform turns the plain one off likewise).
+        "nvidia-device-plugin": {"devicePlugin": {"enabled": "nvidia.com/gpu" in used and not settings.gpu_operator}},
         "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": catalogue.EFA_RESOURCE in used}},
         "neuron-device-plugin": {"devicePlugin": {"enabled": "aws.amazon.com/neuron" in used}},
         "health-monitoring-agent": {"enabled": True},
@@ -233,11 +235,13 @@ def chart_values(settings: Settings) -> dict:
     for plugin, defaults in chart.DEVICE_PLUGIN_TOLERATIONS.items():
         serves = next(i.serves for i in chart.CHART_IMAGES if i.subchart == plugin)
         taints = {(t.key, t.effect) for g in settings.hyperpod.instance_groups if catalogue.lookup(g.instance_type)
-                  and serves in g.spec.device_resources for t in g.taints}
+                  and serves in g.device_resources for t in g.taints}
         if taints:
             ours[plugin]["tolerations"] = defaults + [
                 {"key": key, "operator": "Exists", "effect": effect} for key, effect in sorted(taints)
             ]
+    if settings.gpu_operator:
+        ours["gpu-operator"] = chart.gpu_operator_values(settings.region)
     if settings.mirrors_chart_images:
         ours = deep_merge(ours, chart.mirror_values(settings, ours))
     return deep_merge(ours, settings.hyperpod.helm_chart.values)

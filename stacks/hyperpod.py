@@ -72,7 +72,7 @@ INSTANCE_GROUP_COVERAGE = {
     "ThreadsPerCore": "threads_per_core",
     "InstanceStorageConfigs": "ebs_volume_gb (FSx reaches pods through the CSI driver: fsx)",
     "OnStartDeepHealthChecks": "deep_health_checks",
-    "KubernetesConfig": "labels, taints",
+    "KubernetesConfig": "labels, taints, mig_profile",
     "TrainingPlanArn": "training_plan_arn",
     "OverrideVpcConfig": "availability_zone",
     "MinInstanceCount": "min_count",
@@ -151,7 +151,7 @@ class HyperPodStack(PlatformStack):
         """Every accelerated group's nodes advertise what the sample job asks of a node: its
         accelerators, and its EFA devices where the type has them."""
         groups = {
-            g.name: (g.count, g.spec.device_resources)
+            g.name: (g.count, g.device_resources)
             for g in self.settings.hyperpod.instance_groups
             if g.count > 0 and g.spec.is_accelerated
         }
@@ -344,14 +344,14 @@ class HyperPodStack(PlatformStack):
             ],
             on_start_deep_health_checks=list(group.health_checks) or None,
             kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
-                labels=dict(group.labels) or None,
+                labels=group.node_labels or None,
                 taints=[
                     sagemaker.CfnCluster.ClusterKubernetesTaintProperty(key=t.key, value=t.value, effect=t.effect)
                     for t in group.taints
                 ]
                 or None,
             )
-            if group.labels or group.taints
+            if group.node_labels or group.taints
             else None,
             training_plan_arn=group.training_plan_arn,
             override_vpc_config=override,

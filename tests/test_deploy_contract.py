@@ -130,13 +130,18 @@ def test_the_accelerator_gate_waits_for_what_the_job_asks_of_each_node_before_an
     last = max(nodes, key=lambda k: nodes[k]["Properties"]["Link"])
     first = min(gates, key=lambda k: gates[k]["Properties"]["Link"])
     assert last in gates[first]["DependsOn"]
-    # The job's pods ask for exactly what the gate waits to see allocatable.
+    # The job's pods ask for exactly what the gate waits to see allocatable (a whole node), or
+    # for one slice of those the gate waits for (a job on a MIG slice).
     if "sample-job" in s.templates:
         job = next(o for o in s.manifests("sample-job") if o["kind"] == "HyperPodPyTorchJob")
         template = job["spec"]["replicaSpecs"][0]["template"]["spec"]
         requests = template["containers"][0]["resources"]["requests"]
         wanted = groups[s.settings.sample_job.instance_group]["Resources"]
-        assert {r: str(requests[r]) for r in wanted} == wanted
+        if s.settings.sample_job.gpu_partition:
+            devices = {r: n for r, n in requests.items() if "/" in r}
+            assert devices == {f"nvidia.com/mig-{s.settings.sample_job.gpu_partition}": 1} and set(devices) <= set(wanted)
+        else:
+            assert {r: str(requests[r]) for r in wanted} == wanted
         manifest = json.loads((s.outdir / "manifest.json").read_text())
         assert f"{s.settings.prefix}-{s.settings.env_name}-hyperpod" in _all_dependencies(manifest, f"{s.settings.prefix}-{s.settings.env_name}-sample-job")
 
@@ -374,10 +379,12 @@ def test_the_chart_is_pinned_to_the_revision_its_value_keys_were_read_from():
     assert CONTEXT["defaults"]["hyperpod"]["helm_chart"]["revision"] == revision == "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
 
 
-@pytest.mark.parametrize("env", ENVIRONMENTS)
+@pytest.mark.parametrize("env", [*ENVIRONMENTS, "mig"])
 def test_chart_values_set_only_keys_the_chart_has(env):
+    from tests.conftest import CAPABILITIES, patched_context
+
     _, keys = _chart_keys()
-    settings = config.load_settings(CONTEXT, env)[0]
+    settings = config.load_settings(patched_context("dev", CAPABILITIES[env]) if env in CAPABILITIES else CONTEXT, "dev" if env in CAPABILITIES else env)[0]
 
     def leaves(value, prefix=""):
         if isinstance(value, dict):

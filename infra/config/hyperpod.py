@@ -73,10 +73,38 @@ class InstanceGroup(Model):
     )
     # Place this group in another HyperPod subnet (one of network.hyperpod_subnets).
     availability_zone: Optional[str] = None
+    # Cut every GPU into MIG slices: a configuration of the chart's GPU operator ConfigMap
+    # (infra/chart.py MIG_CONFIGS), e.g. "all-1g.10gb", set as the nodes' nvidia.com/mig.config
+    # label. Turns the chart's GPU operator on for the cluster.
+    mig_profile: Optional[str] = None
 
     @property
     def spec(self) -> catalogue.InstanceType:
         return catalogue.CATALOGUE[self.instance_type]
+
+    @property
+    def mig_slices(self) -> dict[str, int]:
+        """MIG profile -> slices on one node of the group (empty: whole GPUs)."""
+        from infra import chart
+
+        per_gpu = chart.MIG_CONFIGS.get(self.mig_profile or "", {})
+        return {profile: n * self.spec.accelerators for profile, n in per_gpu.items()}
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        """The group's labels as HyperPod keeps them on its nodes: its own, and the MIG
+        configuration the GPU operator's MIG manager applies (HyperPod's GPU partitioning page)."""
+        return {**self.labels, **({"nvidia.com/mig.config": self.mig_profile} if self.mig_profile else {})}
+
+    @property
+    def device_resources(self) -> dict[str, int]:
+        """What one node of the group advertises: the type's devices, its GPUs as MIG slices
+        where the group is partitioned (the operator's mixed strategy advertises no whole GPU)."""
+        out = dict(self.spec.device_resources)
+        if self.mig_slices:
+            del out[self.spec.accelerator_resource]
+            out.update({catalogue.MIG_RESOURCE_PREFIX + p: n for p, n in self.mig_slices.items()})
+        return out
 
     @property
     def ceiling(self) -> int:
@@ -222,6 +250,8 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
             p.error(where, other, "is listed twice")
         elif spec is not None and (alt.accelerators, alt.accelerator_resource) != (spec.accelerators, spec.accelerator_resource):
             p.error(where, other, f"has {alt.accelerators} x {alt.accelerator_resource}, {g.instance_type} {spec.accelerators}: a job sized for one must fit the other")
+    if g.mig_profile is not None and spec is not None:
+        _check_mig(g, spec, path, p)
     if g.scheduled_update is not None:
         update = g.scheduled_update
         rule = cfn_schema.definition("AWS::SageMaker::Cluster", "ScheduledUpdateConfig")["properties"]["ScheduleExpression"]
@@ -243,6 +273,31 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
             p.error(f"{path}.training_plan_arn", g.training_plan_arn, "is not supported on an autoscaled group (On-Demand or Spot only)")
 
 
+def _check_mig(g: InstanceGroup, spec: catalogue.InstanceType, path: str, p: Problems) -> None:
+    """A MIG configuration the chart's operator knows, whose slices this group's GPU offers."""
+    from infra import chart
+
+    where = f"{path}.mig_profile"
+    offered = spec.mig_profiles
+    if not offered:
+        gpus = sorted({t.accelerator for t in catalogue.CATALOGUE.values() if t.mig_profiles})
+        p.error(where, g.mig_profile, f"but {g.instance_type} ({spec.accelerator or 'no GPU'}) has no MIG; MIG runs on {', '.join(gpus)}")
+        return
+    fitting = sorted(n for n, d in chart.MIG_CONFIGS.items() if d and all(offered.get(k, 0) >= c for k, c in d.items()))
+    devices = chart.MIG_CONFIGS.get(g.mig_profile)
+    if devices is None or not devices:
+        allowed = ", ".join(fitting) or "none: the chart has no configuration for it"
+        p.error(where, g.mig_profile, f"is not a MIG configuration of the chart's GPU operator for {spec.accelerator}; allowed: {allowed}")
+    elif not all(offered.get(k, 0) >= c for k, c in devices.items()):
+        slices = ", ".join(f"{k} x{c}" for k, c in devices.items())
+        p.error(where, g.mig_profile, f"cuts each GPU into {slices}, which {spec.accelerator} does not offer; allowed: {', '.join(fitting)}")
+    if g.alternative_instance_types:
+        # HyperPod's GPU partitioning page: not with flexible instance groups.
+        p.error(where, g.mig_profile, "is not supported on a group with alternative_instance_types (a flexible instance group); give it one type")
+    if "nvidia.com/mig.config" in g.labels:
+        p.error(f"{path}.labels", "nvidia.com/mig.config", "is set from mig_profile; give the configuration there")
+
+
 def check_autoscaling(s: Settings, p: Problems) -> None:
     groups = s.hyperpod.instance_groups
     scaled = [g.name for g in groups if g.autoscaled]
@@ -262,6 +317,16 @@ def check_chart(s: Settings, p: Problems):
     from infra import chart
 
     source = s.hyperpod.helm_chart
+    mig = [g.name for g in s.hyperpod.instance_groups if g.mig_profile]
+    if mig and s.region not in chart.GPU_OPERATOR_ACCOUNTS:
+        p.error("hyperpod.instance_groups", mig, f"use MIG, but the chart's GPU operator has no images for {s.region}; regions: {', '.join(sorted(chart.GPU_OPERATOR_ACCOUNTS))}")
+    if mig and s.mirrors_chart_images:
+        p.error(
+            "hyperpod.instance_groups",
+            mig,
+            "use MIG, whose GPU operator pulls node-feature-discovery from registry.k8s.io (its NVIDIA chart's default), "
+            "which a network without NAT cannot reach; give the network a NAT gateway",
+        )
     if source.docker_hub_secret and not s.mirrors_chart_images:
         p.error("hyperpod.helm_chart.docker_hub_secret", source.docker_hub_secret, "applies only where the chart's images are copied (mirror_images)")
     if not s.mirrors_chart_images:
@@ -270,7 +335,7 @@ def check_chart(s: Settings, p: Problems):
     for image in chart.CHART_IMAGES:
         if image.keys or image.serves not in s.device_resources:
             continue
-        groups = [g.name for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and image.serves in g.spec.device_resources]
+        groups = [g.name for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and image.serves in g.device_resources]
         p.error(
             "hyperpod.instance_groups",
             groups,

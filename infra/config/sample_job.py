@@ -39,6 +39,9 @@ class SampleJobSettings(Model):
     # is a tokenizer saved there (a closed network).
     tokenizer: str = "hf-internal-testing/llama-tokenizer"
     hf_token_secret: Optional[str] = None
+    # One MIG slice instead of whole nodes (e.g. "1g.10gb"): one process on one slice of a group
+    # whose mig_profile cuts its GPUs into that profile; one node, no EFA.
+    gpu_partition: Optional[str] = None
     # Unset: from the instance catalogue. Set, they must match the instance type.
     gpus_per_node: Optional[int] = None
     efa_per_node: Optional[int] = None
@@ -74,6 +77,8 @@ def check_sample_job(s: Settings, p: Problems):
             p.error("sample_job.gpus_per_node", job.gpus_per_node, f"does not match {spec.name}, which has {spec.accelerators}")
         if job.efa_per_node is not None and job.efa_per_node != spec.efa_interfaces:
             p.error("sample_job.efa_per_node", job.efa_per_node, f"does not match {spec.name}, which has {spec.efa_interfaces} EFA interfaces")
+    if job.gpu_partition is not None and group is not None and catalogue.lookup(group.instance_type):
+        _check_partition(job, group, p)
     team_names = [t.name for t in s.governance.teams]
     if job.team is not None and job.team not in team_names:
         p.error("sample_job.team", job.team, f"is not a team; teams: {', '.join(team_names) or '(none)'}")
@@ -132,4 +137,32 @@ def check_sample_job(s: Settings, p: Problems):
         p.warn(
             f"sample_job.tokenizer: {job.tokenizer} is not the LLaMA 3 tokenizer, so the 8B model's 128,256-row "
             "embedding shrinks to its vocabulary; for the real model name meta-llama/Llama-3.1-8B and hf_token_secret"
+        )
+
+
+# Bytes per parameter the job holds on its GPU, whatever the sharding: fp32 weights and
+# gradients and AdamW's two fp32 moments (train.py's optimizer), activations not counted.
+STATE_BYTES_PER_PARAMETER = 16
+
+
+def _check_partition(job: SampleJobSettings, group, p: Problems) -> None:
+    """A slice the group has, for a job of one process that fits in it."""
+    from training import model_shape
+
+    slices = group.mig_slices
+    if job.gpu_partition not in slices:
+        has = f"is cut into {', '.join(slices)}" if slices else "has no mig_profile"
+        p.error("sample_job.gpu_partition", job.gpu_partition, f"is not a slice of instance group {group.name!r}, which {has}")
+        return
+    if job.nodes != 1:
+        p.error("sample_job.nodes", job.nodes, "must be 1 on a MIG slice: a slice runs one process, and NCCL does not span slices")
+    preset = model_shape.PRESETS[job.model]
+    state_gb = model_shape.parameters(preset, preset.vocab)[0] * STATE_BYTES_PER_PARAMETER / 1e9
+    memory = catalogue.mig_memory_gb(job.gpu_partition)
+    if state_gb > memory:
+        p.error(
+            "sample_job.model",
+            job.model,
+            f"needs about {state_gb:.0f} GB for its fp32 weights, gradients and Adam states alone, more than a "
+            f"{job.gpu_partition} slice's {memory} GB; use model tiny on a slice",
         )

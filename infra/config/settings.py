@@ -81,6 +81,21 @@ class Settings(Model):
             totals[group.instance_type] = totals.get(group.instance_type, 0) + group.ceiling
         return totals
 
+    def resource_capacity(self) -> dict[str, dict[str, float]]:
+        """Per instance type, what its groups hold at their ceilings, by the kinds a quota
+        names: instances ("count"), whole accelerators, vCPUs, memory (GiB) and MIG slices
+        ("mig-<profile>"). A group cut into slices has no whole accelerators."""
+        out: dict[str, dict[str, float]] = {}
+        for g in self.hyperpod.instance_groups:
+            if catalogue.lookup(g.instance_type) is None:
+                continue
+            spec, kinds = g.spec, out.setdefault(g.instance_type, {})
+            per_node = {"count": 1, "accelerators": 0 if g.mig_slices else spec.accelerators, "vcpu": spec.vcpus, "memory_gib": spec.memory_gib}
+            per_node.update({f"mig-{profile}": n for profile, n in g.mig_slices.items()})
+            for kind, n in per_node.items():
+                kinds[kind] = kinds.get(kind, 0) + n * g.ceiling
+        return out
+
     @property
     def fsx_availability_zone(self) -> str:
         return self.fsx.availability_zone or self.network.hyperpod_subnets[0].availability_zone
@@ -97,7 +112,13 @@ class Settings(Model):
     @property
     def device_resources(self) -> set[str]:
         """The extended resources some instance group's nodes advertise (accelerators, EFA)."""
-        return {r for g in self.hyperpod.instance_groups if catalogue.lookup(g.instance_type) for r in g.spec.device_resources}
+        return {r for g in self.hyperpod.instance_groups if catalogue.lookup(g.instance_type) for r in g.device_resources}
+
+    @property
+    def gpu_operator(self) -> bool:
+        """The chart's GPU operator runs (some group is cut into MIG slices); it then serves
+        every NVIDIA node, and the chart's plain device plugin stays off."""
+        return any(g.mig_profile for g in self.hyperpod.instance_groups)
 
 
 def check_names(s: Settings, p: Problems):

@@ -22,6 +22,10 @@ def chart_repo(tmp_path):
     chart_dir = repo / "helm_chart" / "HyperPodHelmChart"
     chart_dir.mkdir(parents=True)
     (chart_dir / "Chart.yaml").write_text("apiVersion: v2\nname: hyperpod-helm-chart\nversion: 0.1.0\n")
+    # A local subchart with a remote dependency of its own (the GPU operator's), and one without.
+    for name, deps in (("gpu-operator", "dependencies:\n  - name: gpu-operator\n    repository: https://helm.ngc.nvidia.com/nvidia\n"), ("storage", "")):
+        (chart_dir / "charts" / name).mkdir(parents=True)
+        (chart_dir / "charts" / name / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: 0.1.0\n# no dependencies here\n{deps}")
     _git(repo, "init", "-q")
     _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
     _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "chart")
@@ -34,7 +38,7 @@ def chart_repo(tmp_path):
 def helm(tmp_path):
     """Stands in for helm: `dependency build` writes charts/ like the real one does."""
     tool = tmp_path / "helm"
-    tool.write_text('#!/bin/sh\n[ "$1 $2" = "dependency build" ] || exit 2\nmkdir -p "$3/charts" && touch "$3/charts/built"\n')
+    tool.write_text(f'#!/bin/sh\n[ "$1 $2" = "dependency build" ] || exit 2\nmkdir -p "$3/charts" && touch "$3/charts/built"\necho "$3" >> {tmp_path}/helm.log\n')
     tool.chmod(0o755)
     return str(tool)
 
@@ -49,6 +53,9 @@ def test_prepare_fetches_the_pinned_revision_and_builds_dependencies(tmp_path, c
     assert (out / "Chart.yaml").is_file() and (out / "charts" / "built").exists()
     assert chart.is_prepared(rev, root)
     assert not (out / ".git").exists() and [p.name for p in (root / rev).iterdir()] == ["HyperPodHelmChart"]
+    # helm does not recurse: the subchart with remote dependencies is built first, the other not at all.
+    built = [Path(line).name for line in (tmp_path / "helm.log").read_text().split()]
+    assert built == ["gpu-operator", "HyperPodHelmChart"]
 
 
 def test_a_revision_that_does_not_exist_fails_with_the_git_error_and_leaves_nothing(tmp_path, chart_repo, helm):
