@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING
 
 from addons.base import AddonContext, ManagedAddon, ReadyWhen
 from infra import lazy, naming
-from infra.config import Settings, Team
+from infra.config import QuotaResource, Settings, Team
 
 if TYPE_CHECKING:
     from constructs import IConstruct
 
 cdk = lazy.module("aws_cdk")
 sagemaker = lazy.module("aws_cdk.aws_sagemaker")
+eks = lazy.module("aws_cdk.aws_eks_v2")
+teams = lazy.module("manifests.teams")
 readiness = lazy.module("infra.readiness")
 
 
@@ -40,11 +42,9 @@ def quota_properties(settings: Settings, team: Team, cluster_arn: str) -> dict:
     sharing = {"Strategy": team.sharing}
     if team.borrow_limit is not None:
         sharing["BorrowLimit"] = team.borrow_limit
-    resources = []
-    for q in team.quotas:
-        entry = {"InstanceType": q.instance_type}
-        entry.update({"Count": q.count} if q.count is not None else {"Accelerators": q.accelerators})
-        resources.append(entry)
+    if team.absolute_borrow_limits:
+        sharing["AbsoluteBorrowLimits"] = [_resource(q) for q in team.absolute_borrow_limits]
+    resources = [_resource(q) for q in team.quotas]
     return {
         "Name": quota_name(settings, team.name),
         "Description": f"Compute quota of team {team.name} ({settings.env_name})",
@@ -58,6 +58,83 @@ def quota_properties(settings: Settings, team: Team, cluster_arn: str) -> dict:
         "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.fair_share_weight},
         "Tags": [{"Key": k, "Value": v} for k, v in sorted(settings.all_tags.items())],
     }
+
+
+# Config field -> ComputeQuotaResourceConfig property; every one the schema has (a test holds
+# this against cfn-lint's schema).
+RESOURCE_FIELDS = {
+    "instance_type": "InstanceType",
+    "count": "Count",
+    "accelerators": "Accelerators",
+    "vcpu": "VCpu",
+    "memory_gib": "MemoryInGiB",
+    "accelerator_partition": "AcceleratorPartition",
+}
+
+
+# Every property of AWS::SageMaker::ComputeQuota and AWS::SageMaker::ClusterSchedulerConfig in
+# cfn-lint's schemas (dotted through nested objects): the config it comes from, or in LEFT_OUT
+# why nothing sets it. A test walks the schemas and the synthesized templates against these.
+QUOTA_COVERAGE = {
+    "Name": "prefix, environment and governance.teams[].name",
+    "Description": "governance.teams[].name and the environment",
+    "ClusterArn": "the HyperPod cluster",
+    "ActivationState": "governance.teams[].active",
+    "ComputeQuotaConfig.ComputeQuotaResources": "governance.teams[].quotas",
+    **{f"ComputeQuotaConfig.ComputeQuotaResources.{prop}": f"governance.teams[].quotas[].{field}" for field, prop in RESOURCE_FIELDS.items()},
+    "ComputeQuotaConfig.ComputeQuotaResources.AcceleratorPartition.Type": "governance.teams[].quotas[].accelerator_partition.type",
+    "ComputeQuotaConfig.ComputeQuotaResources.AcceleratorPartition.Count": "governance.teams[].quotas[].accelerator_partition.count",
+    "ComputeQuotaConfig.ResourceSharingConfig": "governance.teams[].sharing",
+    "ComputeQuotaConfig.ResourceSharingConfig.Strategy": "governance.teams[].sharing",
+    "ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit": "governance.teams[].borrow_limit",
+    "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits": "governance.teams[].absolute_borrow_limits",
+    **{
+        f"ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.{prop}": f"governance.teams[].absolute_borrow_limits[].{field}"
+        for field, prop in RESOURCE_FIELDS.items()
+    },
+    "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.AcceleratorPartition.Type": "absolute_borrow_limits[].accelerator_partition.type",
+    "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.AcceleratorPartition.Count": "absolute_borrow_limits[].accelerator_partition.count",
+    "ComputeQuotaConfig.PreemptTeamTasks": "governance.teams[].preempt",
+    "ComputeQuotaConfig": "governance.teams[]",
+    "ComputeQuotaTarget": "governance.teams[]",
+    "ComputeQuotaTarget.TeamName": "governance.teams[].name",
+    "ComputeQuotaTarget.FairShareWeight": "governance.teams[].fair_share_weight",
+    "Tags": "tags",
+}
+SCHEDULER_COVERAGE = {
+    "Name": "prefix and environment",
+    "Description": "the environment",
+    "ClusterArn": "the HyperPod cluster",
+    "SchedulerConfig": "governance",
+    "SchedulerConfig.PriorityClasses": "governance.priority_classes",
+    "SchedulerConfig.PriorityClasses.Name": "governance.priority_classes[].name",
+    "SchedulerConfig.PriorityClasses.Weight": "governance.priority_classes[].weight",
+    "SchedulerConfig.FairShare": "governance.fair_share",
+    "SchedulerConfig.IdleResourceSharing": "governance.idle_resource_sharing",
+    "Tags": "tags",
+}
+# Read-only: what the service reports back, which no template sets.
+LEFT_OUT = {
+    "ComputeQuotaArn": "read-only", "ComputeQuotaId": "read-only", "ComputeQuotaVersion": "read-only", "Status": "read-only",
+    "CreationTime": "read-only", "LastModifiedTime": "read-only", "ClusterSchedulerConfigArn": "read-only",
+    "ClusterSchedulerConfigId": "read-only", "ClusterSchedulerConfigVersion": "read-only",
+}
+
+
+def _resource(q: QuotaResource) -> dict:
+    """A quota entry as ComputeQuotaResourceConfig: only what config sets (SageMaker fills in
+    the rest in proportion)."""
+    out = {}
+    for field, prop in RESOURCE_FIELDS.items():
+        value = getattr(q, field)
+        if value is None:
+            continue
+        if field == "accelerator_partition":
+            value = {"Type": value.type, "Count": value.count}
+        elif isinstance(value, float) and value.is_integer():
+            value = int(value)
+        out[prop] = value
+    return out
 
 
 class TaskGovernanceAddon(ManagedAddon):
@@ -87,9 +164,28 @@ class TaskGovernanceAddon(ManagedAddon):
                 minutes=10,
             )
             namespace.node.add_dependency(quota)
+            if team.principals:
+                self._team_access(ctx, team, namespace)
             cdk.CfnOutput(ctx.scope, f"Queue-{team.name}", value=f"{names.namespace}/{names.local_queue}")
         # The training operator follows Kueue, not the quotas.
         return kueue
+
+    def _team_access(self, ctx: AddonContext, team: Team, namespace: IConstruct) -> None:
+        """The team's people into its namespace: an access entry per IAM role, mapped to the
+        team's Kubernetes group and no EKS access policy (those grant by namespace scope, not
+        by resource: the team's Role decides), and that group's Role and ClusterRole."""
+        names = naming.team_names(team.name)
+        roles = eks.KubernetesManifest(ctx.scope, f"Roles-{team.name}", cluster=ctx.cluster, manifest=teams.rbac(team.name))
+        roles.node.add_dependency(namespace)
+        for arn in team.principals:
+            eks.CfnAccessEntry(
+                ctx.scope,
+                naming.team_entry_id(team.name, arn),
+                cluster_name=ctx.cluster.cluster_name,
+                principal_arn=arn,
+                kubernetes_groups=[names.group],
+                type="STANDARD",
+            )
 
     def _scheduler_config(self, ctx: AddonContext) -> sagemaker.CfnClusterSchedulerConfig:
         settings, gov = self.settings, self.settings.governance
@@ -97,6 +193,7 @@ class TaskGovernanceAddon(ManagedAddon):
             ctx.scope,
             "SchedulerConfig",
             name=f"{settings.prefix}-{settings.env_name}-scheduler",
+            description=f"Priority classes and fair share of the {settings.env_name} HyperPod cluster",
             cluster_arn=ctx.hyperpod_cluster_arn,
             scheduler_config=sagemaker.CfnClusterSchedulerConfig.SchedulerConfigProperty(
                 priority_classes=[

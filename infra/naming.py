@@ -25,6 +25,8 @@ STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 # Kubernetes namespace (RFC 1123 label).
 K8S_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 K8S_LABEL_MAX = 63
+# An IAM role's ARN (with its path, if any), as EKS access entries take principals.
+IAM_ROLE_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:role/[\w+=,.@/-]+$")
 
 
 def partition(region: str) -> str:
@@ -56,6 +58,11 @@ class TeamNames:
     namespace: str
     local_queue: str
     cluster_queue: str
+    # The Kubernetes group a team's people are mapped to, and its roles: the names the
+    # dependencies chart's team-role-and-bindings subchart gives them.
+    group: str = ""
+    role: str = ""
+    cluster_role: str = ""
 
     def priority_class(self, priority: str) -> str:
         return priority_class_name(priority)
@@ -68,6 +75,9 @@ def team_names(team: str) -> TeamNames:
         namespace=namespace,
         local_queue=f"{namespace}-localqueue",
         cluster_queue=f"{namespace}-clusterqueue",
+        group=f"{namespace}-namespace-level-group",
+        role=f"{namespace}-namespace-role",
+        cluster_role=f"{namespace}-cluster-role",
     )
 
 
@@ -84,6 +94,11 @@ def construct_key(name: str) -> str:
 def admin_entry_id(arn: str) -> str:
     """The construct id of an admin principal's EKS access entry, keyed by the principal."""
     return "Admin-" + construct_key(arn.split(":", 4)[4])
+
+
+def team_entry_id(team: str, arn: str) -> str:
+    """The construct id of a team member's EKS access entry, keyed by team and principal."""
+    return f"Access-{team}-" + construct_key(arn.split(":", 4)[4])
 
 
 def lifecycle_bucket_name(prefix: str, env: str, account: str, region: str) -> str:

@@ -64,6 +64,26 @@ CAPABILITIES = {
         "fsx": {"enabled": True},
         "sample_job": {"dataset": {"files": ["/fsx/datasets/c4/*.txt"]}, "tokenizer": "/fsx/tokenizers/llama"},
     },
+    # An H100 group cut into MIG slices (3 x 1g.10gb and 1 x 4g.40gb per GPU), two teams with
+    # quotas by slice (one also by vCPUs, one with an absolute borrow limit and its people's
+    # role), and the tiny job on one slice in that team's queue.
+    "mig": {
+        "hyperpod": {"instance_groups": [
+            {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+            {"name": "gpu", "instance_type": "ml.p5.48xlarge", "count": 1, "mig_profile": "mixed-3-1g.10gb-1-4g.40gb"},
+        ]},
+        "governance": {"teams": [
+            {"name": "research", "principals": ["arn:aws:iam::111111111111:role/research-scientists"],
+             "quotas": [{"instance_type": "ml.p5.48xlarge", "accelerator_partition": {"type": "mig-1g.10gb", "count": 16}}],
+             "absolute_borrow_limits": [{"instance_type": "ml.p5.48xlarge", "accelerator_partition": {"type": "mig-1g.10gb", "count": 8}},
+                                        {"instance_type": "ml.m5.4xlarge", "vcpu": 8, "memory_gib": 32}]},
+            {"name": "inference", "principals": ["arn:aws:iam::111111111111:role/inference-engineers"],
+             "quotas": [{"instance_type": "ml.p5.48xlarge", "accelerator_partition": {"type": "mig-4g.40gb", "count": 8},
+                         "vcpu": 64, "memory_gib": 512}],
+             "absolute_borrow_limits": [{"instance_type": "ml.m5.4xlarge", "count": 1}]},
+        ]},
+        "sample_job": {"instance_group": "gpu", "gpu_partition": "1g.10gb", "model": "tiny", "team": "research"},
+    },
     "existing-vpc": {
         "network": {
             "existing_vpc": {

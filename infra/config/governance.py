@@ -26,10 +26,59 @@ class PriorityClass(Model):
     weight: int
 
 
+class AcceleratorPartition(Model):
+    # A MIG slice, "mig-<profile>" (e.g. mig-1g.10gb), as ComputeQuota's AcceleratorPartition.Type.
+    type: str
+    count: int
+
+
+# The resource kinds a quota entry can name, beside whole instances ("count").
+KINDS = ("accelerators", "vcpu", "memory_gib")
+
+
 class QuotaResource(Model):
+    """One instance type's share (ComputeQuotaResourceConfig): whole instances (count), or any
+    of accelerators, vCPUs, memory and MIG slices of the type."""
+
     instance_type: str
     count: Optional[int] = None
     accelerators: Optional[int] = None
+    vcpu: Optional[float] = None
+    memory_gib: Optional[float] = None
+    accelerator_partition: Optional[AcceleratorPartition] = None
+
+    def given(self) -> dict[str, float]:
+        """The kinds set here and their amounts (a partition as its "mig-<profile>" kind)."""
+        out = {k: getattr(self, k) for k in ("count", *KINDS) if getattr(self, k) is not None}
+        if self.accelerator_partition is not None:
+            out[self.accelerator_partition.type] = self.accelerator_partition.count
+        return out
+
+    def takes(self, capacity: dict[str, float], gpus_per_instance: int) -> dict[str, float]:
+        """What the entry takes of each kind of its type's `capacity`. SageMaker fills in what
+        is not given in proportion (ComputeQuotaResourceConfig's documentation): a count takes
+        whole instances of every kind; accelerators alone bring their share of vCPUs and
+        memory; vCPUs alone their share of memory, memory alone its share of vCPUs, neither
+        any accelerators. A partition brings the share of the type's GPU compute its slices
+        are (a 4g slice is 4 of a GPU's 7 compute units)."""
+        given = self.given()
+        if "count" in given:
+            share = given["count"] / capacity["count"] if capacity.get("count") else 0
+            return {kind: total * share for kind, total in capacity.items()}
+        out = dict(given)
+        if "accelerators" in given:
+            share = given["accelerators"] / capacity["accelerators"] if capacity.get("accelerators") else 0
+        elif self.accelerator_partition is not None:
+            units = int(self.accelerator_partition.type.removeprefix("mig-").split("g", 1)[0])
+            gpus = capacity.get("count", 0) * gpus_per_instance
+            share = self.accelerator_partition.count * units / (7 * gpus) if gpus else 0
+        elif "vcpu" in given:
+            share = given["vcpu"] / capacity["vcpu"] if capacity.get("vcpu") else 0
+        else:
+            share = given["memory_gib"] / capacity["memory_gib"] if capacity.get("memory_gib") else 0
+        for kind in ("vcpu", "memory_gib"):
+            out.setdefault(kind, capacity.get(kind, 0) * share)
+        return out
 
 
 class Team(Model):
@@ -38,7 +87,12 @@ class Team(Model):
     sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = "LendAndBorrow"
     # Percent of the team's quota it may borrow from idle capacity (LendAndBorrow only).
     borrow_limit: Optional[int] = None
+    # At most this much of each type this team may borrow, beside the percentage (AbsoluteBorrowLimits).
+    absolute_borrow_limits: tuple[QuotaResource, ...] = ()
     preempt: Literal["Never", "LowerPriority"] = "LowerPriority"
+    # IAM role ARNs of the team's people: each gets an EKS access entry into the team's
+    # namespace only (submit and watch jobs there), none elsewhere.
+    principals: tuple[str, ...] = ()
     # Its range, as every mapped field's, comes from the schema (infra/config/limits.py).
     fair_share_weight: int = 50
     active: bool = True
@@ -67,56 +121,63 @@ def check_governance(s: Settings, p: Problems):
             p.error(f"governance.priority_classes[{i}].name", pc.name, "must be lowercase letters, digits and hyphens (it becomes <name>-priority)")
     if (g.teams or g.priority_classes) and not s.addons.task_governance.enabled:
         p.error("addons.task_governance.enabled", False, "must be true when governance.teams or priority_classes are set")
-    capacity = s.capacity()
     for name in duplicates(t.name for t in g.teams):
         p.error("governance.teams", name, "is defined twice")
     for a, b in collisions([t.name for t in g.teams], naming.construct_key):
         p.error("governance.teams", b, f"and {a!r} differ only in punctuation, which CloudFormation logical ids drop; rename one")
-    demand: dict[str, list[tuple[str, int]]] = {}
+    capacity = s.resource_capacity()
+    demand: dict[tuple[str, str], list[tuple[str, float]]] = {}
     for i, team in enumerate(g.teams):
         path = f"governance.teams[{i}]"
-        names = naming.team_names(team.name)
-        if not naming.SAGEMAKER_NAME.match(team.name) or not naming.K8S_LABEL.match(team.name) or len(names.cluster_queue) > naming.K8S_LABEL_MAX:
-            p.error(
-                f"{path}.name",
-                team.name,
-                f"must be lowercase letters, digits and hyphens, short enough that {names.cluster_queue!r} is at most 63 characters",
-            )
-        quota_name = f"{s.prefix}-{s.env_name}-{team.name}"
-        if not naming.SAGEMAKER_NAME.match(quota_name):
-            p.error(f"{path}.name", team.name, f"makes compute-quota name {quota_name!r}, longer than 63 characters")
+        _check_team_name(s, team, path, p)
         if team.borrow_limit is not None and team.sharing != "LendAndBorrow":
             p.error(f"{path}.borrow_limit", team.borrow_limit, "applies only with sharing 'LendAndBorrow'")
-        for itype in duplicates(q.instance_type for q in team.quotas):
-            p.error(f"{path}.quotas", itype, "is listed twice in one team's quota; SageMaker takes one entry per instance type")
-        for j, q in enumerate(team.quotas):
-            qpath = f"{path}.quotas[{j}]"
-            if q.instance_type not in capacity:
-                p.error(f"{qpath}.instance_type", q.instance_type, f"is provided by no instance group; groups have: {', '.join(sorted(capacity))}")
+        if team.absolute_borrow_limits and team.sharing != "LendAndBorrow":
+            p.error(f"{path}.absolute_borrow_limits", len(team.absolute_borrow_limits), "apply only with sharing 'LendAndBorrow'")
+        for field, entries in (("quotas", team.quotas), ("absolute_borrow_limits", team.absolute_borrow_limits)):
+            for itype in duplicates(q.instance_type for q in entries):
+                p.error(f"{path}.{field}", itype, "is listed twice; SageMaker takes one entry per instance type")
+            for j, q in enumerate(entries):
+                takes = _check_quota_entry(s, q, f"{path}.{field}[{j}]", capacity, p)
+                if takes and field == "quotas":
+                    for kind, amount in takes.items():
+                        demand.setdefault((q.instance_type, kind), []).append((team.name, amount))
+        for j, arn in enumerate(team.principals):
+            if not naming.IAM_ROLE_ARN.match(arn):
+                p.error(f"{path}.principals[{j}]", arn, "must be an IAM role ARN, arn:<partition>:iam::<account>:role/<name>")
+            elif arn.split(":")[1] != naming.partition(s.region):
+                p.error(f"{path}.principals[{j}]", arn, f"is in partition {arn.split(':')[1]}; this cluster is in {naming.partition(s.region)}")
+        for arn in duplicates(team.principals):
+            p.error(f"{path}.principals", arn, "is listed twice")
+        for a, b in collisions(team.principals, lambda arn: naming.team_entry_id(team.name, arn)):
+            p.error(f"{path}.principals", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
+    owners: dict[str, list[str]] = {}
+    for team in g.teams:
+        for arn in team.principals:
+            owners.setdefault(arn, []).append(team.name)
+    for arn, teams in owners.items():
+        if arn in s.eks.admin_principal_arns:
+            p.error("governance.teams", arn, f"is a principal of {teams[0]} and in eks.admin_principal_arns; EKS gives a principal one access entry")
+        elif len(teams) > 1:
+            # EKS keeps one access entry per principal: its groups would mix the teams.
+            p.error("governance.teams", arn, f"is a principal of {', '.join(teams)}; EKS gives a principal one access entry, so one team each")
+    # Per instance type, the first kind the teams' quotas together take more of than the
+    # groups have (whole instances first, memory last): one line a type.
+    rank = {"count": 0, "accelerators": 1, "vcpu": 3, "memory_gib": 4}
+    order = lambda kind: (rank.get(kind, 2), kind)  # noqa: E731 - MIG slices between accelerators and vCPUs
+    for itype in sorted({t for t, _ in demand}):
+        for kind in sorted((k for t, k in demand if t == itype), key=order):
+            asks, have = demand[(itype, kind)], capacity[itype].get(kind, 0)
+            total = sum(n for _, n in asks)
+            if total <= have + 1e-9:
                 continue
-            if (q.count is None) == (q.accelerators is None):
-                p.error(qpath, q.model_dump(exclude_none=True), "needs exactly one of count or accelerators")
-                continue
-            spec = catalogue.lookup(q.instance_type)
-            have = capacity[q.instance_type]
-            asked = q.count if q.count is not None else -(-q.accelerators // max(spec.accelerators, 1))
-            if (q.count is not None and q.count < 1) or (q.accelerators is not None and q.accelerators < 1):
-                p.error(qpath, q.model_dump(exclude_none=True), "must ask for at least 1")
-            elif q.accelerators is not None and not spec.accelerators:
-                p.error(f"{qpath}.accelerators", q.accelerators, f"but {q.instance_type} has no accelerators; use count")
-            elif asked > have:
-                p.error(qpath, q.model_dump(exclude_none=True), f"is more than the cluster's {have} x {q.instance_type}")
-            else:
-                demand.setdefault(q.instance_type, []).append((team.name, asked))
-    for itype, asks in demand.items():
-        total = sum(n for _, n in asks)
-        if total > capacity[itype]:
-            teams = ", ".join(t for t, _ in asks)
-            line = f"governance.teams: quotas for {itype} add up to {total}, above the cluster's {capacity[itype]} (teams: {teams})"
+            teams = ", ".join(t for t, n in asks if n)
+            line = f"governance.teams: quotas for {itype} add up to {_amount(kind, total)}, above the cluster's {_amount(kind, have)} (teams: {teams})"
             if g.allow_oversubscription:
                 p.warn(line + "; allowed by governance.allow_oversubscription")
             else:
                 p.errors.append(line + "; set governance.allow_oversubscription to intend it")
+            break
     t = s.topology
     if t.level not in TOPOLOGY_LEVELS:
         p.error("topology.level", t.level, f"is not a topology level; allowed: {', '.join(TOPOLOGY_LEVELS)}")
@@ -138,3 +199,59 @@ def check_governance(s: Settings, p: Problems):
                     "required",
                     f"but hyperpod.instance_groups[{i}] ({grp.instance_type}) has no EC2 topology labels; use 'preferred'",
                 )
+
+
+def _check_team_name(s: Settings, team: Team, path: str, p: Problems) -> None:
+    names = naming.team_names(team.name)
+    if not naming.SAGEMAKER_NAME.match(team.name) or not naming.K8S_LABEL.match(team.name) or len(names.cluster_queue) > naming.K8S_LABEL_MAX:
+        p.error(
+            f"{path}.name",
+            team.name,
+            f"must be lowercase letters, digits and hyphens, short enough that {names.cluster_queue!r} is at most 63 characters",
+        )
+    quota_name = f"{s.prefix}-{s.env_name}-{team.name}"
+    if not naming.SAGEMAKER_NAME.match(quota_name):
+        p.error(f"{path}.name", team.name, f"makes compute-quota name {quota_name!r}, longer than 63 characters")
+
+
+def _amount(kind: str, value: float) -> str:
+    number = f"{value:g}" if value == int(value) else f"{value:.1f}"
+    plural = "" if value == 1 else "s"
+    return {"count": f"{number} instance{plural}", "vcpu": f"{number} vCPU{plural}", "memory_gib": f"{number} GiB of memory"}.get(
+        kind, f"{number} {kind} slice{plural}" if kind.startswith("mig-") else f"{number} {kind}"
+    )
+
+
+def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict, p: Problems) -> dict[str, float] | None:
+    """One entry against its type's groups; what it takes of each kind when it is sound."""
+    if q.instance_type not in capacity:
+        p.error(f"{path}.instance_type", q.instance_type, f"is provided by no instance group; groups have: {', '.join(sorted(capacity))}")
+        return None
+    given = q.given()
+    shown = q.model_dump(exclude_none=True, exclude={"instance_type"})
+    if not given:
+        p.error(path, q.instance_type, "needs count, or any of accelerators, vcpu, memory_gib and accelerator_partition")
+        return None
+    if "count" in given and len(given) > 1:
+        p.error(path, shown, "count is whole instances; give it alone, or the other kinds without it")
+        return None
+    have = capacity[q.instance_type]
+    problems = len(p.errors)
+    for kind, amount in given.items():
+        if amount <= 0:
+            p.error(f"{path}.{_field(kind)}", amount, "must be above 0")
+        elif kind.startswith("mig-") and not have.get(kind):
+            profiles = sorted(k for k in have if k.startswith("mig-"))
+            where = f"the groups of {q.instance_type} are cut into {', '.join(profiles)}" if profiles else f"no group of {q.instance_type} has a mig_profile"
+            p.error(f"{path}.accelerator_partition.type", kind, f"names slices the cluster does not have: {where}")
+        elif kind == "accelerators" and not have.get(kind):
+            why = "are all cut into MIG slices; ask for accelerator_partition" if any(k.startswith("mig-") for k in have) else "has no accelerators; use count, vcpu or memory_gib"
+            p.error(f"{path}.accelerators", amount, f"but {q.instance_type} {why}")
+        elif amount > have.get(kind, 0) + 1e-9:
+            p.error(f"{path}.{_field(kind)}", amount, f"is more than the cluster's {_amount(kind, have.get(kind, 0))} of {q.instance_type}")
+    spec = catalogue.lookup(q.instance_type)
+    return q.takes(have, spec.accelerators if spec else 0) if len(p.errors) == problems else None
+
+
+def _field(kind: str) -> str:
+    return "accelerator_partition.count" if kind.startswith("mig-") else kind

@@ -47,7 +47,9 @@ def test_prod_has_two_teams_that_lend_and_borrow(synth):
     assert set(quotas) == {"ml-research", "ml-production"}
     research = quotas["ml-research"]["Properties"]
     assert research["ComputeQuotaConfig"]["ComputeQuotaResources"] == [{"InstanceType": "ml.p5.48xlarge", "Count": 2}]
-    assert research["ComputeQuotaConfig"]["ResourceSharingConfig"] == {"Strategy": "LendAndBorrow", "BorrowLimit": 100}
+    assert research["ComputeQuotaConfig"]["ResourceSharingConfig"] == {
+        "Strategy": "LendAndBorrow", "BorrowLimit": 100, "AbsoluteBorrowLimits": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 8}]
+    }
     assert research["ComputeQuotaConfig"]["PreemptTeamTasks"] == "LowerPriority"
     assert research["ComputeQuotaTarget"] == {"TeamName": "ml-research", "FairShareWeight": 50}
     assert research["ActivationState"] == "Enabled"

@@ -77,6 +77,9 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
         + 2 * (m["AWS::EKS::Addon"] + m["Custom::AWSCDK-EKS-KubernetesObjectValue"])
         + m["Custom::AWSCDK-EKS-KubernetesResource"]
     )
+    # A team's Role waits for the namespace task governance makes of its quota.
+    if any(t.principals for t in synth(env).settings.governance.teams):
+        unavoidable += m["Custom::AWSCDK-EKS-KubernetesResource"]
     # The node gate's links after the first (each ends at its first check).
     links = sum(1 for s in stacks for r in s.resources.values() if r["Type"] == "Custom::HyperPodNodesReady")
     unavoidable += (links - 1) * deploy_plan.DEFAULT_MINUTES
@@ -129,7 +132,7 @@ def test_cli_validate_reports_every_problem_and_exits_non_zero(tmp_path, capsys,
 
 
 def test_every_command_has_help(capsys):
-    for command in ("topology", "render-job", "validate", "review", "preflight"):
+    for command in ("topology", "render-job", "team", "validate", "review", "preflight"):
         with pytest.raises(SystemExit) as exc:
             cli.main([command, "--help"])
         assert exc.value.code == 0

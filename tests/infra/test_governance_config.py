@@ -31,13 +31,15 @@ def test_quota_for_a_type_no_group_provides():
 
 def test_quota_larger_than_the_cluster():
     lines = problems({"governance": {"teams": [_team("ml-research", count=5)]}})
-    assert any("governance.teams[0].quotas[0]" in l and "more than the cluster's 1 x ml.g5.8xlarge" in l for l in lines)
+    assert "dev: governance.teams[0].quotas[0].count: 5 is more than the cluster's 1 instance of ml.g5.8xlarge" in lines
 
 
 def test_quotas_adding_up_above_capacity_need_intent_and_then_warn_naming_the_teams():
     teams = [_team("ml-research", count=3, itype=PROD_GPU), _team("ml-production", count=3, itype=PROD_GPU)]
     lines = problems({"governance": {"teams": teams}}, env="prod")
-    assert any("add up to 6, above the cluster's 4 (teams: ml-research, ml-production)" in l for l in lines)
+    assert any("quotas for ml.p5.48xlarge add up to 6 instances, above the cluster's 4 instances (teams: ml-research, ml-production)" in l for l in lines)
+    # One line for the type, though the instances bring their GPUs, vCPUs and memory along.
+    assert sum("quotas for ml.p5.48xlarge add up" in l for l in lines) == 1
     ws = warnings({"governance": {"teams": teams, "allow_oversubscription": True}}, env="prod")
     assert any("ml-research, ml-production" in w and "allowed by governance.allow_oversubscription" in w for w in ws)
 
