@@ -2,6 +2,7 @@
 
   hyperpod-cdk topology [--from FILE] [--format mermaid|html|markdown] [--output FILE] [--summary]
   hyperpod-cdk render-job [-c env=NAME] [--nodes N] [--team T] [--priority P] [--image URI] ...
+  hyperpod-cdk team NAME [-c env=NAME] [--format text|json]
   hyperpod-cdk validate [-c env=NAME | --all]
   hyperpod-cdk review [--env NAME | --all] [--against DIR] [--assembly DIR]
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
@@ -115,6 +116,18 @@ def cmd_render_job(args) -> int:
     return 0
 
 
+def cmd_team(args) -> int:
+    from cli import team_kit
+
+    settings, _ = _settings(env_from(args))
+    try:
+        kit = team_kit.build(settings, args.name)
+    except team_kit.UnknownTeam as err:
+        raise CliError(str(err)) from None
+    sys.stdout.write(json.dumps(kit, indent=2) + "\n" if args.format == "json" else team_kit.to_text(kit))
+    return 0
+
+
 def _environments(args, context: dict) -> list[str]:
     return config.environment_names(context) if getattr(args, "all", False) else [env_from(args)]
 
@@ -148,7 +161,6 @@ def _overlaps(a: Path, b: Path) -> bool:
 
 def cmd_review(args) -> int:
     from cli import changes, review
-    from cli.assembly import load_stacks
     from cli.synth import synthesize
 
     cdk_json = find_cdk_json()
@@ -267,6 +279,17 @@ def build_parser() -> argparse.ArgumentParser:
     topo_group.add_argument("--required-topology", metavar="LEVEL", help="e.g. topology.k8s.aws/network-node-layer-3")
     render.add_argument("--image", help="training image URI (default: sample_job.image_uri)")
     render.add_argument("--max-steps", type=int, help="training steps")
+
+    kit = _command(
+        sub, "team", cmd_team,
+        help="print what a team member needs: role, kubeconfig, namespace, queue, priorities, quota",
+        description="The team's kit, from config by the names the stacks give: how to reach the cluster, where to "
+        "submit, with which labels and annotations, and the team's quota in plain words.",
+        examples=["ml-research -c env=prod", "ml-research -c env=prod --format json > ml-research.json"],
+    )
+    kit.add_argument("name", help="the team (governance.teams[].name)")
+    _env_args(kit)
+    kit.add_argument("--format", choices=["text", "json"], default="text")
 
     validate = _command(
         sub, "validate", cmd_validate,

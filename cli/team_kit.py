@@ -1,0 +1,122 @@
+"""`hyperpod-cdk team NAME`: what a team member needs to reach the cluster and submit work.
+
+Built from the validated settings with the same names the stacks give the objects (a test
+reads every item back from the synthesized templates): the role to assume and the kubeconfig
+command, the namespace, local queue and cluster queue, the priority classes, the topology
+annotation the cluster's jobs use, the FSx claim, the team's quotas in plain words, and the
+command that renders a job into the team's queue.
+"""
+
+from __future__ import annotations
+
+from infra import catalogue, naming
+from infra.config import QuotaResource, Settings, Team
+from manifests.job import FSX_CLAIM
+
+
+class UnknownTeam(ValueError):
+    pass
+
+
+def team(settings: Settings, name: str) -> Team:
+    found = next((t for t in settings.governance.teams if t.name == name), None)
+    if found is None:
+        known = ", ".join(t.name for t in settings.governance.teams) or "(none)"
+        raise UnknownTeam(f"{name!r} is not a team of {settings.env_name}; teams: {known}")
+    return found
+
+
+def _amount(q: QuotaResource) -> str:
+    spec = catalogue.lookup(q.instance_type)
+    parts = []
+    if q.count is not None:
+        whole = f"{q.count} instance{'s' if q.count != 1 else ''}"
+        if spec is not None:
+            extra = f"{q.count * spec.accelerators} {spec.accelerator} GPUs, " if spec.is_accelerated else ""
+            whole += f" ({extra}{q.count * spec.vcpus} vCPUs, {q.count * spec.memory_gib} GiB)"
+        parts.append(whole)
+    if q.accelerators is not None:
+        parts.append(f"{q.accelerators} {spec.accelerator if spec else ''} GPUs".replace("  ", " "))
+    if q.accelerator_partition is not None:
+        parts.append(f"{q.accelerator_partition.count} MIG slices {q.accelerator_partition.type.removeprefix('mig-')}")
+    if q.vcpu is not None:
+        parts.append(f"{q.vcpu:g} vCPUs")
+    if q.memory_gib is not None:
+        parts.append(f"{q.memory_gib:g} GiB of memory")
+    return f"{', '.join(parts)} of {q.instance_type}"
+
+
+def quotas_in_words(t: Team) -> list[str]:
+    lines = [f"guaranteed: {_amount(q)}" for q in t.quotas]
+    sharing = {
+        "LendAndBorrow": "lends its idle share and borrows idle capacity"
+        + (f", up to {t.borrow_limit}% of its quota" if t.borrow_limit is not None else ""),
+        "Lend": "lends its idle share, never borrows",
+        "DontLend": "keeps its share idle rather than lend it, never borrows",
+    }[t.sharing]
+    lines.append(sharing)
+    lines += [f"borrows at most {_amount(q)}" for q in t.absolute_borrow_limits]
+    lines.append(
+        "a higher-priority job of the team preempts a lower-priority one" if t.preempt == "LowerPriority" else "never preempts its own jobs"
+    )
+    lines.append(f"fair-share weight {t.fair_share_weight}" + ("" if t.active else "; the quota is switched off (active: false)"))
+    return lines
+
+
+def build(settings: Settings, name: str) -> dict:
+    """The kit as a plain mapping (what --format json writes)."""
+    t = team(settings, name)
+    names = naming.team_names(t.name)
+    kubeconfig = f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}"
+    topology = settings.topology
+    return {
+        "environment": settings.env_name,
+        "team": t.name,
+        "roles": list(t.principals),
+        "kubeconfig": [f"{kubeconfig} --role-arn {arn}" for arn in t.principals] or [kubeconfig],
+        "iam_needs": "eks:DescribeCluster on the cluster, for update-kubeconfig",
+        "kubernetes_group": names.group,
+        "namespace": names.namespace,
+        "local_queue": names.local_queue,
+        "cluster_queue": names.cluster_queue,
+        "queue_label": {"kueue.x-k8s.io/queue-name": names.local_queue},
+        "priority_classes": {pc.name: naming.priority_class_name(pc.name) for pc in settings.governance.priority_classes},
+        "priority_label": "kueue.x-k8s.io/priority-class",
+        "topology_annotation": (
+            {f"kueue.x-k8s.io/podset-{topology.mode}-topology": topology.level} if topology.mode != "none" else {}
+        ),
+        "fsx_claim": FSX_CLAIM if settings.fsx.enabled else None,
+        "quotas": quotas_in_words(t),
+        "render_job": f"hyperpod-cdk render-job -c env={settings.env_name} --team {t.name} --image <training image URI> > job.yaml",
+        "submit": f"kubectl apply -n {names.namespace} -f job.yaml && kubectl get workloads -n {names.namespace}",
+    }
+
+
+def to_text(kit: dict) -> str:
+    """The kit as a person reads it."""
+    roles = kit["roles"] or ["(none: governance.teams[].principals is empty; ask a cluster admin for an access entry)"]
+    priority = ", ".join(f"{k} ({v})" for k, v in kit["priority_classes"].items()) or "(none)"
+    topology = ", ".join(f"{k}: {v}" for k, v in kit["topology_annotation"].items()) or "(none: the cluster places jobs freely)"
+    lines = [
+        f"# Team {kit['team']} on {kit['environment']}",
+        "",
+        "Reach the cluster",
+        *(f"  assume role   {r}" for r in roles),
+        *(f"  kubeconfig    {c}" for c in kit["kubeconfig"]),
+        f"  IAM needs     {kit['iam_needs']}",
+        f"  Kubernetes    group {kit['kubernetes_group']}: your namespace only",
+        "",
+        "Submit work",
+        f"  namespace     {kit['namespace']}",
+        f"  local queue   {kit['local_queue']}  (label kueue.x-k8s.io/queue-name)",
+        f"  priorities    {priority}  (label {kit['priority_label']})",
+        f"  topology      {topology}  (pod template annotation)",
+        f"  shared data   {('claim ' + kit['fsx_claim'] + ' mounted at /fsx') if kit['fsx_claim'] else '(none: fsx.enabled is false)'}",
+        f"  a job file    {kit['render_job']}",
+        f"  submit        {kit['submit']}",
+        "",
+        "Quota",
+        *(f"  {line}" for line in kit["quotas"]),
+        "",
+    ]
+    return "\n".join(lines)

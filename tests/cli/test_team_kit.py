@@ -1,0 +1,70 @@
+"""`hyperpod-cdk team NAME`: every item of a team's kit read back from prod's synthesized
+templates, so the kit cannot say one name while the stacks create another."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from cli import main as cli
+from cli import team_kit
+from infra import config
+from tests.conftest import CONTEXT
+
+
+def _kit(capsys, *args) -> tuple[int, str, str]:
+    rc = cli.main(["team", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_the_kit_says_what_prods_templates_create(synth, capsys):
+    s = synth("prod")
+    rc, out, _ = _kit(capsys, "ml-research", "-c", "env=prod", "--format", "json")
+    assert rc == 0
+    kit = json.loads(out)
+    # The role and its Kubernetes group: the team's access entry.
+    (entry,) = [r["Properties"] for r in s.resources("addons", "AWS::EKS::AccessEntry").values()
+                if r["Properties"]["PrincipalArn"] in kit["roles"]]
+    assert entry["KubernetesGroups"] == [kit["kubernetes_group"]]
+    # That group is bound in the namespace the kit names, and may create jobs there.
+    objects = s.manifests("addons")
+    (binding,) = [o for o in objects if o["kind"] == "RoleBinding" and o["subjects"][0]["name"] == kit["kubernetes_group"]]
+    assert binding["metadata"]["namespace"] == kit["namespace"]
+    # The namespace and queue task governance makes of the quota's team name (the stack's output).
+    (quota,) = [r["Properties"] for r in s.resources("addons", "AWS::SageMaker::ComputeQuota").values()
+                if r["Properties"]["ComputeQuotaTarget"]["TeamName"] == kit["team"]]
+    (queue,) = [o["Value"] for k, o in s.templates["addons"]["Outputs"].items() if k.startswith("Queueml")
+                and o["Value"].startswith(kit["namespace"] + "/")]
+    assert queue == f"{kit['namespace']}/{kit['local_queue']}"
+    # The priority classes of the scheduler config, as the job's label value.
+    (scheduler,) = s.resources("addons", "AWS::SageMaker::ClusterSchedulerConfig").values()
+    assert sorted(kit["priority_classes"]) == sorted(pc["Name"] for pc in scheduler["Properties"]["SchedulerConfig"]["PriorityClasses"])
+    # The topology annotation the sample job in the sample-job stack carries.
+    job = next(o for o in s.manifests("sample-job") if o["kind"] == "HyperPodPyTorchJob")
+    annotations = job["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"]
+    assert kit["topology_annotation"].items() <= annotations.items() and kit["topology_annotation"]
+    # The cluster name in the kubeconfig command is the EKS cluster the cluster stack creates.
+    (eks,) = s.resources("cluster", "Custom::AWSCDK-EKS-Cluster").values() or s.resources("cluster", "AWS::EKS::Cluster").values()
+    assert f"--name {eks['Properties'].get('Name') or eks['Properties']['Config']['name']}" in kit["kubeconfig"][0]
+    assert kit["kubeconfig"][0].endswith(f"--role-arn {kit['roles'][0]}")
+    # The quota in words, from the same quota resource.
+    assert quota["ComputeQuotaConfig"]["ComputeQuotaResources"] == [{"InstanceType": "ml.p5.48xlarge", "Count": 2}]
+    assert kit["quotas"][0] == "guaranteed: 2 instances (16 H100 GPUs, 384 vCPUs, 4096 GiB) of ml.p5.48xlarge"
+    assert "borrows at most 8 H100 GPUs of ml.p5.48xlarge" in kit["quotas"]
+
+
+def test_the_kits_job_command_renders_a_job_into_that_queue(capsys):
+    kit = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-production")
+    command = kit["render_job"].split(" > ")[0].replace("<training image URI>", "img:1")
+    rc = cli.main(command.split()[1:])
+    manifest = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
+    assert rc == 0
+    assert manifest["metadata"]["namespace"] == kit["namespace"]
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == kit["local_queue"]
+
+
+def test_an_unknown_team_is_one_line_naming_the_teams(capsys):
+    rc, _, err = _kit(capsys, "nobody", "-c", "env=prod")
+    assert rc == 2 and err.strip().splitlines()[-1] == "error: 'nobody' is not a team of prod; teams: ml-research, ml-production"
