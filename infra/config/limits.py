@@ -57,6 +57,11 @@ class Limit:
 
 
 _QUOTA = "AWS::SageMaker::ComputeQuota"
+_QUOTA_LISTS = {"quotas": "ComputeQuotaConfig.ComputeQuotaResources", "absolute_borrow_limits": "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits"}
+_QUOTA_ENTRY = {
+    "count": "Count", "accelerators": "Accelerators", "vcpu": "VCpu", "memory_gib": "MemoryInGiB",
+    "accelerator_partition.type": "AcceleratorPartition.Type", "accelerator_partition.count": "AcceleratorPartition.Count",
+}
 
 # Every tagged resource type the stacks create; tags are limited by the strictest of them.
 TAGGED_TYPES = (
@@ -94,20 +99,13 @@ FIELDS: dict[str, Limit] = {
     "governance.teams[].name": Limit(Cfn("AWS::SageMaker::ComputeQuota", "ComputeQuotaTarget.TeamName")),
     "governance.teams[].fair_share_weight": Limit(Cfn("AWS::SageMaker::ComputeQuota", "ComputeQuotaTarget.FairShareWeight")),
     "governance.teams[].borrow_limit": Limit(Cfn("AWS::SageMaker::ComputeQuota", "ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit")),
-    "governance.teams[].quotas": Limit(Cfn("AWS::SageMaker::ComputeQuota", "ComputeQuotaConfig.ComputeQuotaResources")),
-    "governance.teams[].quotas[].count": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ComputeQuotaResources.[].Count")),
-    "governance.teams[].quotas[].accelerators": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ComputeQuotaResources.[].Accelerators")),
-    "governance.teams[].quotas[].vcpu": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ComputeQuotaResources.[].VCpu")),
-    "governance.teams[].quotas[].memory_gib": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ComputeQuotaResources.[].MemoryInGiB")),
-    "governance.teams[].quotas[].accelerator_partition.type": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ComputeQuotaResources.[].AcceleratorPartition.Type")),
-    "governance.teams[].quotas[].accelerator_partition.count": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ComputeQuotaResources.[].AcceleratorPartition.Count")),
-    "governance.teams[].absolute_borrow_limits": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits")),
-    "governance.teams[].absolute_borrow_limits[].count": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.[].Count")),
-    "governance.teams[].absolute_borrow_limits[].accelerators": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.[].Accelerators")),
-    "governance.teams[].absolute_borrow_limits[].vcpu": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.[].VCpu")),
-    "governance.teams[].absolute_borrow_limits[].memory_gib": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.[].MemoryInGiB")),
-    "governance.teams[].absolute_borrow_limits[].accelerator_partition.type": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.[].AcceleratorPartition.Type")),
-    "governance.teams[].absolute_borrow_limits[].accelerator_partition.count": Limit(Cfn(_QUOTA, "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits.[].AcceleratorPartition.Count")),
+    # Both lists of quota entries (ComputeQuotaResourceConfig), and each field of an entry.
+    **{f"governance.teams[].{field}": Limit(Cfn(_QUOTA, prop)) for field, prop in _QUOTA_LISTS.items()},
+    **{
+        f"governance.teams[].{field}[].{entry}": Limit(Cfn(_QUOTA, f"{prop}.[].{entry_prop}"))
+        for field, prop in _QUOTA_LISTS.items()
+        for entry, entry_prop in _QUOTA_ENTRY.items()
+    },
     "protection.log_retention_days": Limit(Cfn("AWS::Logs::LogGroup", "RetentionInDays")),
     "sample_job.hf_token_secret": Limit(Cfn("AWS::SecretsManager::Secret", "Name")),
 }
