@@ -170,17 +170,36 @@ class NetworkStack(PlatformStack):
                 "VpcId": self.vpc.vpc_id,
                 "SubnetIds": [subnet.subnet_id for subnet in subnets],
                 "SecurityGroupId": self.efa_security_group.security_group_id,
+                # Only a VPC this stack deletes: another's GuardDuty endpoint stays where it is.
+                **({"RemoveGuardDuty": "true"} if not self.settings.uses_existing_vpc else {}),
             },
             total_minutes=timing.LINK_WAIT_S / 60,
             description="are this VPC's Lambda interfaces released",
             why_these_functions="a wait on deletion for Lambda's network interfaces to leave this VPC; its handlers call "
             "only the EC2 API",
         )
-        wait.is_complete.add_to_role_policy(iam.PolicyStatement(actions=["ec2:DescribeNetworkInterfaces"], resources=["*"]))
+        describe = ["ec2:DescribeNetworkInterfaces"]
+        if not self.settings.uses_existing_vpc:
+            describe += ["ec2:DescribeVpcEndpoints", "ec2:DescribeSecurityGroups"]
+            # What GuardDuty's automated agent adds to the VPC, and nothing else: the same
+            # tag condition GuardDuty's own service-linked role deletes under.
+            arn = f"arn:{cdk.Aws.PARTITION}:ec2:{self.region}:{self.account}"
+            wait.is_complete.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="GuardDutyLeftovers",
+                    actions=["ec2:DeleteVpcEndpoints", "ec2:DeleteSecurityGroup"],
+                    resources=[f"{arn}:vpc-endpoint/*", f"{arn}:security-group/*"],
+                    conditions={"Null": {"aws:ResourceTag/GuardDutyManaged": "false"}},
+                )
+            )
+        wait.is_complete.add_to_role_policy(iam.PolicyStatement(actions=describe, resources=["*"]))
         compliance.acknowledge(
             wait.is_complete,
-            "ec2:DescribeNetworkInterfaces supports no resource-level permissions (Service Authorization Reference)",
+            "ec2:Describe* support no resource-level permissions (Service Authorization Reference); the deletes are "
+            "limited to endpoints and security groups tagged GuardDutyManaged, as GuardDuty's own role is",
             "AwsSolutions-IAM5[Resource::*]",
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:vpc-endpoint/*]",
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:security-group/*]",
         )
 
     # ------------------------------------------------------------------ existing VPC

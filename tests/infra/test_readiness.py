@@ -357,3 +357,65 @@ def test_deleting_the_network_waits_until_lambda_has_released_its_interfaces():
     assert vpc_teardown.is_complete(_teardown_event(), None, client=_ec2([])) == {"IsComplete": True}
     with pytest.raises(TimeoutError, match="eni-0a1b2c3d4e5f60718 .AWS Lambda VPC ENI-hyperpod-dev-cluster-Handler, in-use.*run cdk destroy again"):
         vpc_teardown.is_complete(_teardown_event(deadline=1), None, client=_ec2([eni]), now=lambda: 2)
+
+
+def test_deleting_the_network_removes_what_guardduty_added_to_the_vpc_and_nothing_else():
+    # GuardDuty's automated agent adds a guardduty-data endpoint and a security group, both
+    # tagged GuardDutyManaged (AmazonGuardDutyServiceRolePolicy allows it to create no other);
+    # they keep the subnets and the VPC in use (terraform-provider-aws issue 46747).
+    from moto import mock_aws
+
+    from infra.handlers import vpc_teardown
+
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        other_vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+        other_subnet = ec2.create_subnet(VpcId=other_vpc, CidrBlock="10.1.1.0/24")["Subnet"]["SubnetId"]
+        tag = lambda kind: [{"ResourceType": kind, "Tags": [{"Key": "GuardDutyManaged", "Value": "true"}]}]  # noqa: E731
+
+        def group(vpc_id, name, tagged):
+            return ec2.create_security_group(GroupName=name, Description=name, VpcId=vpc_id,
+                                             **({"TagSpecifications": tag("security-group")} if tagged else {}))["GroupId"]
+
+        def endpoint(vpc_id, subnet_id, service, groups, tagged):
+            return ec2.create_vpc_endpoint(VpcId=vpc_id, ServiceName=f"com.amazonaws.us-east-1.{service}", VpcEndpointType="Interface",
+                                           SubnetIds=[subnet_id], SecurityGroupIds=groups,
+                                           **({"TagSpecifications": tag("vpc-endpoint")} if tagged else {}))["VpcEndpoint"]["VpcEndpointId"]
+
+        gd_group = group(vpc, f"GuardDutyManagedSecurityGroup-{vpc}", True)
+        gd_endpoint = endpoint(vpc, subnet, "guardduty-data", [gd_group], True)
+        ours = group(vpc, "efa", False)
+        our_endpoint = endpoint(vpc, subnet, "ecr.api", [ours], False)
+        untagged_gd = endpoint(vpc, subnet, "guardduty-data", [ours], False)  # made by hand: not GuardDuty's
+        elsewhere_group = group(other_vpc, f"GuardDutyManagedSecurityGroup-{other_vpc}", True)
+        elsewhere = endpoint(other_vpc, other_subnet, "guardduty-data", [elsewhere_group], True)
+
+        event = _link("Delete", deadline=10**10, VpcId=vpc, Region="us-east-1", SubnetIds=[subnet], SecurityGroupId=ours,
+                      RemoveGuardDuty="true")
+        # First poll: the endpoint is deleted, its group waits for it; then the group goes.
+        assert vpc_teardown.is_complete(event, None, client=ec2) == {"IsComplete": False}
+        assert vpc_teardown.is_complete(event, None, client=ec2) == {"IsComplete": True}
+        state = {e["VpcEndpointId"]: e["State"] for e in ec2.describe_vpc_endpoints()["VpcEndpoints"]}
+        assert state[gd_endpoint] == "deleted"
+        assert {state[our_endpoint], state[untagged_gd], state[elsewhere]} == {"available"}
+        groups = {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]}
+        assert gd_group not in groups and {ours, elsewhere_group} <= groups
+
+        # An existing VPC (no RemoveGuardDuty): GuardDuty's endpoint there is left alone.
+        event = _link("Delete", deadline=10**10, VpcId=other_vpc, Region="us-east-1", SubnetIds=[other_subnet], SecurityGroupId=ours)
+        assert vpc_teardown.is_complete(event, None, client=ec2) == {"IsComplete": True}
+        assert ec2.describe_vpc_endpoints(VpcEndpointIds=[elsewhere])["VpcEndpoints"][0]["State"] == "available"
+
+
+def test_only_the_networks_own_vpc_is_cleaned_of_guardduty_and_only_tagged_resources_may_be_deleted(synth):
+    for name, owned in (("dev", True), ("existing-vpc", False)):
+        resources = synth(name).templates["network"]["Resources"]
+        (teardown,) = [r for r in resources.values() if r["Type"] == "Custom::VpcTeardown" and r["Properties"].get("Link", "").startswith("1/")]
+        assert (teardown["Properties"].get("RemoveGuardDuty") == "true") is owned
+        statements = [s for r in resources.values() if r["Type"] == "AWS::IAM::Policy"
+                      for s in r["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "GuardDutyLeftovers"]
+        assert len(statements) == owned
+        for statement in statements:
+            assert statement["Condition"] == {"Null": {"aws:ResourceTag/GuardDutyManaged": "false"}}
