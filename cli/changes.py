@@ -342,6 +342,10 @@ def _short(value) -> str:
     return str(value) if isinstance(value, (str, int)) or value is None else readable(value)
 
 
+# Terminal control sequences (colour, cursor): none may reach a report file.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
 def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, str]:
     """`cdk diff` of each stack against its baseline template, run side by side, offline."""
     from cli.synth import cdk_cli
@@ -353,14 +357,16 @@ def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, st
         def one(name: str) -> tuple[str, str]:
             path = Path(tmp) / f"{name}.json"
             path.write_text(json.dumps(old.templates.get(name, {})))
-            env = {**base_env, "NO_COLOR": "1", "CI": "true"}
+            # Plain text whatever the caller's terminal says: FORCE_COLOR (common in CI) wins
+            # over NO_COLOR in the CLI's colour library, so it is dropped, not just outvoted.
+            env = {**{k: v for k, v in base_env.items() if k != "FORCE_COLOR"}, "NO_COLOR": "1", "CI": "true"}
             done = subprocess.run(
                 [*command, "diff", "--app", str(new_outdir), "--template", str(path), "--exclusively", name],
                 capture_output=True, text=True, env=env, timeout=300,
             )
             if done.returncode not in (0, 1):  # 1: differences found (with --fail)
                 return name, f"cdk diff failed: {done.stderr.strip()[-400:]}"
-            return name, re.sub(r"\n{3,}", "\n\n", done.stdout.strip())
+            return name, re.sub(r"\n{3,}", "\n\n", ANSI.sub("", done.stdout).strip())
 
         with ThreadPoolExecutor(max_workers=2) as pool:
             for name, text in pool.map(one, stacks):

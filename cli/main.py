@@ -44,7 +44,11 @@ def cmd_topology(args) -> int:
             raise CliError(f"--from {args.from_file}: {err}") from None
     else:
         doc = _live_nodes()
-    nodes = topology.parse_nodes(doc)
+    try:
+        nodes = topology.parse_nodes(doc)
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        source = f"--from {args.from_file}" if args.from_file else "kubectl get nodes"
+        raise CliError(f"{source}: not a node list (`kubectl get nodes -o json`): {type(err).__name__} {err}") from None
     if args.summary:
         text = topology.summary_text(nodes)
     elif args.format == "html":
@@ -216,7 +220,10 @@ def cmd_preflight(args) -> int:
     from cli import preflight
 
     settings, _ = _settings(env_from(args))
-    results = preflight.run(settings, region=args.region, profile=args.profile)
+    try:
+        results = preflight.run(settings, region=args.region, profile=args.profile)
+    except preflight.NoCredentials as err:
+        raise CliError(str(err)) from None
     print(preflight.table(results))
     return 1 if any(r.status == "fail" for r in results) else 0
 

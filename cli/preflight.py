@@ -349,18 +349,50 @@ CHECKS = (
 )
 
 
+class NoCredentials(RuntimeError):
+    """No usable credentials: one line saying which and what to do, before any check runs."""
+
+
+# STS's answers for credentials it will not take (its API reference and the IAM
+# troubleshooting guide): every check would fail the same way, so preflight stops at once.
+REFUSED_CREDENTIALS = ("ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
+                       "SignatureDoesNotMatch", "AccessDenied")
+
+
+def _credentials_problem(err, profile: str | None) -> str | None:
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError, ProfileNotFound, TokenRetrievalError
+
+    where = f"profile {profile!r}" if profile else "the default credential chain"
+    if isinstance(err, ProfileNotFound):
+        return f"--profile {profile}: no such profile in ~/.aws/config or ~/.aws/credentials; `aws configure list-profiles` lists them"
+    if isinstance(err, (NoCredentialsError, PartialCredentialsError)):
+        return f"no AWS credentials from {where}; run `aws configure` or `aws sso login`, or pass --profile"
+    if isinstance(err, TokenRetrievalError):
+        return f"the SSO token of {where} has expired; run `aws sso login{' --profile ' + profile if profile else ''}`"
+    code = _error_code(err)
+    if code in REFUSED_CREDENTIALS:
+        return f"AWS refused the credentials of {where} ({code}): renew them (`aws sso login`, or new keys) and run preflight again"
+    return None
+
+
 def run(settings: Settings, *, region: str | None = None, profile: str | None = None, session=None, clients: dict | None = None) -> list[Result]:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
     region = region or settings.region
-    session = session or boto3.Session(profile_name=profile, region_name=region)
+    try:
+        session = session or boto3.Session(profile_name=profile, region_name=region)
+    except BotoCoreError as err:
+        raise NoCredentials(_credentials_problem(err, profile) or str(err)) from None
     aws = Clients(session, region, clients)
     results = []
     for check in CHECKS:
         try:
             results += check(settings, aws)
         except (BotoCoreError, ClientError) as err:
+            problem = _credentials_problem(err, profile) if check is check_account else None
+            if problem:
+                raise NoCredentials(problem) from None
             results.append(Result(check.__name__.removeprefix("check_"), "fail", f"could not check: {err}", "check credentials and permissions"))
     return results
 

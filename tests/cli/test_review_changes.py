@@ -223,3 +223,14 @@ def test_a_new_task_governance_add_on_installs_the_current_crds_and_needs_no_mig
     old = changes.Baseline("deployed", {"addons": {"Resources": {}}}, whole_app=True)
     report = changes.compare(old, [StackSummary("addons", _task_governance("v1.6.0-eksbuild.1"), [])], "us-east-1")
     assert report["changes"][0]["action"] == "added" and not _callouts({"changes": report}, "MIGRATE FIRST")
+
+
+def test_the_embedded_cdk_diff_is_plain_text_whatever_force_color_says(synth, monkeypatch):
+    # FORCE_COLOR=1 is common in CI, and the CDK CLI's colour library obeys it over NO_COLOR.
+    from cli import changes
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    s = synth("dev")
+    stack = f"{s.settings.prefix}-dev-sample-job"
+    text = changes.cdk_diff(s.outdir, changes.Baseline("empty", {stack: {}}, whole_app=False), [stack])[stack]
+    assert "[+]" in text and "\x1b" not in text

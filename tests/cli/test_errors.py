@@ -1,0 +1,62 @@
+"""No command ends in a traceback: bad flags, unknown profiles, missing or refused
+credentials, unreadable dumps and missing files each give one `error:` line and exit 2."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from cli import main as cli
+from cli import preflight
+from infra import config
+from tests.conftest import CONTEXT
+
+CASES = [
+    (["topology", "--from", "/nonexistent/nodes.json"], "--from /nonexistent/nodes.json: [Errno 2]"),
+    (["topology", "--from", "{unreadable}"], "not a node list"),
+    (["topology", "--from", "{malformed}"], "--from"),
+    (["render-job", "-c", "env=nosuch"], "'nosuch' is not an environment"),
+    (["team", "nobody", "-c", "env=prod"], "'nobody' is not a team of prod"),
+    (["validate", "-c", "env=nosuch"], "'nosuch' is not an environment"),
+    (["review", "--assembly", "/nonexistent"], "/nonexistent has no manifest.json"),
+    (["review", "--against", "/nonexistent"], "--against /nonexistent"),
+    (["preflight", "-c", "env=prod", "--profile", "no-such-profile"], "--profile no-such-profile: no such profile"),
+    (["preflight", "-c", "env=prod"], "no AWS credentials from the default credential chain"),
+]
+
+
+@pytest.mark.parametrize("argv, says", CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_each_command_fails_in_one_line_without_a_traceback(argv, says, tmp_path, capsys, monkeypatch):
+    # No credentials anywhere: no files, no environment, no instance metadata.
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "odd.json").write_text('{"items": [{"status": {}}]}')
+    argv = [{"{unreadable}": str(tmp_path / "odd.json"), "{malformed}": str(tmp_path / "bad.json")}.get(a, a) for a in argv]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in err and len(errors) == 1 and says in errors[0], err
+
+
+@pytest.mark.parametrize("argv", [["validate", "--nope"], ["team"], ["team", "x", "--format", "yaml"], ["preflight", "--region"]])
+def test_bad_flags_are_argparse_usage_and_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err and err.strip().splitlines()[-1].startswith("hyperpod-cdk")
+
+
+@pytest.mark.parametrize("code", ["ExpiredToken", "InvalidClientTokenId"])
+def test_refused_credentials_stop_preflight_with_what_to_do(code):
+    sts = boto3.client("sts", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(sts)
+    stub.add_client_error("get_caller_identity", service_error_code=code, http_status_code=403)
+    stub.activate()
+    settings = config.load_settings(CONTEXT, "prod")[0]
+    with pytest.raises(preflight.NoCredentials, match=f"AWS refused the credentials of the default credential chain .{code}.: renew them"):
+        preflight.run(settings, session=boto3.Session(region_name="us-east-1"), clients={"sts": sts})
