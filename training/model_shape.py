@@ -6,6 +6,7 @@ throughput log rule from it without torch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -54,7 +55,9 @@ PRESETS = {
     "tiny": Preset(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_positions=256, rope_theta=10000.0, vocab=300),
 }
 
-# Peak dense (no sparsity) bf16 TFLOPS per device, from the vendors' data sheets.
+# Peak dense (no sparsity) bf16 TFLOPS per device, from the vendors' data sheets; GB200 from
+# torchtitan (torchtitan/tools/utils.py get_peak_flops: 2.5e15, half of DGX GB200's 5,000
+# TFLOPS with sparsity), where B200 has 2,250.
 PEAK_TFLOPS = {
     "H100": 989.0,
     "H200": 989.0,
@@ -63,13 +66,17 @@ PEAK_TFLOPS = {
     "L4": 121.0,
     "L40S": 362.0,
     "B200": 2250.0,
+    "GB200": 2500.0,
 }
 
 
 def peak_tflops(device_name: str) -> float | None:
-    """The longest table name inside `device_name` ("NVIDIA L40S" is an L40S, not an L4)."""
-    matches = [gpu for gpu in PEAK_TFLOPS if gpu in device_name]
-    return PEAK_TFLOPS[max(matches, key=len)] if matches else None
+    """The table's GPU named as a whole word of `device_name`: CUDA's names ("NVIDIA H100 80GB
+    HBM3", "NVIDIA A100-SXM4-80GB") and the catalogue's ("A100-80GB"). Whole words, so "NVIDIA
+    GB200" is not a B200 and "NVIDIA L40S" not an L4."""
+    words = re.split(r"[^A-Z0-9]+", device_name.upper())
+    found = [gpu for gpu in PEAK_TFLOPS if gpu in words]
+    return PEAK_TFLOPS[found[0]] if found else None
 
 
 def parameters(preset: Preset, vocab: int) -> tuple[int, int]:

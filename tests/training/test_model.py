@@ -83,10 +83,32 @@ def test_flops_per_token_is_torchtitans_formula_by_hand():
 
 @pytest.mark.parametrize(
     "name, tflops",
-    [("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA L40S", 362.0), ("NVIDIA L4", 121.0), ("NVIDIA A10G", 70.0), ("Tesla T4", None)],
+    [
+        # CUDA's device names on the instance types HyperPod offers; dense bf16 peaks from the
+        # data sheets, GB200's from torchtitan (tools/utils.py get_peak_flops: 2.5e15).
+        ("NVIDIA GB200", 2500.0),
+        ("NVIDIA B200", 2250.0),
+        ("NVIDIA H100 80GB HBM3", 989.0),
+        ("NVIDIA H200", 989.0),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA L40S", 362.0),
+        ("NVIDIA L4", 121.0),
+        ("NVIDIA A10G", 70.0),
+        ("Tesla T4", None),
+    ],
 )
-def test_peak_tflops_takes_the_most_specific_gpu_name(name, tflops):
+def test_peak_tflops_takes_the_gpu_named_as_a_whole_word(name, tflops):
     assert model_shape.peak_tflops(name) == tflops
+
+
+def test_every_nvidia_gpu_of_the_instance_catalogue_has_its_peak():
+    # The job's throughput rule sizes itself from the catalogue's names ("A100-80GB", "GB200").
+    from infra import catalogue
+
+    for spec in catalogue.CATALOGUE.values():
+        if spec.is_accelerated and spec.accelerator_resource == "nvidia.com/gpu":
+            expected = {"A100-80GB": "A100"}.get(spec.accelerator, spec.accelerator)
+            assert model_shape.peak_tflops(spec.accelerator) == model_shape.PEAK_TFLOPS[expected], spec.name
 
 
 @contextmanager
