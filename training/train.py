@@ -25,7 +25,9 @@ import signal
 import sys
 import time
 from datetime import timedelta
+from itertools import islice
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -145,30 +147,118 @@ def load_hf_token(environ=os.environ, client=None) -> str | None:
 
 def load_stream(args, rank: int, world: int):
     from datasets import load_dataset
-    from datasets.distributed import split_dataset_by_node
 
     if args.data_files:
         ds = load_dataset("text", data_files={"train": list(args.data_files)}, split="train", streaming=True)
     else:
         ds = load_dataset(args.dataset, args.dataset_config, split=args.dataset_split, streaming=True)
-    ds = split_dataset_by_node(ds, rank=rank, world_size=world)
-    if args.shuffle_buffer:
-        # Each rank its own shuffle seed, so ranks never see the same order.
-        ds = ds.shuffle(seed=args.seed + rank, buffer_size=args.shuffle_buffer)
-    return ds
+    return RankDocuments(ds, rank, world, seed=args.seed, buffer_size=args.shuffle_buffer)
+
+
+def shard_plan(shards: int, rank: int, world: int, order: list[int]) -> list[tuple[int, int, int]]:
+    """This rank's part of one pass over `shards` shards taken in `order` (the same on every
+    rank): (shard, every, offset) in reading order, keeping the examples of `shard` whose
+    index in it is `offset` modulo `every`. Whole shards go round the ranks while each rank
+    can have one; the shards left over (shards mod world) are split by example within
+    gcd(left, world) groups of world/gcd ranks, each group taking left/gcd of them, so a rank
+    reads a few extra shards instead of all of them. Every document: one rank, once."""
+    whole = shards - shards % world
+    plan = [(shard, 1, 0) for shard in order[rank:whole:world]]
+    left = order[whole:]
+    if left:
+        groups = math.gcd(len(left), world)
+        plan += [(shard, world // groups, rank // groups) for shard in left[rank % groups :: groups]]
+    return plan
+
+
+class RankDocuments:
+    """One rank's documents of a streamed dataset: each document is read by exactly one rank
+    in each pass, whatever the world size, with the shuffle on.
+
+    datasets' split_dataset_by_node after a shuffle seeded per rank does not give that: the
+    shuffle's seed also orders the shards before they are assigned, so ranks pick from
+    different permutations; and where the world does not divide the shard count, every rank
+    streams everything and keeps one example in `world` of its own shuffled stream. Here the
+    shard order is one permutation per epoch from (seed, epoch), the same on every rank, cut
+    by shard_plan; only the shuffle buffer over this rank's own documents (datasets'
+    algorithm: fill, then swap a random one out for each new one) has a seed of the rank's.
+
+    It offers what TokenStream uses of a datasets IterableDataset: set_epoch, one pass per
+    iteration, state_dict and load_state_dict. The state is the position in the pass (the
+    shard's place in the plan and the examples read from it); the buffer's contents are not
+    saved, and a resume refills it, as datasets does.
+    """
+
+    def __init__(self, dataset, rank: int, world: int, *, seed: int, buffer_size: int):
+        self.dataset, self.rank, self.world, self.seed, self.buffer_size = dataset, rank, world, seed, buffer_size
+        self.shards = dataset.num_shards
+        self.epoch = 0
+        self._position = {"epoch": 0, "shard": 0, "read": 0}
+        self._resume: dict | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def plan(self) -> list[tuple[int, int, int]]:
+        order = list(range(self.shards))
+        if self.buffer_size:  # 0 streams in file order
+            order = np.random.default_rng([self.seed, self.epoch, 0]).permutation(self.shards).tolist()
+        return shard_plan(self.shards, self.rank, self.world, order)
+
+    def __iter__(self):
+        start = self._resume if self._resume and self._resume["epoch"] == self.epoch else {"shard": 0, "read": 0}
+        self._resume = None
+        documents = self._read(start["shard"], start["read"])
+        if self.buffer_size:
+            documents = _buffer_shuffled(documents, self.buffer_size, np.random.default_rng([self.seed, self.epoch, 1 + self.rank]))
+        return documents
+
+    def _read(self, first: int, skip: int):
+        plan = self.plan()
+        for place in range(first, len(plan)):
+            shard, every, offset = plan[place]
+            start = skip if place == first else 0
+            self._position = {"epoch": self.epoch, "shard": place, "read": start}
+            examples = islice(self.dataset.shard(num_shards=self.shards, index=shard), start, None)
+            for index, example in enumerate(examples, start):
+                self._position["read"] = index + 1
+                if index % every == offset:
+                    yield example
+        self._position = {"epoch": self.epoch, "shard": len(plan), "read": 0}
+
+    def state_dict(self) -> dict:
+        return dict(self._position)
+
+    def load_state_dict(self, state: dict) -> None:
+        self._resume = dict(state)
+        self._position = dict(state)
+
+
+def _buffer_shuffled(items, size: int, rng):
+    buffer = []
+    for item in items:
+        if len(buffer) < size:
+            buffer.append(item)
+            continue
+        i = int(rng.integers(size))
+        yield buffer[i]
+        buffer[i] = item
+    rng.shuffle(buffer)
+    yield from buffer
 
 
 class TokenStream:
     """Documents packed (EOS-separated) into seq_len+1 token chunks, forever. Its state is
-    the dataset's own position (datasets' state_dict), the tokens left over from the last
+    the documents' position (RankDocuments.state_dict), the tokens left over from the last
     document and the epoch, so a resume continues where the save was instead of replaying
-    the stream. A shuffle buffer is refilled on resume, as datasets documents."""
+    the stream. A shuffle buffer is refilled on resume."""
 
     def __init__(self, dataset, tokenizer, seq_len: int, text_field: str):
         self.dataset, self.tokenizer, self.seq_len, self.text_field = dataset, tokenizer, seq_len, text_field
         self.buffer: list[int] = []
         self.epoch = 0
         self._examples = None
+        self._read_this_epoch = False
 
     def __iter__(self):
         return self
@@ -182,8 +272,11 @@ class TokenStream:
             try:
                 example = next(self._examples)
             except StopIteration:
-                self.epoch, self._examples = self.epoch + 1, None
+                if not self._read_this_epoch:
+                    raise RuntimeError(f"epoch {self.epoch} gave this rank no documents: fewer documents than ranks?") from None
+                self.epoch, self._examples, self._read_this_epoch = self.epoch + 1, None, False
                 continue
+            self._read_this_epoch = True
             self.buffer.extend(self.tokenizer(example[self.text_field], add_special_tokens=False)["input_ids"])
             if eos is not None:
                 self.buffer.append(eos)
@@ -196,6 +289,7 @@ class TokenStream:
     def load_state_dict(self, state: dict) -> None:
         self.dataset.load_state_dict(state["dataset"])
         self.buffer, self.epoch, self._examples = list(state["buffer"]), int(state["epoch"]), None
+        self._read_this_epoch = True
 
 
 class SyntheticTokens:
