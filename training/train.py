@@ -7,6 +7,11 @@ What the HyperPod training operator's log rules watch (log_format.py holds the f
 and the rules' regexes, so the two cannot drift apart):
   step=<n> loss=<float> lr=<float> tokens_per_s=<float> [mfu=<float>]   one line per step
   checkpoint saved step=<n> path=<dir> seconds=<float>                   one line per save
+A step whose loss or gradient norm is not finite is skipped (no optimizer step) and prints
+no loss line, so the rules' loss clocks keep running; a few in a row stop the job.
+
+SIGUSR1 (the agent's graceful stop) and SIGTERM save at the next step boundary and exit;
+where that cannot happen in the agent's stop timeout, the job exits without a save.
 
 Checkpoints are sharded (torch.distributed.checkpoint), one directory per save. A save is
 complete only when rank 0 has written its manifest listing every file and its size, after
@@ -23,6 +28,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from datetime import timedelta
 from itertools import islice
@@ -31,11 +37,23 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from log_format import CHECKPOINT_LINE, HF_TOKEN_SECRET_ENV, LOSS_LINE, NONFINITE_LINE, STOPPED_LINE  # beside this script, in the image too
+from log_format import CHECKPOINT_LINE, HF_TOKEN_SECRET_ENV, LOSS_LINE  # beside this script, in the image too
 from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
 
 MANIFEST = "_COMPLETE.json"
 DATA_STATE = "data_rank{rank:05d}.json"
+# Lines no log rule watches (none has "step=<n> loss=<digits>" or "checkpoint saved"): a
+# skipped step stops no clock, it only fails to feed the loss rules.
+SKIPPED_LINE = "step {step} skipped: loss={loss:.4f} grad_norm={norm:.4g} not finite; {in_a_row} in a row, {total} skipped in all"
+NONFINITE_STOP_LINE = (
+    "training stopped: {count} steps in a row with a non-finite loss or gradient norm (steps {first}-{last}); "
+    "last checkpoint step={saved}"
+)
+UNSAFE_STATE_LINE = "training stopped: non-finite weights or optimizer state after step={step}, not saved; last checkpoint step={saved}"
+SIGNAL_STOP_LINE = "training stopped on {signal} after step={step}; checkpoint step={saved}"
+NO_SAVE_STOP_LINE = "training stopped on {signal} without a checkpoint: {why}; last checkpoint step={saved}"
+# What the stop watchdog keeps of the agent's stop timeout to write its line and exit.
+STOP_MARGIN_S = 5
 
 
 def parse_args(argv=None):
@@ -57,10 +75,23 @@ def parse_args(argv=None):
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0)
+    p.add_argument(
+        "--max-nonfinite-steps",
+        type=int,
+        default=3,
+        help="steps in a row with a non-finite loss or gradient norm (each skipped) after which training stops",
+    )
     p.add_argument("--checkpoint-dir", default=None, help="local path or s3://bucket/prefix")
     p.add_argument("--checkpoint-interval", type=int, default=50)
     p.add_argument("--keep-checkpoints", type=int, default=3, help="complete checkpoints kept; older ones are deleted")
-    p.add_argument("--log-interval", type=int, default=10, help="steps between host syncs; every step is still logged")
+    p.add_argument("--log-interval", type=int, default=10, help="steps per tokens/s window, printed together at its end")
+    p.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=300,
+        help="seconds between the agent's stop signal and its SIGKILL (hyperpodrun --shutdown-timeout, the job's 300): "
+        "a stop that has not saved by then (a peer gone, a hung collective) exits without a checkpoint",
+    )
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--shuffle-buffer", type=int, default=10000, help="0: stream in order")
     p.add_argument(
@@ -79,7 +110,10 @@ def parse_args(argv=None):
     )
     p.add_argument("--bf16", choices=["auto", "on", "off"], default="auto", help="auto: on with CUDA bf16")
     p.add_argument("--peak-tflops", type=float, default=None, help="per device, for MFU (default: from the GPU name)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.max_nonfinite_steps < 1:
+        p.error(f"--max-nonfinite-steps must be 1 or more, not {args.max_nonfinite_steps}")
+    return args
 
 
 # ---------------------------------------------------------------- distributed
@@ -109,15 +143,68 @@ def log(line: str, *, local_rank: int):
 
 
 class StopRequest:
-    """SIGTERM (a preemption, or the agent stopping workers with --shutdown-signal=SIGTERM)
-    asks for a save at the next host sync rather than killing the step."""
+    """SIGUSR1 and SIGTERM: save at the next step boundary, then exit 128 + the signal.
 
-    def __init__(self):
-        self.requested = False
-        signal.signal(signal.SIGTERM, self._handle)
+    The HyperPod agent (hyperpod-elastic-agent 1.1.3) stops workers with SIGUSR1 when the
+    operator's /stop asks for a graceful stop (PLRHyperPodElasticAgent._stop_workers), else
+    with its --shutdown-signal (the job passes SIGTERM), and sends SIGKILL --shutdown-timeout
+    seconds later (or the /stop request's own timeout). A preemption sends SIGTERM too.
+
+    Python runs a signal's handler only between bytecodes of the main thread, which may be
+    waiting inside a collective for a peer that is gone. So a thread watches the signals'
+    wakeup fd (written at once, whatever the main thread is doing) and, if the stop has not
+    printed its last line `timeout_s` after the signal, prints why and exits itself before
+    the agent's SIGKILL.
+    """
+
+    SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+
+    def __init__(self, timeout_s: float, log_line):
+        self.signum: int | None = None
+        self.saved = 0  # the last checkpoint's step, for the watchdog's line
+        self.reported = False  # the stop's last line is out: the watchdog only ends the process
+        self._log = log_line
+        self._closed = threading.Event()
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._handlers = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        self._wakeup = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._watchdog = threading.Thread(target=self._watch, args=(max(1.0, timeout_s - STOP_MARGIN_S),), daemon=True)
+        self._watchdog.start()
 
     def _handle(self, signum, frame):
-        self.requested = True
+        self.signum = self.signum or signum
+
+    def _watch(self, timeout_s: float):
+        signum = None
+        while signum is None:
+            try:
+                data = os.read(self._read, 64)
+            except OSError:
+                return
+            if not data:  # closed: training is over
+                return
+            # Python writes the number of every signal it handles (SIGINT too); ours only.
+            signum = next((b for b in data if b in self.SIGNALS), None)
+        if self._closed.wait(timeout_s):
+            return
+        if not self.reported:
+            self._log(NO_SAVE_STOP_LINE.format(
+                signal=signal.Signals(signum).name,
+                why=f"no step boundary within {timeout_s:.0f}s of the signal (a peer gone, or a collective hung)",
+                saved=self.saved,
+            ))
+        os._exit(128 + signum)
+
+    def close(self):
+        """Restore the handlers and end the watchdog (a run inside a test's process)."""
+        signal.set_wakeup_fd(self._wakeup)
+        for signum, handler in self._handlers.items():
+            signal.signal(signum, handler)
+        self._closed.set()
+        os.close(self._write)
+        self._watchdog.join()
+        os.close(self._read)
 
 
 # ---------------------------------------------------------------- data
@@ -559,9 +646,43 @@ def load_checkpoint(ckpt: str, model, optimizer, stream, rank: int) -> bool:
 # ---------------------------------------------------------------- training
 
 
+def step_verdict(loss, grad_norm, stop: StopRequest, world: int, device) -> tuple[float, float, list[int]]:
+    """The step's one host sync, before the optimizer step: one all-reduce of the loss, the
+    gradient norm and the stop signals each rank got. Returns the mean loss, the norm (the
+    same on every rank: clip_grad_norm_ reduces it over the shards) and the signals asked
+    anywhere, so every rank takes the same decision on the same step."""
+    if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP, already replicated
+        grad_norm = grad_norm.full_tensor()
+    asked = torch.tensor([float(stop.signum == s) for s in StopRequest.SIGNALS], dtype=torch.float64)
+    verdict = torch.cat([torch.stack([loss.detach().double(), grad_norm.detach().double()]), asked.to(device)])
+    dist.all_reduce(verdict)  # SUM (gloo has no AVG); float64, so large finite values stay finite
+    total_loss, total_norm, *counts = verdict.tolist()
+    return total_loss / world, total_norm / world, [s for s, n in zip(StopRequest.SIGNALS, counts) if n]
+
+
+def state_is_finite(model, optimizer, device) -> bool:
+    """Whether every rank's shard of the weights and of the optimizer's moments is finite: a
+    finite step can still overflow them, and a checkpoint must never hold that."""
+    bad = torch.zeros((), device=device)
+    tensors = list(model.parameters()) + [t for state in optimizer.state.values() for t in state.values() if torch.is_tensor(t)]
+    for tensor in tensors:
+        local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+        if local.is_floating_point():
+            bad += (~torch.isfinite(local)).sum().to(device)
+    dist.all_reduce(bad)
+    return bad.item() == 0
+
+
 def train(args) -> int:
     rank, world, local_rank, device = setup_distributed()
-    stop = StopRequest()
+    stop = StopRequest(args.stop_timeout, lambda line: log(line, local_rank=local_rank))
+    try:
+        return _train(args, rank, world, local_rank, device, stop)
+    finally:
+        stop.close()
+
+
+def _train(args, rank: int, world: int, local_rank: int, device, stop: StopRequest) -> int:
     preset = PRESETS[args.model]
     if args.layers:
         preset = Preset(**{**preset.__dict__, "layers": args.layers})
@@ -620,50 +741,88 @@ def train(args) -> int:
     )
 
     model.train()
-    saved = start
-    pending: list[tuple[int, torch.Tensor, float]] = []
+    saved = stop.saved = start
+    in_a_row = skipped = 0
+    pending: list[tuple[int, float, float] | str] = []  # loss lines wait for their window's tokens/s
     window_start = time.perf_counter()
-    for step in range(start + 1, args.max_steps + 1):
-        inputs, targets = next(data)
-        loss = next_token_loss(model(input_ids=inputs).logits, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        pending.append((step, loss.detach(), scheduler.get_last_lr()[0]))
-        scheduler.step()
-        save_now = args.checkpoint_dir and (step % args.checkpoint_interval == 0 or step == args.max_steps)
-        # The first step is printed at once: the JobStart rule waits for it.
-        if len(pending) < args.log_interval and not save_now and step not in (start + 1, args.max_steps):
-            continue
-        # The only host sync in the loop: one all-reduce of this window's losses and of
-        # whether any rank was asked to stop.
-        synced = torch.stack([l for _, l, _ in pending] + [torch.tensor(float(stop.requested), device=device)]).float()
-        dist.all_reduce(synced)  # SUM: gloo has no AVG
-        losses, stopping = (synced[:-1] / world).tolist(), synced[-1].item() > 0
-        elapsed = time.perf_counter() - window_start
-        tps = tokens_per_step * len(pending) / elapsed
-        for (s, _, lr), value in zip(pending, losses):
-            if not math.isfinite(value):
-                # Never saved: a restart resumes from the last finite state.
-                log(NONFINITE_LINE.format(step=s, saved=saved), local_rank=local_rank)
-                dist.destroy_process_group()
-                return 3
+
+    def flush():
+        nonlocal window_start
+        tps = tokens_per_step * len(pending) / (time.perf_counter() - window_start)
+        for entry in pending:
+            if isinstance(entry, str):
+                log(entry, local_rank=local_rank)
+                continue
+            s, value, lr = entry
             line = LOSS_LINE.format(step=s, loss=value, lr=lr, tps=tps)
             if peak:
                 line += f" mfu={mfu(tps, preset, vocab, args.seq_len, world, peak):.3f}"
             log(line, local_rank=local_rank)
         pending.clear()
-        if save_now or (stopping and args.checkpoint_dir):
+        window_start = time.perf_counter()
+
+    def finish(line: str, code: int) -> int:
+        log(line, local_rank=local_rank)
+        stop.reported = True
+        try:
+            dist.destroy_process_group()
+        except RuntimeError:
+            pass  # a broken group: the process ends anyway
+        return code
+
+    def stopped_without_save(signum: int, why: str, error: Exception) -> int:
+        why = f"{why} ({str(error).splitlines()[0][:200]})"
+        return finish(NO_SAVE_STOP_LINE.format(signal=signal.Signals(signum).name, why=why, saved=saved), 128 + signum)
+
+    for step in range(start + 1, args.max_steps + 1):
+        inputs, targets = next(data)
+        loss = next_token_loss(model(input_ids=inputs).logits, targets)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        try:
+            loss_value, norm, asked = step_verdict(loss, grad_norm, stop, world, device)
+        except RuntimeError as error:  # a peer gone: gloo raises, NCCL's watchdog aborts
+            if not stop.signum:
+                raise
+            flush()
+            return stopped_without_save(stop.signum, f"the process group broke at step={step}", error)
+        lr = scheduler.get_last_lr()[0]
+        if math.isfinite(loss_value) and math.isfinite(norm):
+            optimizer.step()
+            in_a_row = 0
+            pending.append((step, loss_value, lr))
+        else:
+            # Skipped: the weights and the optimizer's moments stay as they were.
+            in_a_row, skipped = in_a_row + 1, skipped + 1
+            pending.append(SKIPPED_LINE.format(step=step, loss=loss_value, norm=norm, in_a_row=in_a_row, total=skipped))
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+        if in_a_row >= args.max_nonfinite_steps:
+            flush()
+            line = NONFINITE_STOP_LINE.format(count=in_a_row, first=step - in_a_row + 1, last=step, saved=saved)
+            return finish(line, 3)
+        stopping = bool(asked)
+        save_now = args.checkpoint_dir and (step % args.checkpoint_interval == 0 or step == args.max_steps or stopping)
+        # The first step is printed at once: the JobStart rule waits for it.
+        if len(pending) >= args.log_interval or save_now or stopping or in_a_row or step in (start + 1, args.max_steps):
+            flush()
+        signum = (stop.signum or asked[0]) if stopping else None
+        if save_now:
             t0 = time.perf_counter()
-            path = save_checkpoint(args.checkpoint_dir, step, model, optimizer, stream, rank, args.keep_checkpoints)
-            saved = step
+            try:
+                finite = state_is_finite(model, optimizer, device)
+                if finite:
+                    path = save_checkpoint(args.checkpoint_dir, step, model, optimizer, stream, rank, args.keep_checkpoints)
+            except RuntimeError as error:  # a peer gone mid-save
+                if not stopping:
+                    raise
+                return stopped_without_save(signum, f"the save at step={step} failed", error)
+            if not finite:
+                return finish(UNSAFE_STATE_LINE.format(step=step, saved=saved), 3)
+            saved = stop.saved = step
             log(CHECKPOINT_LINE.format(step=step, path=path, seconds=time.perf_counter() - t0), local_rank=local_rank)
         if stopping:
-            log(STOPPED_LINE.format(step=step, saved=saved), local_rank=local_rank)
-            dist.destroy_process_group()
-            return 128 + signal.SIGTERM
-        window_start = time.perf_counter()
+            return finish(SIGNAL_STOP_LINE.format(signal=signal.Signals(signum).name, step=step, saved=saved), 128 + signum)
     log(f"training finished step={args.max_steps}", local_rank=local_rank)
     dist.barrier()
     dist.destroy_process_group()

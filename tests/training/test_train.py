@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -129,49 +130,237 @@ def _single_env() -> dict:
     return {**bench_train.offline_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
-def _run_single(work: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(_single(work, *args), cwd=work, env=_single_env(), capture_output=True, text=True, timeout=timeout)
+def _train_in_process(work: Path, *args: str) -> tuple[int, str]:
+    """train.py's train() in this process (one rank, gloo): the imports are paid once for all
+    the runs that use it. Returns its exit code and what it printed."""
+    import contextlib
+    import io
+    import os
+
+    import datasets.config
+
+    env = _single_env()
+    saved_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    out = io.StringIO()
+    try:
+        # load_dataset counts each load with a request to the Hub unless offline: seconds here.
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+            patch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+            train = _train_module()
+            code = train.train(train.parse_args(_single(work, *args)[2:]))
+    finally:
+        for k, v in saved_env.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return code, out.getvalue()
 
 
-def test_a_non_finite_loss_is_never_checkpointed_and_exits_non_zero(workdir):
-    ckpt = workdir / "nan-ckpt"
-    # An absurd learning rate: step 1's loss is finite (computed before any update); within a
-    # few steps the weights overflow.
-    result = _run_single(workdir, "--max-steps=20", "--lr=1e30", "--warmup-steps=0", "--log-interval=5",
-                         f"--checkpoint-dir={ckpt}", "--checkpoint-interval=1")
-    assert result.returncode == 3, result.stderr[-2000:]
-    lines = result.stdout.splitlines()
-    # step 1 is printed at once, not at the end of its log window
-    assert any(l.startswith("step=1 loss=") for l in lines)
-    (stopped,) = [l for l in lines if l.startswith("training stopped: non-finite loss")]
-    bad, saved = map(int, re.fullmatch(r"training stopped: non-finite loss at step=(\d+); last checkpoint step=(\d+)", stopped).groups())
-    assert bad >= 2 and saved == bad - 1
-    # every step before the bad one was saved (interval 1), the bad one never
-    assert sorted(p.name for p in ckpt.iterdir())[-1] == f"step_{saved:08d}"
+def _train_module():
+    if str(ROOT / "training") not in sys.path:
+        sys.path.insert(0, str(ROOT / "training"))
+    import train
+
+    return train
+
+
+def _saved_tensors(ckpt: Path, scratch: Path) -> dict[str, "torch.Tensor"]:
+    """A checkpoint's weights and optimizer state by name, read as torch's own converter reads
+    it (no process group): "model.<param>" and "optim.<param>.<step|exp_avg|exp_avg_sq>"."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    dcp_to_torch_save(ckpt, scratch / f"{ckpt.name}.pt")
+    saved = torch.load(scratch / f"{ckpt.name}.pt", weights_only=False)
+    tensors = {f"model.{name}": value for name, value in saved["model"].items()}
+    for name, state in saved["optim"]["state"].items():
+        tensors.update({f"optim.{name}.{key}": value for key, value in state.items()})
+    return tensors
+
+
+def _watched_by_a_rule(line: str) -> list[str]:
     settings, _ = config.load_settings(CONTEXT, "dev")
-    rules = {r["name"]: re.compile(r["logPattern"]) for r in job_manifest.log_rules(settings)}
-    # the line stops the loss clocks instead of feeding them
-    assert not rules["JobHangingDetection"].fullmatch(stopped) and not rules["JobStart"].fullmatch(stopped)
+    return [r["name"] for r in job_manifest.log_rules(settings) if re.fullmatch(r["logPattern"], line)]
 
 
-def test_sigterm_saves_a_checkpoint_and_exits(workdir):
-    ckpt = workdir / "term-ckpt"
-    proc = subprocess.Popen(
-        _single(workdir, "--max-steps=100000", "--log-interval=2", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=100000"),
-        cwd=workdir, env=_single_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    lines = []
-    for line in proc.stdout:
-        lines.append(line.rstrip())
-        if line.startswith("step=3 "):
-            proc.send_signal(signal.SIGTERM)
-            break
-    rest, _ = proc.communicate(timeout=120)
-    lines += rest.splitlines()
-    assert proc.returncode == 128 + signal.SIGTERM
-    (stopped,) = [l for l in lines if l.startswith("training stopped on SIGTERM")]
-    step = int(re.search(r"after step=(\d+)", stopped).group(1))
-    assert (ckpt / f"step_{step:08d}" / "_COMPLETE.json").exists()
+def _poison(patch, *, loss_at=(), grad_at=()):
+    """next_token_loss, poisoned on the given steps of a run from step 1: a NaN loss, or a
+    finite loss whose gradient is infinite (the slope of sqrt at 0)."""
+    import itertools
+
+    train = _train_module()
+    real, steps = train.next_token_loss, itertools.count(1)
+
+    def poisoned(logits, targets):
+        loss, step = real(logits, targets), next(steps)
+        if step in loss_at:
+            return loss * float("nan")
+        if step in grad_at:
+            total = logits.float().sum()
+            return loss + (total - total.detach()).sqrt()
+        return loss
+
+    patch.setattr(train, "next_token_loss", poisoned)
+
+
+def test_a_step_with_a_non_finite_loss_or_gradient_is_skipped_and_nothing_non_finite_is_saved(workdir, tmp_path):
+    import torch
+
+    ckpt = tmp_path / "ckpt"
+    every_step = ("--log-interval=1", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=1", "--keep-checkpoints=20")
+    with pytest.MonkeyPatch.context() as patch:
+        _poison(patch, loss_at={3}, grad_at={5})
+        code, out = _train_in_process(workdir, "--max-steps=6", *every_step)
+    assert code == 0, out[-2000:]
+    trained = _losses(out)
+    assert sorted(trained) == [1, 2, 4, 6]
+    skipped = [l for l in out.splitlines() if " skipped: " in l]
+    assert [l.split()[:2] for l in skipped] == [["step", "3"], ["step", "5"]]
+    assert "loss=nan" in skipped[0] and re.search(r"loss=[0-9.]+ grad_norm=(inf|nan) ", skipped[1]), skipped
+    assert not any(_watched_by_a_rule(l) for l in skipped)  # they feed no loss clock
+    saved = {step: _saved_tensors(ckpt / f"step_{step:08d}", tmp_path) for step in range(1, 7)}
+    for step, tensors in saved.items():
+        assert all(torch.isfinite(t).all() for t in tensors.values()), step
+    # A skipped step moves neither the weights nor the optimizer's moments and step count.
+    for before, after in ((2, 3), (4, 5)):
+        assert all(torch.equal(saved[before][k], saved[after][k]) for k in saved[before]), after
+    assert not torch.equal(saved[3]["model.lm_head.weight"], saved[4]["model.lm_head.weight"])
+    assert saved[6]["optim.lm_head.weight.step"].item() == 4  # steps 1, 2, 4 and 6
+    # A restart from the last checkpoint trains on, healthily.
+    code, out = _train_in_process(workdir, "--max-steps=10", "--log-interval=1", f"--checkpoint-dir={ckpt}")
+    assert code == 0 and f"resumed from {ckpt / 'step_00000006'} at step=6" in out and " skipped: " not in out
+    resumed = _losses(out)
+    assert sorted(resumed) == [7, 8, 9, 10] and all(math.isfinite(v) for v in resumed.values())
+    assert max(resumed.values()) < min(trained[1], trained[2])  # still learning
+
+
+def test_non_finite_steps_in_a_row_stop_the_job_with_one_line_and_finite_checkpoints(workdir, tmp_path):
+    import torch
+
+    ckpt = tmp_path / "ckpt"
+    # An absurd learning rate: step 1 is finite, and its update leaves weights so large that
+    # every later gradient is NaN.
+    code, out = _train_in_process(workdir, "--max-steps=20", "--lr=1e30", "--warmup-steps=0", "--log-interval=5",
+                                  f"--checkpoint-dir={ckpt}", "--checkpoint-interval=1", "--keep-checkpoints=20")
+    assert code == 3, out[-2000:]
+    lines = out.splitlines()
+    assert any(l.startswith("step=1 loss=") for l in lines)  # printed at once, not at its window's end
+    (stopped,) = [l for l in lines if l.startswith("training stopped")]
+    limit = _train_module().parse_args([]).max_nonfinite_steps
+    assert stopped == (f"training stopped: {limit} steps in a row with a non-finite loss or gradient norm "
+                       f"(steps 2-{limit + 1}); last checkpoint step={limit}")
+    assert not _watched_by_a_rule(stopped)
+    assert sorted(p.name for p in ckpt.iterdir()) == [f"step_{s:08d}" for s in range(1, limit + 1)]
+    last = _saved_tensors(ckpt / f"step_{limit:08d}", tmp_path)
+    assert all(torch.isfinite(t).all() for t in last.values())
+
+
+def test_weights_that_overflowed_in_a_finite_step_are_never_saved(workdir, tmp_path):
+    import itertools
+
+    import torch
+
+    ckpt = tmp_path / "ckpt"
+    real_step, steps = torch.optim.AdamW.step, itertools.count(1)
+
+    def overflowing(self, *args, **kwargs):
+        result = real_step(self, *args, **kwargs)
+        if next(steps) == 2:  # as an absurd learning rate or a bf16 overflow can
+            with torch.no_grad():
+                self.param_groups[0]["params"][0].fill_(float("inf"))
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.optim.AdamW, "step", overflowing)
+        code, out = _train_in_process(workdir, "--max-steps=4", "--log-interval=1", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=1")
+    assert code == 3, out[-2000:]
+    assert "training stopped: non-finite weights or optimizer state after step=2, not saved; last checkpoint step=1" in out
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step_00000001"]
+
+
+def _agent_stop_signals() -> set[str]:
+    """The signals hyperpodrun stops workers with, read from its source: SIGUSR1 when the
+    operator's /stop is graceful (PLRHyperPodElasticAgent._stop_workers), else its
+    --shutdown-signal, which the job sets."""
+    import ast
+    import tarfile
+
+    from tests.manifests.test_agent_contract import SDIST
+
+    with tarfile.open(SDIST) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("elastic_agent/plr_hyperpod_elastic_agent.py"))
+        tree = ast.parse(tar.extractfile(member).read())
+    stop_workers = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_stop_workers")
+    graceful = {n.attr for n in ast.walk(stop_workers) if isinstance(n, ast.Attribute) and n.attr.startswith("SIG")}
+    return graceful | {_agent_option("--shutdown-signal")}
+
+
+def _agent_option(option: str) -> str:
+    settings, _ = config.load_settings(CONTEXT, "prod")
+    command = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    return next(a.split("=", 1)[1] for a in command if a.startswith(f"{option}="))
+
+
+def test_the_stop_watchdog_ends_a_stop_before_the_agents_sigkill():
+    train = _train_module()
+    assert 0 < train.STOP_MARGIN_S < train.parse_args([]).stop_timeout <= int(_agent_option("--shutdown-timeout"))
+
+
+def test_each_signal_the_agent_stops_workers_with_saves_at_the_next_step_and_exits(workdir, tmp_path):
+    signals = sorted(_agent_stop_signals())
+    assert signals == ["SIGTERM", "SIGUSR1"]
+    runs = {}
+    try:
+        for name in signals:  # both at once: the startups overlap
+            ckpt = tmp_path / name
+            cmd = _single(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}",
+                          "--checkpoint-interval=100000")
+            runs[name] = subprocess.Popen(cmd, cwd=workdir, env=_single_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for name, proc in runs.items():
+            sent = None
+            for line in proc.stdout:
+                if line.startswith("step=2 "):
+                    sent = time.monotonic()
+                    proc.send_signal(getattr(signal, name))
+                    break
+            rest, _ = proc.communicate(timeout=60)
+            assert sent, f"{name}: the run ended before step 2 ({proc.returncode})"
+            exited = time.monotonic() - sent
+            assert proc.returncode == 128 + getattr(signal, name), rest[-2000:]
+            (stopped,) = [l for l in rest.splitlines() if l.startswith("training stopped")]
+            step = int(re.fullmatch(rf"training stopped on {name} after step=(\d+); checkpoint step=\1", stopped).group(1))
+            assert (tmp_path / name / f"step_{step:08d}" / "_COMPLETE.json").exists()
+            assert exited < 10, exited
+    finally:
+        for proc in runs.values():
+            proc.kill()
+
+
+def test_a_stop_with_a_peer_gone_exits_without_a_save_before_the_agents_sigkill(workdir, tmp_path):
+    # Two ranks as two plain processes (no torchrun, whose agent would end the job itself).
+    # Rank 1 freezes, as a hung node does, so rank 0's next collective never completes.
+    stop_timeout = 7
+    ckpt = tmp_path / "ckpt"
+    env = {**_single_env(), "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
+    cmd = _single(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}",
+                  "--checkpoint-interval=100000", f"--stop-timeout={stop_timeout}")
+    ranks = [subprocess.Popen(cmd, cwd=workdir, env={**env, "RANK": str(r)}, stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True) for r in (0, 1)]
+    try:
+        assert any(line.startswith("step=2 ") for line in ranks[0].stdout), "rank 0 ended before step 2"
+        ranks[1].send_signal(signal.SIGSTOP)
+        sent = time.monotonic()
+        ranks[0].send_signal(signal.SIGUSR1)
+        rest, _ = ranks[0].communicate(timeout=60)
+        exited = time.monotonic() - sent
+    finally:
+        for proc in ranks:
+            proc.kill()
+    assert ranks[0].returncode == 128 + signal.SIGUSR1
+    (stopped,) = [l for l in rest.splitlines() if l.startswith("training stopped")]
+    assert re.fullmatch(r"training stopped on SIGUSR1 without a checkpoint: no step boundary within \d+s of the signal "
+                        r"\(a peer gone, or a collective hung\); last checkpoint step=0", stopped), stopped
+    assert exited < stop_timeout  # before the agent's SIGKILL
+    assert not ckpt.exists()
 
 
 def test_stream_state_resumes_at_the_next_chunk(workdir):
@@ -206,28 +395,9 @@ PERFORMANCE_FLAGS = {
 
 
 def _run_in_process(work: Path, *args: str) -> dict[int, float]:
-    """train.py's train() in this process (one rank, gloo): the imports are paid once for
-    all the option runs below. Returns the logged losses."""
-    import contextlib
-    import io
-    import os
-
-    sys.path.insert(0, str(ROOT / "training"))
-    import train
-
-    env = _single_env()
-    saved_env = {k: os.environ.get(k) for k in env}
-    saved_term = signal.getsignal(signal.SIGTERM)
-    os.environ.update(env)
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            assert train.train(train.parse_args(_single(work, *args)[2:])) == 0
-    finally:
-        signal.signal(signal.SIGTERM, saved_term)
-        for k, v in saved_env.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    return _losses(out.getvalue())
+    code, out = _train_in_process(work, *args)
+    assert code == 0, out[-2000:]
+    return _losses(out)
 
 
 @pytest.fixture(scope="module")
