@@ -198,8 +198,10 @@ class NetworkStack(PlatformStack):
             "ec2:Describe* support no resource-level permissions (Service Authorization Reference); the deletes are "
             "limited to endpoints and security groups tagged GuardDutyManaged, as GuardDuty's own role is",
             "AwsSolutions-IAM5[Resource::*]",
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:vpc-endpoint/*]",
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:security-group/*]",
+            *(
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{self.region}:{self.account}:{kind}/*]"
+                for kind in ("vpc-endpoint", "security-group")
+            ),
         )
 
     # ------------------------------------------------------------------ existing VPC
