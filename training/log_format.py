@@ -11,10 +11,18 @@ HF_TOKEN_SECRET_ENV = "HF_TOKEN_SECRET_ID"
 
 LOSS_LINE = "step={step} loss={loss:.4f} lr={lr:.3e} tokens_per_s={tps:.1f}"
 CHECKPOINT_LINE = "checkpoint saved step={step} path={path} seconds={seconds:.1f}"
+# Lines no log rule watches (none has "step=<n> loss=<digits>" or "checkpoint saved"): a
+# skipped step stops no clock, it only fails to feed the loss rules.
+SKIPPED_LINE = "step {step} skipped: loss={loss:.4f} grad_norm={norm:.4g} not finite; {in_a_row} in a row, {total} skipped in all"
 # Printed once, then the process exits non-zero; nothing after the last good step is saved.
-NONFINITE_LINE = "training stopped: non-finite loss at step={step}; last checkpoint step={saved}"
-# Printed when SIGTERM (a preemption, or the agent stopping workers) was honoured by a save.
-STOPPED_LINE = "training stopped on SIGTERM after step={step}; checkpoint step={saved}"
+NONFINITE_STOP_LINE = (
+    "training stopped: {count} steps in a row with a non-finite loss or gradient norm (steps {first}-{last}); "
+    "last checkpoint step={saved}"
+)
+UNSAFE_STATE_LINE = "training stopped: non-finite weights or optimizer state after step={step}, not saved; last checkpoint step={saved}"
+# A stop signal (SIGUSR1: the agent's graceful stop; SIGTERM) honoured by a save, or not.
+SIGNAL_STOP_LINE = "training stopped on {signal} after step={step}; checkpoint step={saved}"
+NO_SAVE_STOP_LINE = "training stopped on {signal} without a checkpoint: {why}; last checkpoint step={saved}"
 
 # Any loss line; a non-finite loss ("nan", "inf") does not match, so it stops the clock.
 LOSS_PATTERN = r".*step=\d+ loss=[0-9]+\.[0-9]+ .*"

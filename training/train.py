@@ -37,21 +37,20 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from log_format import CHECKPOINT_LINE, HF_TOKEN_SECRET_ENV, LOSS_LINE  # beside this script, in the image too
+from log_format import (  # beside this script, in the image too
+    CHECKPOINT_LINE,
+    HF_TOKEN_SECRET_ENV,
+    LOSS_LINE,
+    NO_SAVE_STOP_LINE,
+    NONFINITE_STOP_LINE,
+    SIGNAL_STOP_LINE,
+    SKIPPED_LINE,
+    UNSAFE_STATE_LINE,
+)
 from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
 
 MANIFEST = "_COMPLETE.json"
 DATA_STATE = "data_rank{rank:05d}.json"
-# Lines no log rule watches (none has "step=<n> loss=<digits>" or "checkpoint saved"): a
-# skipped step stops no clock, it only fails to feed the loss rules.
-SKIPPED_LINE = "step {step} skipped: loss={loss:.4f} grad_norm={norm:.4g} not finite; {in_a_row} in a row, {total} skipped in all"
-NONFINITE_STOP_LINE = (
-    "training stopped: {count} steps in a row with a non-finite loss or gradient norm (steps {first}-{last}); "
-    "last checkpoint step={saved}"
-)
-UNSAFE_STATE_LINE = "training stopped: non-finite weights or optimizer state after step={step}, not saved; last checkpoint step={saved}"
-SIGNAL_STOP_LINE = "training stopped on {signal} after step={step}; checkpoint step={saved}"
-NO_SAVE_STOP_LINE = "training stopped on {signal} without a checkpoint: {why}; last checkpoint step={saved}"
 # What the stop watchdog keeps of the agent's stop timeout to write its line and exit.
 STOP_MARGIN_S = 5
 
