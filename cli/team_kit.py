@@ -67,7 +67,7 @@ def build(settings: Settings, name: str) -> dict:
     """The kit as a plain mapping (what --format json writes)."""
     t = team(settings, name)
     names = naming.team_names(t.name)
-    kubeconfig = f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}"
+    kubeconfig = settings.kubeconfig_command
     topology = settings.topology
     return {
         "environment": settings.env_name,

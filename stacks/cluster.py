@@ -109,7 +109,7 @@ class ClusterStack(PlatformStack):
 
         cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "EksClusterArn", value=self.cluster.cluster_arn)
-        kubeconfig = f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}"
+        kubeconfig = settings.kubeconfig_command
         cdk.CfnOutput(self, "UpdateKubeconfigCommand", value=kubeconfig)
         where = (
             # A private endpoint answers only inside the VPC: CloudShell's VPC environments

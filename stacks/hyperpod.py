@@ -129,7 +129,7 @@ class HyperPodStack(PlatformStack):
         cdk.CfnOutput(
             self,
             "UpdateKubeconfigCommand",
-            value=f"aws eks update-kubeconfig --region {settings.region} --name {settings.eks_cluster_name}",
+            value=settings.kubeconfig_command,
         )
 
     # ------------------------------------------------------------------ readiness

@@ -53,6 +53,11 @@ class Settings(Model):
         return self.eks.cluster_name or naming.default_eks_cluster_name(self.prefix, self.env_name)
 
     @property
+    def kubeconfig_command(self) -> str:
+        """The command that points kubectl at the EKS cluster (the stacks' outputs, the team kit)."""
+        return f"aws eks update-kubeconfig --region {self.region} --name {self.eks_cluster_name}"
+
+    @property
     def hyperpod_cluster_name(self) -> str:
         return self.hyperpod.cluster_name or naming.default_hyperpod_cluster_name(self.prefix, self.env_name)
 
@@ -76,10 +81,7 @@ class Settings(Model):
 
     def capacity(self) -> dict[str, int]:
         """Instances per type over all groups."""
-        totals: dict[str, int] = {}
-        for group in self.hyperpod.instance_groups:
-            totals[group.instance_type] = totals.get(group.instance_type, 0) + group.ceiling
-        return totals
+        return {itype: kinds["count"] for itype, kinds in self.resource_capacity().items()}
 
     def resource_capacity(self) -> dict[str, dict[str, float]]:
         """Per instance type, what its groups hold at their ceilings, by the kinds a quota
