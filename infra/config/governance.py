@@ -249,8 +249,8 @@ def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict,
             p.error(f"{path}.accelerators", amount, f"but {q.instance_type} {why}")
         elif amount > have.get(kind, 0) + 1e-9:
             p.error(f"{path}.{_field(kind)}", amount, f"is more than the cluster's {_amount(kind, have.get(kind, 0))} of {q.instance_type}")
-    spec = catalogue.lookup(q.instance_type)
-    return q.takes(have, spec.accelerators if spec else 0) if len(p.errors) == problems else None
+    # `capacity` holds catalogued types only, so the lookup finds it.
+    return q.takes(have, catalogue.CATALOGUE[q.instance_type].accelerators) if len(p.errors) == problems else None
 
 
 def _field(kind: str) -> str:

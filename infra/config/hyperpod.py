@@ -285,7 +285,7 @@ def _check_mig(g: InstanceGroup, spec: catalogue.InstanceType, path: str, p: Pro
         return
     fitting = sorted(n for n, d in chart.MIG_CONFIGS.items() if d and all(offered.get(k, 0) >= c for k, c in d.items()))
     devices = chart.MIG_CONFIGS.get(g.mig_profile)
-    if devices is None or not devices:
+    if not devices:
         allowed = ", ".join(fitting) or "none: the chart has no configuration for it"
         p.error(where, g.mig_profile, f"is not a MIG configuration of the chart's GPU operator for {spec.accelerator}; allowed: {allowed}")
     elif not all(offered.get(k, 0) >= c for k, c in devices.items()):
