@@ -15,6 +15,7 @@ from constructs import Construct
 
 from infra import compliance, naming, readiness, timing
 from infra.config import InstanceGroup, Settings
+from infra.config.hyperpod import Deployment
 from infra.stack import PlatformStack
 from stacks.cluster import ClusterStack
 from stacks.lifecycle import ON_CREATE
@@ -44,6 +45,10 @@ NETWORK_INTERFACE_ACTIONS = (
     "UnassignPrivateIpAddresses",
 )
 
+# HyperPod's customer managed key page (smcluster-cmk): the execution role creates grants on the
+# volumes' key for scaling out, adding nodes and patching, and reads the key.
+VOLUME_KEY_ACTIONS = ("kms:CreateGrant", "kms:DescribeKey")
+
 # The grants the autoscaler role may create for the volumes of nodes it adds (the docs' policy).
 AUTOSCALER_GRANT_OPERATIONS = (
     "CreateGrant", "Decrypt", "DescribeKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptTo", "ReEncryptFrom",
@@ -70,7 +75,7 @@ INSTANCE_GROUP_COVERAGE = {
     "ExecutionRole": "the stack's execution role",
     "LifeCycleConfig": "the lifecycle scripts of the cluster stack",
     "ThreadsPerCore": "threads_per_core",
-    "InstanceStorageConfigs": "ebs_volume_gb (FSx reaches pods through the CSI driver: fsx)",
+    "InstanceStorageConfigs": "ebs_volume_gb, hyperpod.volume_encryption (FSx reaches pods through the CSI driver: fsx)",
     "OnStartDeepHealthChecks": "deep_health_checks",
     "KubernetesConfig": "labels, taints, mig_profile",
     "TrainingPlanArn": "training_plan_arn",
@@ -80,6 +85,8 @@ INSTANCE_GROUP_COVERAGE = {
     "InstanceRequirements": "alternative_instance_types",
     "ImageId": "image_id",
     "ScheduledUpdateConfig": "scheduled_update",
+    "AutoPatchConfig": "auto_patch",
+    "ImageReleaseVersion": "image_release_version",
     "NetworkInterface": "network_interface",
 }
 LEFT_OUT = {
@@ -91,8 +98,6 @@ LEFT_OUT = {
     "RestrictedInstanceGroups": "out of scope: restricted groups run Amazon Nova customization, not this platform's jobs",
     "RestrictedInstanceGroupsConfig": "out of scope: configures the restricted groups above",
     "SlurmConfig": "Slurm-only",
-    "AutoPatchConfig": "out of scope for now: ScheduledUpdateConfig already rolls AMI updates; the two are not documented together",
-    "ImageReleaseVersion": "out of scope for now: image_id pins an AMI outright",
 }
 
 
@@ -105,6 +110,7 @@ class HyperPodStack(PlatformStack):
         self.bucket_key = cluster.bucket_key
         self.role_policies: list[iam.ManagedPolicy] = []
         self.execution_role = self._execution_role()
+        self.volume_keys = self._volume_keys()
         self.autoscaler_role = self._autoscaler_role() if settings.hyperpod.autoscaling == "karpenter" else None
         self.cluster = self._hyperpod_cluster()
         # Nodes assume the execution role as soon as the cluster starts them: its KMS, ENI and
@@ -257,6 +263,59 @@ class HyperPodStack(PlatformStack):
         )
         return role
 
+    # ------------------------------------------------------------------ volume encryption
+
+    def _volume_keys(self) -> dict[str, str]:
+        """Instance group name -> the KMS key ARN of its volumes (empty: AWS-owned keys). The key
+        this stack creates carries the key policy of HyperPod's customer managed key page
+        (https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html): the execution
+        role may create grants for AWS resources and describe the key, through SageMaker only,
+        with no encryption-context condition (HyperPod passes none)."""
+        encryption = self.settings.hyperpod.volume_encryption
+        if encryption is None:
+            return {}
+        groups = [g.name for g in self.settings.hyperpod.instance_groups]
+        if encryption.kms_key_arn:
+            arns = {name: encryption.kms_key_arn for name in groups}
+        else:
+            arns = {}
+            role = iam.ArnPrincipal(self.execution_role.role_arn)
+            via_sagemaker = {"kms:ViaService": f"sagemaker.{self.region}.amazonaws.com"}
+            for name in groups:
+                key = self.data_key(f"VolumeKey-{name}", f"volumes-{name}", f"EBS volumes of HyperPod instance group {name}")
+                key.add_to_resource_policy(iam.PolicyStatement(
+                    sid="HyperPodExecutionRoleGrants", principals=[role], actions=["kms:CreateGrant"], resources=["*"],
+                    conditions={"StringEquals": via_sagemaker, "Bool": {"kms:GrantIsForAWSResource": "true"}},
+                ))
+                key.add_to_resource_policy(iam.PolicyStatement(
+                    sid="HyperPodExecutionRoleDescribe", principals=[role], actions=["kms:DescribeKey"], resources=["*"],
+                    conditions={"StringEquals": via_sagemaker},
+                ))
+                arns[name] = key.key_arn
+        policy = iam.ManagedPolicy(
+            self,
+            "VolumeKeyPolicy",
+            roles=[self.execution_role],
+            statements=[iam.PolicyStatement(sid="VolumeKeys", actions=list(VOLUME_KEY_ACTIONS), resources=sorted(set(arns.values())))],
+        )
+        self.role_policies.append(policy)
+        return arns
+
+    def _storage(self, group: InstanceGroup) -> list:
+        """The /opt/sagemaker volume, and the root volume where it takes our key (RootVolume:
+        no size, HyperPod sizes it; the schema's ClusterEbsVolumeConfig)."""
+        key = self.volume_keys.get(group.name)
+        configs = [
+            sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(volume_size_in_gb=group.ebs_volume_gb, volume_kms_key_id=key)
+            )
+        ]
+        if key and self.settings.hyperpod.volume_encryption.root_volume:
+            configs.insert(0, sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(root_volume=True, volume_kms_key_id=key)
+            ))
+        return configs
+
     # ------------------------------------------------------------------ autoscaling
 
     def _autoscaler_role(self) -> iam.Role:
@@ -337,11 +396,7 @@ class HyperPodStack(PlatformStack):
             life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
                 source_s3_uri=self.lifecycle_uri, on_create=ON_CREATE
             ),
-            instance_storage_configs=[
-                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(volume_size_in_gb=group.ebs_volume_gb)
-                )
-            ],
+            instance_storage_configs=self._storage(group),
             on_start_deep_health_checks=list(group.health_checks) or None,
             kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
                 labels=group.node_labels or None,
@@ -358,7 +413,13 @@ class HyperPodStack(PlatformStack):
             min_instance_count=group.min_count,
             capacity_requirements=self._capacity(group),
             image_id=group.image_id,
+            image_release_version=group.image_release_version,
             scheduled_update_config=self._scheduled_update(group),
+            auto_patch_config=sagemaker.CfnCluster.AutoPatchConfigProperty(
+                patching_strategy=group.auto_patch.strategy, deployment_config=self._deployment(group.auto_patch)
+            )
+            if group.auto_patch
+            else None,
             network_interface=sagemaker.CfnCluster.ClusterNetworkInterfaceProperty(interface_type=group.network_interface)
             if group.network_interface
             else None,
@@ -383,27 +444,29 @@ class HyperPodStack(PlatformStack):
             spot=empty if group.capacity == "spot" else None, on_demand=empty if group.capacity == "on_demand" else None
         )
 
-    @staticmethod
-    def _scheduled_update(group: InstanceGroup):
+    @classmethod
+    def _scheduled_update(cls, group: InstanceGroup):
         update = group.scheduled_update
         if update is None:
             return None
+        return sagemaker.CfnCluster.ScheduledUpdateConfigProperty(
+            schedule_expression=update.schedule, deployment_config=cls._deployment(update)
+        )
+
+    @staticmethod
+    def _deployment(update: Deployment) -> sagemaker.CfnCluster.DeploymentConfigProperty:
+        """The DeploymentConfig of a scheduled update or of auto-patching: the same shape."""
 
         def size(batch):
             return batch and sagemaker.CfnCluster.CapacitySizeConfigProperty(type=batch.cfn_type, value=batch.value)
 
-        return sagemaker.CfnCluster.ScheduledUpdateConfigProperty(
-            schedule_expression=update.schedule,
-            deployment_config=sagemaker.CfnCluster.DeploymentConfigProperty(
-                rolling_update_policy=sagemaker.CfnCluster.RollingUpdatePolicyProperty(
-                    maximum_batch_size=size(update.batch), rollback_maximum_batch_size=size(update.rollback_batch)
-                ),
-                wait_interval_in_seconds=update.wait_seconds,
-                auto_rollback_configuration=[
-                    sagemaker.CfnCluster.AlarmDetailsProperty(alarm_name=alarm) for alarm in update.rollback_alarms
-                ]
-                or None,
+        return sagemaker.CfnCluster.DeploymentConfigProperty(
+            rolling_update_policy=sagemaker.CfnCluster.RollingUpdatePolicyProperty(
+                maximum_batch_size=size(update.batch), rollback_maximum_batch_size=size(update.rollback_batch)
             ),
+            wait_interval_in_seconds=update.wait_seconds,
+            auto_rollback_configuration=[sagemaker.CfnCluster.AlarmDetailsProperty(alarm_name=alarm) for alarm in update.rollback_alarms]
+            or None,
         )
 
     @property

@@ -38,14 +38,20 @@ CAPABILITIES = {
                                          {"availability_zone": "us-east-1b", "cidr": "10.1.128.0/17"}]},
         "hyperpod": {
             "tiered_storage_memory_percent": 20,
+            # Customer managed keys need continuous provisioning (HyperPod's smcluster-cmk page).
+            "continuous_provisioning": True,
+            "volume_encryption": {},
             "instance_groups": [
                 {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 2, "min_count": 1, "capacity": "on_demand",
                  "image_id": "ami-0123456789abcdef0",
                  "scheduled_update": {"schedule": "cron(0 3 ? * SUN *)", "batch": {"unit": "percent", "value": 50},
                                       "wait_seconds": 300, "rollback_alarms": ["hyperpod-dev-node-health"]}},
                 {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1, "capacity": "spot",
-                 "alternative_instance_types": ["ml.g6.8xlarge"], "network_interface": "efa"},
+                 "alternative_instance_types": ["ml.g6.8xlarge"], "network_interface": "efa",
+                 "auto_patch": {"strategy": "WhenIdle", "batch": {"unit": "instances", "value": 1}, "wait_seconds": 120}},
+                # A value of the schema's MAJOR.MINOR.PATCH pattern, not a HyperPod AMI release we could confirm.
                 {"name": "reserved", "instance_type": "ml.g5.12xlarge", "count": 1, "availability_zone": "us-east-1b",
+                 "image_release_version": "1.0.0",
                  "training_plan_arn": "arn:aws:sagemaker:us-east-1:111111111111:training-plan/research-q1",
                  "labels": {"team": "research"}, "taints": [{"key": "reserved", "value": "research", "effect": "NoSchedule"}]},
             ],

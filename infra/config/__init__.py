@@ -15,7 +15,7 @@ from infra.config.addons import AddonsSettings, AddonSwitch, GrafanaSettings, Ob
 from infra.config.base import ConfigError
 from infra.config.eks import LOG_TYPES, CoreAddon, CoreAddons, EksSettings
 from infra.config.governance import TOPOLOGY_LEVELS, GovernanceSettings, PriorityClass, QuotaResource, Team, TopologySettings
-from infra.config.hyperpod import HelmChartSource, HyperPodSettings, InstanceGroup, RollingBatch, ScheduledUpdate, Taint
+from infra.config.hyperpod import AutoPatch, HelmChartSource, HyperPodSettings, InstanceGroup, RollingBatch, ScheduledUpdate, Taint, VolumeEncryption
 from infra.config.loading import (
     DEFAULT_ENV,
     check,
@@ -38,7 +38,7 @@ __all__ = [
     "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",
     "HyperPodSettings", "HyperPodSubnet", "InstanceGroup", "NetworkSettings", "ObservabilityAddon",
     "ObservabilityMetrics", "PriorityClass", "ProtectionSettings", "QuotaResource", "RollingBatch", "SampleJobSettings",
-    "ScheduledUpdate", "Settings", "Taint", "Team", "TopologySettings",
+    "ScheduledUpdate", "Settings", "Taint", "Team", "TopologySettings", "AutoPatch", "VolumeEncryption",
     "check", "context_from_cdk_cli", "deep_merge", "environment_names", "field_paths", "load_settings",
     "merged_environment", "override",
 ]

@@ -32,16 +32,41 @@ class RollingBatch(Model):
         return "INSTANCE_COUNT" if self.unit == "instances" else "CAPACITY_PERCENTAGE"
 
 
-class ScheduledUpdate(Model):
-    """AMI updates on a schedule (ScheduledUpdateConfig): rolling, rolled back on an alarm."""
+class Deployment(Model):
+    """How an AMI update rolls through a group (the schema's DeploymentConfig): in batches,
+    waiting between them, rolled back on an alarm."""
 
-    # cron(Minutes Hours Day-of-month Month Day-of-week Year), as the schema's pattern allows.
-    schedule: str
     batch: RollingBatch = RollingBatch()
     rollback_batch: Optional[RollingBatch] = None
     # Their limits come from the cluster schema (infra/config/limits.py).
     wait_seconds: int = 0
     rollback_alarms: tuple[str, ...] = ()
+
+
+class ScheduledUpdate(Deployment):
+    """AMI updates on a schedule (ScheduledUpdateConfig): rolling, rolled back on an alarm."""
+
+    # cron(Minutes Hours Day-of-month Month Day-of-week Year), as the schema's pattern allows.
+    schedule: str
+
+
+class AutoPatch(Deployment):
+    """Security-only AMI patches applied as the group's nodes go idle (AutoPatchConfig; HyperPod's
+    "AMI automatic patching" page). Its strategy's allowed values are the schema's enum
+    (infra/config/limits.py): WhenIdle patches each node as it goes idle, WhenAllIdle waits for all."""
+
+    strategy: str
+
+
+class VolumeEncryption(Model):
+    """The nodes' EBS volumes under customer managed KMS keys (VolumeKmsKeyId; HyperPod's page
+    "Customer managed AWS KMS key encryption for SageMaker HyperPod", smcluster-cmk)."""
+
+    # A key ARN in the cluster's region; None: the stack creates one key per instance group,
+    # as that page recommends (a revoked grant on a shared key leaves other groups' grants).
+    kms_key_arn: Optional[str] = None
+    # Also the root volume (RootVolume true), not only the /opt/sagemaker volume.
+    root_volume: bool = True
 
 
 class InstanceGroup(Model):
@@ -59,7 +84,11 @@ class InstanceGroup(Model):
     alternative_instance_types: tuple[str, ...] = ()
     # A custom AMI built from the HyperPod AMI (ImageId); None: HyperPod's current AMI.
     image_id: Optional[str] = None
+    # A HyperPod AMI release (ImageReleaseVersion, MAJOR.MINOR.PATCH); None: the latest at
+    # create. Changing it runs UpdateClusterSoftware on the group.
+    image_release_version: Optional[str] = None
     scheduled_update: Optional[ScheduledUpdate] = None
+    auto_patch: Optional[AutoPatch] = None
     # EFA interface type (NetworkInterface): "efa-only" gives EFA without an IP interface.
     network_interface: Optional[Literal["efa", "efa-only"]] = None
     threads_per_core: int = 1
@@ -157,6 +186,8 @@ class HyperPodSettings(Model):
     # Managed tiered checkpointing: this share of each node's memory holds checkpoints
     # (TieredStorageConfig); None leaves it off.
     tiered_storage_memory_percent: Optional[int] = None
+    # Customer managed KMS keys for the nodes' volumes; None: AWS-owned keys.
+    volume_encryption: Optional[VolumeEncryption] = None
 
     @property
     def continuous(self) -> bool:
@@ -260,9 +291,19 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
             p.error(f"{path}.scheduled_update.schedule", update.schedule, f"never fires: {never}")
         if not cfn_schema.matches(rule, update.schedule):
             p.error(f"{path}.scheduled_update.schedule", update.schedule, "must be cron(minutes hours day-of-month month day-of-week year), e.g. cron(0 3 ? * SUN *)")
-        for name, batch in (("batch", update.batch), ("rollback_batch", update.rollback_batch)):
+    for field, deployment in (("scheduled_update", g.scheduled_update), ("auto_patch", g.auto_patch)):
+        for name, batch in (("batch", deployment and deployment.batch), ("rollback_batch", deployment and deployment.rollback_batch)):
             if batch is not None and batch.unit == "percent" and batch.value > 100:
-                p.error(f"{path}.scheduled_update.{name}.value", batch.value, "must be 1 to 100 percent")
+                p.error(f"{path}.{field}.{name}.value", batch.value, "must be 1 to 100 percent")
+    if g.image_release_version is not None and g.image_id is not None:
+        # ImageId names an AMI outright; ImageReleaseVersion a release of HyperPod's own AMI.
+        p.error(f"{path}.image_release_version", g.image_release_version, "cannot be given with image_id (a custom AMI); give one of them")
+    if g.auto_patch is not None and g.scheduled_update is not None:
+        # HyperPod's AMI update page: "If schedules overlap, updates might fail."
+        p.warn(
+            f"{path}.auto_patch: the group also has scheduled_update; both roll AMI updates through it, and HyperPod's "
+            "AMI update page warns that overlapping updates might fail"
+        )
     if g.autoscaled:
         if s.hyperpod.autoscaling != "karpenter":
             p.error(f"{path}.autoscaled", True, 'needs hyperpod.autoscaling "karpenter"')
@@ -296,6 +337,25 @@ def _check_mig(g: InstanceGroup, spec: catalogue.InstanceType, path: str, p: Pro
         p.error(where, g.mig_profile, "is not supported on a group with alternative_instance_types (a flexible instance group); give it one type")
     if "nvidia.com/mig.config" in g.labels:
         p.error(f"{path}.labels", "nvidia.com/mig.config", "is set from mig_profile; give the configuration there")
+
+
+def check_volume_encryption(s: Settings, p: Problems) -> None:
+    """What HyperPod's customer managed key page (smcluster-cmk) requires of the cluster and the key."""
+    enc = s.hyperpod.volume_encryption
+    if enc is None:
+        return
+    if not s.hyperpod.continuous:
+        p.error(
+            "hyperpod.volume_encryption", enc.model_dump(exclude_defaults=True),
+            "needs hyperpod.continuous_provisioning true: HyperPod supports customer managed keys only with continuous node provisioning",
+        )
+    arn = enc.kms_key_arn
+    if arn is not None:
+        found = re.fullmatch(r"arn:(aws[a-z-]*):kms:([a-z0-9-]+):(\d{12}):key/[a-zA-Z0-9-]+", arn)
+        if found is None:
+            p.error("hyperpod.volume_encryption.kms_key_arn", arn, "must be a KMS key ARN, arn:aws:kms:<region>:<account>:key/<key-id> (not an alias)")
+        elif (found[1], found[2]) != (naming.partition(s.region), s.region):
+            p.error("hyperpod.volume_encryption.kms_key_arn", arn, f"is in {found[2]}; EBS volumes in {s.region} take a key of that region")
 
 
 def check_autoscaling(s: Settings, p: Problems) -> None:

@@ -92,6 +92,15 @@ FIELDS: dict[str, Limit] = {
     f"{_GROUP}.scheduled_update.rollback_alarms": Limit(
         Cfn(_CLUSTER, "InstanceGroups.[].ScheduledUpdateConfig.DeploymentConfig.AutoRollbackConfiguration")
     ),
+    f"{_GROUP}.auto_patch.strategy": Limit(Cfn(_CLUSTER, "InstanceGroups.[].AutoPatchConfig.PatchingStrategy")),
+    f"{_GROUP}.auto_patch.wait_seconds": Limit(Cfn(_CLUSTER, "InstanceGroups.[].AutoPatchConfig.DeploymentConfig.WaitIntervalInSeconds")),
+    f"{_GROUP}.auto_patch.rollback_alarms": Limit(
+        Cfn(_CLUSTER, "InstanceGroups.[].AutoPatchConfig.DeploymentConfig.AutoRollbackConfiguration")
+    ),
+    f"{_GROUP}.image_release_version": Limit(Cfn(_CLUSTER, "InstanceGroups.[].ImageReleaseVersion")),
+    "hyperpod.volume_encryption.kms_key_arn": Limit(
+        Cfn(_CLUSTER, "InstanceGroups.[].InstanceStorageConfigs.[].EbsVolumeConfig.VolumeKmsKeyId")
+    ),
     "eks.cluster_name": Limit(Cfn("AWS::EKS::Cluster", "Name")),
     "governance.priority_classes": Limit(Cfn("AWS::SageMaker::ClusterSchedulerConfig", "SchedulerConfig.PriorityClasses")),
     "governance.priority_classes[].name": Limit(Cfn("AWS::SageMaker::ClusterSchedulerConfig", "SchedulerConfig.PriorityClasses.[].Name")),

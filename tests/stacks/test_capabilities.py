@@ -70,9 +70,105 @@ def test_cluster_options_reach_the_template_in_the_schema_shapes(synth):
     assert gpu["CapacityRequirements"] == {"Spot": {}} and gpu["NetworkInterface"] == {"InterfaceType": "efa"}
 
 
+def test_auto_patching_and_the_ami_release_reach_the_template_in_the_schema_shapes(synth):
+    cluster = _one(synth("cluster-options"), "hyperpod", "AWS::SageMaker::Cluster")
+    groups = {g["InstanceGroupName"]: g for g in cluster["InstanceGroups"]}
+    assert groups["gpu"]["AutoPatchConfig"] == {
+        "PatchingStrategy": "WhenIdle",
+        "DeploymentConfig": {"RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1}}, "WaitIntervalInSeconds": 120},
+    }
+    # The schema's own pattern (MAJOR.MINOR.PATCH) holds the value the config gives.
+    rule = cfn_schema.definition("AWS::SageMaker::Cluster", "ClusterInstanceGroup")["properties"]["ImageReleaseVersion"]
+    assert groups["reserved"]["ImageReleaseVersion"] == "1.0.0" and cfn_schema.matches(rule, "1.0.0")
+
+
+def test_each_groups_volumes_take_its_own_key_with_the_documented_key_policy(synth):
+    # HyperPod's page "Customer managed AWS KMS key encryption for SageMaker HyperPod"
+    # (https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html): the execution role may
+    # kms:CreateGrant (for AWS resources) and kms:DescribeKey, both via SageMaker, and no
+    # encryption-context condition; a root volume config has a key and no size. One key per group,
+    # as the page recommends.
+    s = synth("cluster-options")
+    cluster = _one(s, "hyperpod", "AWS::SageMaker::Cluster")
+    resources = s.templates["hyperpod"]["Resources"]
+    role_id = cluster["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]
+    keys = set()
+    for group in cluster["InstanceGroups"]:
+        root, data = (c["EbsVolumeConfig"] for c in group["InstanceStorageConfigs"])
+        assert root["RootVolume"] is True and "VolumeSizeInGB" not in root
+        assert data["VolumeSizeInGB"] > 0 and "RootVolume" not in data and data["VolumeKmsKeyId"] == root["VolumeKmsKeyId"]
+        keys.add(root["VolumeKmsKeyId"]["Fn::GetAtt"][0])
+    assert len(keys) == len(cluster["InstanceGroups"])
+    via = {"kms:ViaService": "sagemaker.us-east-1.amazonaws.com"}  # the stack's concrete region
+    for key_id in keys:
+        key = resources[key_id]["Properties"]
+        assert key["EnableKeyRotation"] is True
+        ours = {st["Sid"]: st for st in key["KeyPolicy"]["Statement"] if st.get("Sid", "").startswith("HyperPod")}
+        grants, describe = ours["HyperPodExecutionRoleGrants"], ours["HyperPodExecutionRoleDescribe"]
+        assert grants["Principal"] == describe["Principal"] == {"AWS": {"Fn::GetAtt": [role_id, "Arn"]}}
+        assert grants["Action"] == "kms:CreateGrant" and describe["Action"] == "kms:DescribeKey"
+        assert grants["Condition"] == {"StringEquals": via, "Bool": {"kms:GrantIsForAWSResource": "true"}}
+        assert describe["Condition"] == {"StringEquals": via}
+        assert not any("EncryptionContext" in json.dumps(st.get("Condition", {})) for st in key["KeyPolicy"]["Statement"])
+    # The role's own grant names exactly these keys, and exists before the cluster.
+    (policy_id,) = [k for k, r in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").items()
+                    if any(st.get("Sid") == "VolumeKeys" for st in r["Properties"]["PolicyDocument"]["Statement"])]
+    (statement,) = resources[policy_id]["Properties"]["PolicyDocument"]["Statement"]
+    assert sorted(statement["Action"]) == ["kms:CreateGrant", "kms:DescribeKey"]
+    assert {r["Fn::GetAtt"][0] for r in statement["Resource"]} == keys
+    cluster_id = next(iter(s.resources("hyperpod", "AWS::SageMaker::Cluster")))
+    assert policy_id in resources[cluster_id]["DependsOn"]
+
+
+def test_a_given_volume_key_is_used_as_it_is_and_granted_to_the_role_alone():
+    from aws_cdk.assertions import Match, Template
+
+    arn = "arn:aws:kms:us-east-1:111111111111:key/0a1b2c3d-1111-2222-3333-444455556666"
+    patch = {"hyperpod": {"continuous_provisioning": True, "volume_encryption": {"kms_key_arn": arn, "root_volume": False}}}
+    settings = config.load_settings(patched_context("dev", patch), "dev")[0]
+    template = Template.from_stack(_hyperpod_stack(settings))
+    template.resource_count_is("AWS::KMS::Key", 0)
+    template.has_resource_properties("AWS::SageMaker::Cluster", {"InstanceGroups": Match.array_with([Match.object_like(
+        {"InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": arn}}]})])})
+    template.has_resource_properties("AWS::IAM::ManagedPolicy", {"PolicyDocument": {"Statement": [
+        {"Sid": "VolumeKeys", "Effect": "Allow", "Action": ["kms:CreateGrant", "kms:DescribeKey"], "Resource": arn}]}})
+
+
+def _hyperpod_stack(settings):
+    """Only the hyperpod stack's template, composed as app.py composes (no nag, no synth to disk)."""
+    import aws_cdk as cdk
+
+    import app
+    from tests.conftest import CONTEXT
+
+    flags = {k: v for k, v in CONTEXT.items() if k.startswith("@")}
+    stacks = app.compose(cdk.App(context={**flags, "aws:cdk:bundling-stacks": []}), settings)
+    return next(s for s in stacks if s.stack_name.endswith("-hyperpod"))
+
+
+@pytest.mark.parametrize(
+    "patch, field, says",
+    [
+        ({"hyperpod": {"volume_encryption": {}}}, "hyperpod.volume_encryption", "continuous node provisioning"),
+        ({"hyperpod": {"continuous_provisioning": True, "volume_encryption": {"kms_key_arn": "alias/nodes"}}},
+         "hyperpod.volume_encryption.kms_key_arn", "must be a KMS key ARN"),
+        ({"hyperpod": {"continuous_provisioning": True,
+                       "volume_encryption": {"kms_key_arn": "arn:aws:kms:us-west-2:111111111111:key/0a1b2c3d"}}},
+         "hyperpod.volume_encryption.kms_key_arn", "take a key of that region"),
+    ],
+)
+def test_volume_encryption_is_refused_where_hyperpod_does_not_take_it(patch, field, says):
+    assert any(line.startswith(f"dev: {field}: ") and says in line for line in _problems(patch)), _problems(patch)
+
+
 @pytest.mark.parametrize(
     "group, field, says",
     [
+        # The schema's enum and pattern, read from cfn-lint's schema (infra/config/limits.py).
+        ({"auto_patch": {"strategy": "Sometimes"}}, "auto_patch.strategy", "is not one of WhenIdle, WhenAllIdle"),
+        ({"auto_patch": {"strategy": "WhenIdle", "batch": {"unit": "percent", "value": 150}}}, "auto_patch.batch.value", "1 to 100 percent"),
+        ({"image_release_version": "2025.06"}, "image_release_version", "pattern ^[0-9]+\\.[0-9]+\\.[0-9]+$"),
+        ({"image_release_version": "1.2.3", "image_id": "ami-0123456789abcdef0"}, "image_release_version", "give one of them"),
         ({"scheduled_update": {"schedule": "every sunday"}}, "scheduled_update.schedule", "must be cron("),
         ({"alternative_instance_types": ["ml.g5.12xlarge"]}, "alternative_instance_types[0]", "a job sized for one must fit the other"),
         ({"min_count": 3}, "min_count", "must be 0 to count (1)"),
