@@ -1,71 +1,421 @@
-"""The review's findings as SARIF 2.1.0, the format code-scanning tools take (GitHub code
-scanning, Azure DevOps, most review bots): one run, one rule per kind of finding, each result
-located in its template file and named by its construct path."""
+"""The review's findings as SARIF 2.1.0 that GitHub code scanning accepts (and Azure DevOps and
+most review bots): one run, one rule per kind of finding, each rule with a short and a full
+description and a help text, each result at a line of a file the repository tracks.
+
+Where a finding comes from a config field, its location is that field's line in cdk.json (the
+environment's own block, else `defaults`); otherwise it is the class of the stack that holds
+it (`stacks/hyperpod.py`), never the git-ignored template synth writes. URIs are relative to
+the repository root and fingerprints are made of the rule, the place and the message only,
+so the same finding keeps its alert from one run to the next.
+
+GitHub's subset and limits: docs.github.com/en/code-security/code-scanning/
+integrating-with-code-scanning/sarif-support-for-code-scanning.
+"""
 
 from __future__ import annotations
 
+import bisect
+import hashlib
+import json
+import os
 import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra import naming
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-_LEVEL = {"error": "error", "warning": "warning", "note": "note"}
+TOOL = "hyperpod-cdk review"
+
+# (short description, full description, help) of each rule the review itself defines.
+RULES: dict[str, tuple[str, str, str]] = {
+    "iam/unknown-action": (
+        "IAM action that does not exist",
+        "A role's policy names an action that is not in the AWS Service Authorization Reference: a typo or a renamed "
+        "action, which IAM accepts and never grants.",
+        "Correct the action's name in the stack that builds the policy; the review fails until it is an action AWS "
+        "documents.",
+    ),
+    "iam/mutating-on-any-resource": (
+        "Write or permissions-management access on Resource '*'",
+        "A role may change any resource of these services in the account: Write or Permissions management access "
+        "(as the Service Authorization Reference levels them) on Resource '*'.",
+        "Scope the statement to the resources the role needs where the service supports resource-level permissions, "
+        "or confirm in the review that it cannot.",
+    ),
+    "exposure/public-endpoint": (
+        "Public Kubernetes API endpoint",
+        "The EKS cluster's API endpoint is reachable from the internet for the CIDRs listed; 0.0.0.0/0 admits "
+        "everyone.",
+        "Set eks.public_access_cidrs to your networks' CIDRs, or eks.endpoint_access to 'private' and reach the "
+        "cluster from inside the VPC.",
+    ),
+    "exposure/open-ingress": (
+        "Security group open to addresses outside the VPC",
+        "A security group rule admits traffic from a CIDR outside the VPC's own blocks.",
+        "Narrow the rule's source to the VPC or to the peers that need it.",
+    ),
+}
+
+# A change callout's kind (the words before its colon) -> the config field behind it, where one
+# field is; "{group}" is the instance group the callout names.
+_CALLOUT_FIELDS = {
+    "NODES REPLACED": "hyperpod.instance_groups[{group}]",
+    "NODES ADDED": "hyperpod.instance_groups[{group}]",
+    "NODE COUNT": "hyperpod.instance_groups[{group}].count",
+    "MIGRATE FIRST": "addons.task_governance.version",
+}
+# An optional stack's switch: what turns it off when it is left behind.
+_STACK_SWITCHES = {"sample-job": "sample_job.enabled"}
+# Callouts that fail the review (it exits 1) are errors; those marked information are notes.
+_CALLOUT_LEVELS = {"REFUSED": "error", "NARROWED": "note"}
 
 
-def _finding(rule: str, level: str, message: str, stack: str | None = None, where: str | None = None) -> dict:
-    result = {"ruleId": rule, "level": _LEVEL[level], "message": {"text": message}}
-    if stack:
-        location = {"physicalLocation": {"artifactLocation": {"uri": f"{stack}.template.json"}}}
-        if where:
-            location["logicalLocations"] = [{"fullyQualifiedName": where, "kind": "resource"}]
-        result["locations"] = [location]
+@dataclass(frozen=True)
+class Place:
+    """Where a result is shown: a tracked file, relative to the repository root, and a line."""
+
+    uri: str
+    line: int
+    start_column: int
+    end_column: int
+    key: str  # what the fingerprint takes from the place: the field path or the stack file
+
+    def sarif(self) -> dict:
+        return {
+            "physicalLocation": {
+                "artifactLocation": {"uri": self.uri, "uriBaseId": "%SRCROOT%"},
+                "region": {"startLine": self.line, "startColumn": self.start_column,
+                           "endLine": self.line, "endColumn": self.end_column},
+            }
+        }
+
+
+# -- where a config field is written in cdk.json --------------------------------------------
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _positions(text: str) -> dict[tuple, tuple[int, int]]:
+    """Every member and element of a JSON text: its path -> (offset where it starts, the key
+    for a member, and offset where its value ends)."""
+    out: dict[tuple, tuple[int, int]] = {}
+    decoder = json.JSONDecoder()
+
+    def value(i: int, path: tuple) -> int:
+        i = _SPACE.match(text, i).end()
+        if text[i] == "{":
+            i = _SPACE.match(text, i + 1).end()
+            if text[i] == "}":
+                return i + 1
+            while True:
+                start = _SPACE.match(text, i).end()
+                key, i = json.decoder.scanstring(text, start + 1)
+                i = _SPACE.match(text, i).end() + 1  # past the colon
+                end = value(i, (*path, key))
+                out[(*path, key)] = (start, end)
+                i = _SPACE.match(text, end).end()
+                if text[i] == "}":
+                    return i + 1
+                i += 1
+        if text[i] == "[":
+            i = _SPACE.match(text, i + 1).end()
+            if text[i] == "]":
+                return i + 1
+            index = 0
+            while True:
+                start = _SPACE.match(text, i).end()
+                end = value(start, (*path, index))
+                out[(*path, index)] = (start, end)
+                index += 1
+                i = _SPACE.match(text, end).end()
+                if text[i] == "]":
+                    return i + 1
+                i += 1
+        return decoder.raw_decode(text, i)[1]
+
+    value(0, ())
+    return out
+
+
+def _steps(field: str, merged_groups: list) -> tuple | None:
+    """`hyperpod.instance_groups[gpu].count` -> ("hyperpod", "instance_groups", 1, "count"):
+    an index in brackets stays a number, a name is the instance group of that name."""
+    steps: list = []
+    for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", field):
+        if not part.startswith("["):
+            steps.append(part)
+        elif part[1:-1].isdigit():
+            steps.append(int(part[1:-1]))
+        else:
+            names = [g.get("name") if isinstance(g, dict) else None for g in merged_groups]
+            if part[1:-1] not in names:
+                return None
+            steps.append(names.index(part[1:-1]))
+    return tuple(steps)
+
+
+class CdkJson:
+    """cdk.json's text and where each of an environment's fields is written in it."""
+
+    def __init__(self, path: Path, env: str):
+        self.path, self.env = path, env
+        self.text = path.read_text()
+        self.context = json.loads(self.text).get("context", {})
+        self.positions = _positions(self.text)
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+
+    def _groups(self) -> list:
+        for block in (self.context.get("environments", {}).get(self.env) or {}, self.context.get("defaults") or {}):
+            groups = (block.get("hyperpod") or {}).get("instance_groups")
+            if isinstance(groups, list):
+                return groups
+        return []
+
+    def where(self, field: str) -> tuple[int, int, int] | None:
+        """(line, first column, column after the end) of `field` as this environment gets it:
+        from its own block where written there, else from `defaults` (mappings merge key by
+        key, anything else is replaced whole, as infra.config.deep_merge does); None where
+        cdk.json does not write it (its default is in code)."""
+        steps = _steps(field, self._groups())
+        if not steps:
+            return None
+        blocks = (("environments", self.env), ("defaults",))
+        for block in blocks:
+            found = self.positions.get(("context", *block, *steps))
+            if found:
+                return self._region(*found)
+            value = (self.context.get("environments") or {}).get(self.env) if len(block) == 2 else self.context.get("defaults")
+            for step in steps[:-1]:
+                value = value.get(step) if isinstance(value, dict) else None
+                if value is None:
+                    break
+                if not isinstance(value, dict):
+                    return None  # a list or value written here replaces the other block's whole
+        return None
+
+    def _region(self, start: int, end: int) -> tuple[int, int, int]:
+        line = bisect.bisect_right(self.line_starts, start) - 1
+        line_end = self.text.find("\n", start)
+        line_end = len(self.text) if line_end == -1 else line_end
+        offset = self.line_starts[line]
+        return line + 1, start - offset + 1, min(end, line_end) - offset + 1
+
+    def env_entry(self) -> tuple[int, int, int] | None:
+        found = self.positions.get(("context", "environments", self.env))
+        return self._region(found[0], found[0] + len(self.env) + 2) if found else None
+
+
+# -- where everything else is: the stack's own source ----------------------------------------
+
+def stack_source(stack: str) -> str:
+    """The file of the stack class that builds `stack` (`<prefix>-<env>-<suffix>`), relative to
+    the project: stacks/<suffix>.py, as infra.naming's suffixes name them; app.py otherwise."""
+    for suffix in sorted(naming.STACK_SUFFIXES, key=len, reverse=True):
+        if stack.endswith(f"-{suffix}"):
+            return f"stacks/{suffix.replace('-', '_')}.py"
+    return "app.py"
+
+
+class Places:
+    """Relative, tracked places for results: cdk.json fields and stack classes."""
+
+    def __init__(self, project: Path, env: str | None):
+        self.project = project.resolve()
+        self.root = next((p for p in (self.project, *self.project.parents) if (p / ".git").exists()), self.project)
+        cdk_json = self.project / "cdk.json"
+        self.cdk = CdkJson(cdk_json, env) if env and cdk_json.is_file() else None
+
+    def _uri(self, relative: str) -> str:
+        return Path(os.path.relpath(self.project / relative, self.root)).as_posix()
+
+    def field(self, field: str) -> Place | None:
+        found = self.cdk.where(field) if self.cdk else None
+        if found is None:
+            return None
+        line, start, end = found
+        return Place(self._uri("cdk.json"), line, start, end, f"{self.cdk.env}:{field}")
+
+    def stack(self, stack: str | None) -> Place:
+        relative = stack_source(stack) if stack else "app.py"
+        if not (self.project / relative).is_file():
+            relative = "app.py"
+        if (self.project / relative).is_file():
+            lines = (self.project / relative).read_text().splitlines()
+            number = next((i for i, l in enumerate(lines, 1) if re.match(r"class \w+\(", l) and "Stack" in l), None)
+            if number is None:
+                number = next((i for i, l in enumerate(lines, 1) if l.strip()), 1)
+            return Place(self._uri(relative), number, 1, len(lines[number - 1]) + 1 if lines else 1, relative)
+        env = self.cdk.env_entry() if self.cdk else None
+        if env:
+            return Place(self._uri("cdk.json"), *env, f"{self.cdk.env}:")
+        return Place("cdk.json", 1, 1, 2, "cdk.json")
+
+
+# -- findings ----------------------------------------------------------------------------------
+
+def _finding(rule: str, level: str, message: str, place: Place, construct: str | None = None) -> dict:
+    result = {"ruleId": rule, "level": level, "message": {"text": message}, "locations": [place.sarif()]}
+    if construct:
+        result["locations"][0]["logicalLocations"] = [{"fullyQualifiedName": construct, "kind": "resource"}]
+    # Stable across runs and machines: no line (an edit above it must not open a new alert), no
+    # time, no absolute path; "primaryLocationLineHash" is the one GitHub reads.
+    identity = "\n".join((rule, place.key, construct or "", message))
+    result["partialFingerprints"] = {"primaryLocationLineHash": hashlib.sha256(identity.encode()).hexdigest()[:32] + ":1"}
     return result
 
 
-def findings(report: dict) -> list[dict]:
+def _field_in(text: str, places: Places) -> Place | None:
+    """A config field path the text names (`eks.public_access_cidrs`), where cdk.json writes it."""
+    for candidate in re.findall(r"\b[a-z_]+(?:\.[a-z_]+|\[[\w-]+\])+", text):
+        place = places.field(candidate)
+        if place:
+            return place
+    return None
+
+
+def _callout(line: str, stacks: list[str], places: Places) -> dict:
+    kind = re.match(r"([A-Z][A-Z ]+):", line)
+    kind = kind.group(1).strip() if kind else "CALLOUT"
+    named = [s for s in stacks if re.search(rf"\b{re.escape(s)}\b", line)]
+    place = None
+    group = re.search(r"instance group (\S+) in ", line)
+    if kind in _CALLOUT_FIELDS and (group or "{group}" not in _CALLOUT_FIELDS[kind]):
+        place = places.field(_CALLOUT_FIELDS[kind].format(group=group.group(1) if group else ""))
+    if place is None and kind == "STACK LEFT BEHIND" and named:
+        switch = next((f for suffix, f in _STACK_SWITCHES.items() if named[0].endswith(f"-{suffix}")), None)
+        place = places.field(switch) if switch else None
+    place = place or _field_in(line, places) or places.stack(named[0] if named else None)
+    rule = "change/" + kind.lower().replace(" ", "-")
+    return _finding(rule, _CALLOUT_LEVELS.get(kind, "warning"), line, place)
+
+
+def findings(report: dict, places: Places | None = None) -> list[dict]:
+    places = places or Places(Path.cwd(), None)
+    stack_of = lambda path: path.split("/")[0]  # noqa: E731 - a construct path starts with its stack
     out = [
-        _finding(f"{e['pack']}/{e['rule']}", "error", f"{e['rule']} on {e['construct']} (unacknowledged)", e["construct"].split("/")[0], e["construct"])
+        _finding(f"{e['pack']}/{e['rule']}", "error", f"{e['rule']} on {e['construct']} (unacknowledged)",
+                 places.stack(stack_of(e["construct"])), e["construct"])
         for e in report["nag"]["errors"]
     ]
     out += [
-        _finding(f"cfn-lint/{f['rule']}", f["level"] if f["level"] != "info" else "note", f["message"], f["stack"], f["path"] or None)
+        _finding(f"cfn-lint/{f['rule']}", {"info": "note"}.get(f["level"], f["level"]), f["message"], places.stack(f["stack"]),
+                 f"{f['stack']}/{f['path']}" if f["path"] else f["stack"])
         for f in report["cfn_lint"]
         if not f["accepted"]
     ]
     iam = report["iam"]
-    out += [_finding("iam/unknown-action", "error", f"{u['action']} is not an action in the AWS Service Authorization Reference", u["role"].split("/")[0], u["role"]) for u in iam["unknown_actions"]]
     out += [
-        _finding("iam/mutating-on-any-resource", "warning", f"{row['level']} access on Resource '*': {', '.join(row['actions'])}", row["role"].split("/")[0], row["role"])
+        _finding("iam/unknown-action", "error", f"{u['action']} is not an action in the AWS Service Authorization Reference",
+                 places.stack(stack_of(u["role"])), u["role"])
+        for u in iam["unknown_actions"]
+    ]
+    out += [
+        _finding("iam/mutating-on-any-resource", "warning", f"{row['level']} access on Resource '*': {', '.join(row['actions'])}",
+                 places.stack(stack_of(row["role"])), row["role"])
         for row in iam["on_any_resource"]
     ]
     risk = report["risk"]
     out += [
         _finding("exposure/public-endpoint", "warning" if any(c.endswith("/0") for c in e["cidrs"]) else "note",
-                 f"public Kubernetes API endpoint admits {', '.join(e['cidrs'])}", e["stack"], e["resource"])
+                 f"public Kubernetes API endpoint admits {', '.join(e['cidrs'])}",
+                 places.field("eks.public_access_cidrs") or places.stack(e["stack"]), f"{e['stack']}/{e['resource']}")
         for e in risk["public_endpoints"]
     ]
     out += [
-        _finding("exposure/open-ingress", "warning", f"admits {r['cidr']} (outside the VPC) on {r['ports']}", r["stack"], r["resource"])
+        _finding("exposure/open-ingress", "warning", f"admits {r['cidr']} (outside the VPC) on {r['ports']}",
+                 places.stack(r["stack"]), f"{r['stack']}/{r['resource']}")
         for r in risk["open_ingress"]
     ]
-    for line in (report.get("changes") or {}).get("callouts", []):
-        kind = re.match(r"([A-Z ]+):", line)
-        rule = "change/" + (kind.group(1).strip().lower().replace(" ", "-") if kind else "callout")
-        out.append(_finding(rule, "error" if line.startswith("REFUSED") else "warning", line))
+    changes = report.get("changes") or {}
+    stacks = sorted({s["name"] for s in report["stacks"]} | set(changes.get("stacks_removed", [])), key=len, reverse=True)
+    out += [_callout(line, stacks, places) for line in changes.get("callouts", [])]
     return out
 
 
-def log(report: dict) -> dict:
-    results = findings(report)
+def _rule(rule_id: str, nag: dict[str, str], lint: dict[str, tuple[str, str]]) -> dict:
+    family, _, name = rule_id.partition("/")
+    if rule_id in RULES:
+        short, full, help_ = RULES[rule_id]
+    elif family == "cfn-lint":
+        short, full = lint.get(name, (f"cfn-lint rule {name}", f"cfn-lint rule {name} on a synthesized template."))
+        help_ = f"Fix the template's construct, or accept the rule in cli/review.py with the reason. cfn-lint's rule list: {name}."
+    elif family == "change":
+        words = name.replace("-", " ")
+        short = f"A change the review calls out: {words}"
+        full = (f"Against its baseline, the change does something a template diff does not make plain ({words}); "
+                "the callout says what and where.")
+        help_ = "Read the callout in review-<env>.md under 'What this change does', and act on it before cdk deploy."
+    else:  # a cdk-nag pack's rule, described by the synthesized assembly's validation report
+        short = nag.get(name, f"{family} rule {name}")
+        full = f"cdk-nag's {family} pack: {short} (unacknowledged, so an error)."
+        help_ = "Fix the construct, or acknowledge the finding with its reason where the construct is built."
+    return {
+        "id": rule_id,
+        "name": re.sub(r"[^A-Za-z0-9]+", "-", rule_id).strip("-"),
+        "shortDescription": {"text": short[:1024]},
+        "fullDescription": {"text": full[:1024]},
+        "help": {"text": help_},
+        "defaultConfiguration": {"level": "warning"},
+    }
+
+
+def _nag_descriptions(report: dict) -> dict[str, str]:
+    path = Path(report.get("assembly", "")) / "validation-report.json"
+    if not report["nag"]["errors"] or not path.is_file():
+        return {}
+    doc = json.loads(path.read_text())
+    return {v["ruleName"]: v.get("description", "") for p in doc.get("pluginReports", []) for v in p.get("violations", [])}
+
+
+def _lint_descriptions(report: dict) -> dict[str, tuple[str, str]]:
+    if not any(not f["accepted"] for f in report["cfn_lint"]):
+        return {}
+    import cfnlint.rules  # the rules' own descriptions, as installed (slow: only when there is a finding)
+
+    rules = cfnlint.rules.Rules.create_from_directory(os.path.dirname(cfnlint.rules.__file__))
+    return {rule_id: (rule.shortdesc, rule.description) for rule_id, rule in rules.items()}
+
+
+def environment_of(report: dict, cdk_json: Path) -> str | None:
+    """The environment whose stacks the report is of: the one whose `-<env>-<suffix>` ends a
+    stack's name (stack names are `<prefix>-<env>-<suffix>`)."""
+    if report.get("env"):
+        return report["env"]
+    if not cdk_json.is_file():
+        return None
+    envs = json.loads(cdk_json.read_text()).get("context", {}).get("environments", {})
+    for stack in (s["name"] for s in report["stacks"]):
+        for env in sorted(envs, key=len, reverse=True):
+            if any(stack.endswith(f"-{env}-{suffix}") for suffix in naming.STACK_SUFFIXES):
+                return env
+    return None
+
+
+def log(report: dict, project: Path | None = None, env: str | None = None) -> dict:
+    """The SARIF log of `report`. `project` is the folder of cdk.json (default: the nearest
+    above the current folder, as the CLI finds it); `env` the environment (default: the
+    one the stacks are named for)."""
+    if project is None:
+        here = Path.cwd().resolve()
+        project = next((p for p in (here, *here.parents) if (p / "cdk.json").is_file()), here)
+    env = env or environment_of(report, project / "cdk.json")
+    results = findings(report, Places(project, env))
+    nag, lint = _nag_descriptions(report), _lint_descriptions(report)
+    rules = [_rule(rule_id, nag, lint) for rule_id in sorted({r["ruleId"] for r in results})]
+    index = {rule["id"]: i for i, rule in enumerate(rules)}
+    for result in results:
+        result["ruleIndex"] = index[result["ruleId"]]
     return {
         "$schema": SCHEMA,
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {
-                    "driver": {
-                        "name": "hyperpod-cdk review",
-                        "rules": [{"id": rule} for rule in sorted({r["ruleId"] for r in results})],
-                    }
-                },
+                "tool": {"driver": {"name": TOOL, "rules": rules}},
+                # One category per environment: `review --all` writes one file each, and GitHub
+                # keeps the alerts of each apart only with distinct categories.
+                "automationDetails": {"id": f"hyperpod-cdk-review/{env or 'unknown'}/"},
+                "originalUriBaseIds": {"%SRCROOT%": {"description": {"text": "the repository root"}}},
                 "results": results,
             }
         ],
