@@ -31,6 +31,13 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
     addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
     stacks = [network, cluster, hyperpod, addons]
+    if addons.prometheus is not None:
+        # The operations stack imports the workspace; exported even when it is off.
+        addons.keep_exported(addons.prometheus.attr_arn)
+    if settings.operations.enabled:
+        from stacks.operations import OperationsStack
+
+        stacks.append(OperationsStack(app, settings=settings, addons=addons))
     # What the optional stack below imports, exported even when it is off.
     cluster.keep_exported(
         cluster.cluster.cluster_arn,

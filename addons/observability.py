@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from addons.base import AddonContext, ManagedAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
-from infra import lazy
+from infra import alerting, lazy
 
 cdk = lazy.module("aws_cdk")
 aps = lazy.module("aws_cdk.aws_aps")
@@ -60,6 +60,8 @@ class ObservabilityAddon(ManagedAddon):
             "Prometheus",
             alias=f"{name}-hyperpod",
             kms_key_arn=key.key_arn,
+            # Where the operations stack's alert rules are sent (its topic, named, so nothing is imported).
+            alert_manager_definition=alerting.alert_manager_definition(self.settings) if self.settings.operations.alerts.enabled else None,
             tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted(self.settings.all_tags.items())],
         )
         self.prometheus.apply_removal_policy(stack.data_removal_policy)

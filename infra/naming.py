@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 # Stacks in deploy order; each name is "<prefix>-<env>-<suffix>".
-STACK_SUFFIXES = ("network", "cluster", "hyperpod", "addons", "sample-job")
+STACK_SUFFIXES = ("network", "cluster", "hyperpod", "addons", "operations", "sample-job")
 # The network stack's output listing every CIDR block of the VPC (an imported one's too, which
 # no resource in the template names); the review judges "outside the VPC" by it.
 VPC_CIDR_BLOCKS_OUTPUT = "VpcCidrBlocks"
@@ -48,6 +48,12 @@ def default_eks_cluster_name(prefix: str, env: str) -> str:
 
 def default_hyperpod_cluster_name(prefix: str, env: str) -> str:
     return f"{prefix}-{env}-hp"
+
+
+def operations_topic_name(prefix: str, env: str) -> str:
+    """The SNS topic events and alerts go to: named, so the Prometheus workspace's alert
+    manager (in the addons stack, deployed first) can name its ARN without an import."""
+    return f"{prefix}-{env}-operations"
 
 
 @dataclass(frozen=True)

@@ -37,3 +37,10 @@ class AddonsStack(PlatformStack):
             # Across stacks (the Pod Identity agent) this becomes the stack dependency it already is.
             after = [self.built[dep] for dep in registry.dependencies(addon, self.plan)]
             self.built[type(addon)] = addon.build(ctx, after)
+
+    @property
+    def prometheus(self):
+        """The observability add-on's Prometheus workspace (AWS::APS::Workspace), or None when it is off."""
+        from addons.observability import ObservabilityAddon
+
+        return next((a.prometheus for a in self.plan if isinstance(a, ObservabilityAddon)), None)

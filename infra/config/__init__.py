@@ -27,12 +27,14 @@ from infra.config.loading import (
     merged_environment,
     override,
 )
+from infra.config.operations import Alerts, Notifications, OperationsSettings
 from infra.config.network import ENDPOINT_SERVICES, ExistingVpc, HyperPodSubnet, NetworkSettings
 from infra.config.sample_job import DatasetSettings, SampleJobSettings
 from infra.config.settings import ProtectionSettings, Settings
 from infra.config.storage import FSX_THROUGHPUTS, ExistingFileSystem, FsxSettings
 
 __all__ = [
+    "Alerts", "Notifications", "OperationsSettings",
     "DEFAULT_ENV", "ENDPOINT_SERVICES", "FSX_THROUGHPUTS", "LOG_TYPES", "TOPOLOGY_LEVELS",
     "AddonSwitch", "AddonsSettings", "ConfigError", "CoreAddon", "CoreAddons", "DatasetSettings", "EksSettings",
     "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",

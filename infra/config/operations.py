@@ -1,0 +1,87 @@
+"""Operations: who is told when the platform stops working (HyperPod's events through
+EventBridge, alert rules on the observability add-on's metrics, FSx capacity), and the
+limits those rules take."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import Field
+
+from infra import naming
+from infra.config.base import Model, Problems, duplicates
+
+if TYPE_CHECKING:
+    from infra.config.settings import Settings
+
+# What SNS takes as an e-mail endpoint, in the form people mistype: one @, a dot in the domain, no spaces.
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s.]+$")
+# An SNS topic's ARN (the Service Authorization Reference: arn:${Partition}:sns:${Region}:${Account}:${TopicName};
+# topic names are 1-256 letters, digits, hyphens and underscores, .fifo for FIFO topics).
+TOPIC_ARN = re.compile(r"^arn:(aws[a-z-]*):sns:([a-z0-9-]+):(\d{12}):([A-Za-z0-9_-]{1,256})(\.fifo)?$")
+# HyperPod cluster events' severities (the cluster events reference, "Event levels").
+EVENT_LEVELS = ("Info", "Warn", "Error")
+
+
+class Notifications(Model):
+    """Where HyperPod's events and the alerts go: e-mail addresses on the topic this project
+    creates (each confirms once, from the mail SNS sends), and/or an existing SNS topic (an
+    AWS Chatbot or incident tool subscribed to it) used instead of creating one."""
+
+    emails: tuple[str, ...] = ()
+    topic_arn: Optional[str] = None
+    # Which HyperPod cluster events are sent (clusters with continuous provisioning emit them).
+    cluster_event_levels: tuple[Literal["Info", "Warn", "Error"], ...] = Field(default=("Warn", "Error"), min_length=1)
+
+
+class Alerts(Model):
+    """Managed Prometheus alert rules on the observability add-on's metrics, and the FSx
+    capacity alarm; each limit is what its rule waits for before telling anyone."""
+
+    enabled: bool = False
+    gpu_temperature_celsius: int = Field(default=85, ge=50, le=120)
+    node_not_ready_minutes: int = Field(default=10, ge=1, le=1440)
+    pending_minutes: int = Field(default=30, ge=1, le=1440)
+    starved_minutes: int = Field(default=60, ge=1, le=1440)
+    fsx_free_percent: int = Field(default=10, ge=1, le=90)
+
+
+class OperationsSettings(Model):
+    notifications: Notifications = Notifications()
+    alerts: Alerts = Alerts()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the operations stack exists: someone is to be told, or alerts are on."""
+        n = self.notifications
+        return bool(n.emails or n.topic_arn or self.alerts.enabled)
+
+
+def check_operations(s: Settings, p: Problems) -> None:
+    ops = s.operations
+    n = ops.notifications
+    for i, email in enumerate(n.emails):
+        if not EMAIL.match(email):
+            p.error(f"operations.notifications.emails[{i}]", email, "is not an e-mail address (name@domain.tld)")
+    for email in duplicates(e.lower() for e in n.emails):
+        p.error("operations.notifications.emails", email, "is listed twice; SNS keeps one subscription per address")
+    for level in duplicates(n.cluster_event_levels):
+        p.error("operations.notifications.cluster_event_levels", level, f"is listed twice; levels: {', '.join(EVENT_LEVELS)}")
+    if n.topic_arn is not None:
+        found = TOPIC_ARN.match(n.topic_arn)
+        if not found:
+            p.error(
+                "operations.notifications.topic_arn",
+                n.topic_arn,
+                "is not an SNS topic ARN, arn:<partition>:sns:<region>:<account>:<topic-name>",
+            )
+        elif found.group(5):
+            p.error("operations.notifications.topic_arn", n.topic_arn, "is a FIFO topic; EventBridge and alert manager publish to standard topics")
+        elif found.group(2) != s.region or found.group(1) != naming.partition(s.region):
+            # EventBridge rules target SNS topics in their own region, and alert manager's sigv4 signs for one.
+            p.error("operations.notifications.topic_arn", n.topic_arn, f"is not in {s.region}, the cluster's region; EventBridge publishes only to topics in its own region")
+    if ops.alerts.enabled and not s.addons.observability.enabled:
+        p.error("operations.alerts.enabled", True, "needs addons.observability.enabled (the rules read its Prometheus workspace)")
+    if ops.alerts.enabled and not (n.emails or n.topic_arn):
+        p.warn("operations.alerts.enabled: alerts go to the operations topic, which has no subscriber; add operations.notifications.emails or subscribe to the topic after deploy")
