@@ -164,7 +164,8 @@ def compare(old: Baseline, new_stacks: list[StackSummary], region: str) -> dict:
                     replaced[name].add(lid)
     callouts = _cascade(old, new, changes, replaced, region)
     callouts += _exports_in_use(old, new, replaced)
-    callouts += _instance_groups(old, new, replaced)
+    groups_replaced: dict[str, list[str]] = {}
+    callouts += _instance_groups(old, new, replaced, groups_replaced)
     callouts += _addon_migrations(old, new)
     callouts = [f"{c.action.upper()}: {c.type} `{c.resource}` in {c.stack} ({', '.join(c.because) or 'removed'})" for c in changes if c.critical] + callouts
     stacks_added = [n for n in new if old.whole_app and n not in old.templates]
@@ -179,6 +180,7 @@ def compare(old: Baseline, new_stacks: list[StackSummary], region: str) -> dict:
         "stacks_compared": compared,
         "stacks_added": stacks_added,
         "stacks_removed": stacks_removed,
+        "groups_replaced": groups_replaced,
         "callouts": callouts,
         "changes": [
             {"stack": c.stack, "resource": c.resource, "type": c.type, "action": c.action, "because": c.because, "critical": c.critical}
@@ -254,7 +256,8 @@ def _groups(template: dict) -> dict[str, dict]:
     }
 
 
-def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]]) -> list[str]:
+def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]], groups_replaced: dict[str, list[str]]) -> list[str]:
+    """The node callouts; groups_replaced gets, per stack, the groups whose nodes all go."""
     callouts = []
     for stack in new:
         if stack not in old.templates:
@@ -274,6 +277,7 @@ def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]]) ->
                 if fields:
                     detail = ", ".join(f"{f} {_short(before[name].get(f))} -> {_short(after[name].get(f))}" for f in fields)
                     callouts.append(f"NODES REPLACED: HyperPod replaces every node of instance group {name} in {stack} ({detail})")
+                    groups_replaced.setdefault(stack, []).append(name)
                 count_before, count_after = before[name].get("InstanceCount"), after[name].get("InstanceCount")
                 if count_before != count_after:
                     callouts.append(f"NODE COUNT: instance group {name} in {stack} goes from {count_before} to {count_after} node(s)")

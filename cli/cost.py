@@ -20,6 +20,13 @@ SCRAPE_SECONDS = 30
 GRAFANA_EDITORS = 1
 
 
+_RATE_NOTES = {
+    "sagemaker": f"SageMaker list rate, on-demand ({prices.SAGEMAKER_AS_OF})",
+    "floor": "EC2 On-Demand floor: no SageMaker rate in the table; the HyperPod rate is at or above it",
+    "unpriced": "no price in the table",
+}
+
+
 def _line(item: str, count: float, hourly: float | None, note: str = "", monthly_fixed: float | None = None) -> dict:
     if monthly_fixed is not None:
         hourly = monthly_fixed / prices.HOURS_PER_MONTH
@@ -39,14 +46,15 @@ def _literal_count(value) -> int:
 def estimate(stacks: list[StackSummary], region: str) -> dict:
     lines = []
     nodes = 0
+    kinds: dict[str, str] = {}  # instance type -> which rate priced it
     for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
         for group in res["Properties"].get("InstanceGroups", []):
             itype = group_instance_type(group)
             count = _literal_count(group.get("InstanceCount", 0))
             nodes += count
-            rate = prices.INSTANCE_FLOOR.get(itype)
-            note = "EC2 On-Demand floor; the HyperPod rate is at or above it" if rate else "no price in the table"
-            lines.append(_line(f"{count} x {itype} ({group['InstanceGroupName']})", count, None if rate is None else rate * count, note))
+            rate, kind = prices.instance_rate(itype)
+            kinds[itype] = kind
+            lines.append(_line(f"{count} x {itype} ({group['InstanceGroupName']})", count, None if rate is None else rate * count, _RATE_NOTES[kind]))
     for _, _, res in of_type(stacks, "AWS::EKS::Cluster"):
         version = res["Properties"].get("Version", versions.DEFAULT_EKS_VERSION)
         extended = versions.parse(version) < versions.OLDEST_STANDARD_SUPPORT
@@ -86,10 +94,44 @@ def estimate(stacks: list[StackSummary], region: str) -> dict:
         "hourly": round(sum(line["hourly"] for line in priced), 2),
         "monthly": round(sum(line["monthly"] for line in priced), 2),
         "unpriced": [line["item"] for line in lines if line["hourly"] is None],
+        "floor_types": sorted(t for t, k in kinds.items() if k == "floor"),
+        "rates": rates_used(kinds),
     }
 
 
-def markdown(cost: dict) -> list[str]:
+def rates_used(kinds: dict[str, str]) -> str:
+    """What the instance lines were priced at, in words, for the headline."""
+    floor = sorted(t for t, k in kinds.items() if k == "floor")
+    listed = any(k == "sagemaker" for k in kinds.values())
+    if not floor:
+        return f"SageMaker list rates ({prices.SAGEMAKER_AS_OF})"
+    where = f"EC2 floor for {', '.join(floor)}, whose SageMaker rate is not in the table: the bill is higher"
+    return f"SageMaker list rates ({prices.SAGEMAKER_AS_OF}); {where}" if listed else where
+
+
+def delta(before: dict, after: dict) -> dict:
+    """The change in the estimate between a baseline's and this change's."""
+    hourly, monthly = round(after["hourly"] - before["hourly"], 2), round(after["monthly"] - before["monthly"], 2)
+    line = (
+        f"Cost: {_signed(hourly, 2)} an hour, {_signed(monthly, 0)} a month "
+        f"(${before['hourly']:,.2f} -> ${after['hourly']:,.2f} an hour, ${before['monthly']:,.0f} -> ${after['monthly']:,.0f} a month)"
+        if hourly or monthly
+        else f"Cost: unchanged (${after['hourly']:,.2f} an hour)"
+    )
+    return {"hourly": hourly, "monthly": monthly, "line": line}
+
+
+def _signed(amount: float, digits: int) -> str:
+    return f"{'+' if amount >= 0 else '-'}${abs(amount):,.{digits}f}"
+
+
+def _beside(change: dict | None) -> str:
+    if not change or not (change["hourly"] or change["monthly"]):
+        return ""
+    return f" ({_signed(change['hourly'], 2)} an hour, {_signed(change['monthly'], 0)} a month against the baseline)"
+
+
+def markdown(cost: dict, change: dict | None = None) -> list[str]:
     where = (
         f"prices of {cost['table_region']}, as of {cost['as_of']}"
         if cost["region"] == cost["table_region"]
@@ -98,8 +140,9 @@ def markdown(cost: dict) -> list[str]:
     out = [
         "## Estimated cost",
         "",
-        f"An estimate from the dated table in cli/prices.py ({where}): about **${cost['hourly']:,.2f} an hour, "
-        f"${cost['monthly']:,.0f} a month** while everything stands, before data transfer and storage.",
+        f"An estimate from the dated table in cli/prices.py ({where}), instances at {cost['rates']}: about "
+        f"**${cost['hourly']:,.2f} an hour, ${cost['monthly']:,.0f} a month**{_beside(change)} while everything stands, "
+        "before data transfer and storage.",
         "",
         "| item | per hour | per month | note |",
         "|---|---:|---:|---|",

@@ -122,7 +122,8 @@ def report(stacks: list[StackSummary]) -> dict:
     }
 
 
-def markdown(risk: dict) -> list[str]:
+def markdown(risk: dict, new_quotas: list[str] = ()) -> list[str]:
+    """new_quotas: quota names the baseline did not need, marked for a check."""
     out = ["## Risk and exposure", "", "What holds data, and what a stack delete does to it:", ""]
     out += ["| resource | type | on delete | on replace | stack protected |", "|---|---|---|---|---|"]
     # The log groups of aws-cdk-lib's own Lambdas (providers, handlers): one row per stack, not one each.
@@ -149,5 +150,5 @@ def markdown(risk: dict) -> list[str]:
     if not risk["open_ingress"]:
         out.append("- No security-group rule admits an address outside the VPC.")
     out += ["", "Service quotas the deploy needs (Service Quotas > Amazon SageMaker; `hyperpod-cdk preflight` checks them):", ""]
-    out += [f"- {q['line']}" for q in risk["quotas"]]
+    out += [f"- {q['line']}" + (" (new: check your quota)" if q["quota"] in new_quotas else "") for q in risk["quotas"]]
     return out

@@ -3,12 +3,18 @@
 Region: us-east-1, USD, table dated 2026-12-02. Where a price is the same in every commercial
 region it says so; elsewhere the review names the table's region beside the figure.
 
-Instances: the EC2 On-Demand Linux hourly price of the same hardware. HyperPod bills its
-ml.* instances at a SageMaker AI rate at or above that (aws.amazon.com/sagemaker/pricing,
-HyperPod tab, per region), so the instance lines are a floor. P4d, P4de and P5 are the
-prices after EC2's June 2025 reduction (retrieved 2026-11-09, datareceipts GPU pricing); the
-other rows are EC2's published On-Demand prices as last known here, not re-read on the table's
-date. A type without a row is shown unpriced instead of guessed.
+Instances: HyperPod bills its ml.* instances at SageMaker AI's on-demand list rate per
+instance-hour (aws.amazon.com/sagemaker-ai/pricing). SAGEMAKER_RATE holds the rates this table
+could source, each with where it was read (SAGEMAKER_SOURCES); the pricing page renders its
+tables client-side, so they were read as the AWS Price List API gives them (service
+AmazonSageMaker, on-demand, training usage), from public price tables that pin the API's
+figures, where two agree or one names the API as its source. A type without a sourced
+SageMaker rate is priced at the EC2 On-Demand Linux rate of the same hardware (INSTANCE_FLOOR)
+and marked as a floor: SageMaker's rate is at or above it (ml.g5.8xlarge: $3.06 against EC2's
+$2.448). P4d, P4de and P5 floors are the prices after EC2's June 2025 reduction (retrieved
+2026-11-09, datareceipts GPU pricing); the other EC2 rows are EC2's published On-Demand prices
+as last known here, not re-read on the table's date. A type with neither is shown unpriced
+instead of guessed.
 """
 
 from __future__ import annotations
@@ -17,7 +23,35 @@ REGION = "us-east-1"
 AS_OF = "2026-12-02"
 HOURS_PER_MONTH = 730  # AWS's own convention in the pricing calculator
 
-# EC2 On-Demand Linux, us-east-1, per hour.
+# SageMaker AI on-demand list rates, us-east-1, per instance-hour, with where each was read.
+SAGEMAKER_AS_OF = "2026-12-04"
+_PRICE_LIST_TABLES = (
+    "AWS Price List API (AmazonSageMaker, on-demand training) as pinned by two public price tables that agree "
+    "(a SageMaker workshop's INSTANCE_RATES and a training service's TRAINING_COST_PER_HOUR)"
+)
+_PRICE_LIST_SYNCED = "AWS Price List API (AmazonSageMaker, on-demand training) as synced into a public training service's rate table"
+SAGEMAKER_RATE = {
+    "ml.m5.xlarge": 0.23,
+    "ml.m5.2xlarge": 0.461,
+    "ml.m5.4xlarge": 0.922,
+    "ml.g5.8xlarge": 3.06,
+    "ml.g5.12xlarge": 7.09,
+    "ml.g5.24xlarge": 10.18,
+    "ml.g5.48xlarge": 20.36,
+    "ml.g6.8xlarge": 2.518,
+    "ml.g6.12xlarge": 5.752,
+    "ml.g6.48xlarge": 16.688,
+    "ml.g6e.12xlarge": 13.12,
+    "ml.g6e.48xlarge": 37.66,
+}
+SAGEMAKER_SOURCES = {
+    **{t: _PRICE_LIST_TABLES for t in ("ml.m5.xlarge", "ml.m5.2xlarge", "ml.m5.4xlarge", "ml.g5.8xlarge", "ml.g5.12xlarge",
+                                        "ml.g5.24xlarge", "ml.g5.48xlarge", "ml.g6.12xlarge", "ml.g6.48xlarge")},
+    **{t: _PRICE_LIST_SYNCED for t in ("ml.g6.8xlarge", "ml.g6e.12xlarge", "ml.g6e.48xlarge")},
+}
+
+
+# EC2 On-Demand Linux, us-east-1, per hour: the floor where no SageMaker rate is sourced.
 INSTANCE_FLOOR = {
     "ml.t3.xlarge": 0.1664,
     "ml.t3.2xlarge": 0.3328,
@@ -59,3 +93,14 @@ KMS_KEY_MONTH = 1.0
 PROMETHEUS_PER_10M_SAMPLES = 0.90
 # Amazon Managed Grafana: per active editor or administrator a month, every region.
 GRAFANA_EDITOR_MONTH = 9.0
+
+
+def instance_rate(instance_type: str) -> tuple[float | None, str]:
+    """(hourly rate, kind): kind is "sagemaker" (a sourced list rate), "floor" (EC2's rate of the
+    same hardware, which SageMaker's is at or above) or "unpriced"."""
+    if instance_type in SAGEMAKER_RATE:
+        return SAGEMAKER_RATE[instance_type], "sagemaker"
+    if instance_type in INSTANCE_FLOOR:
+        return INSTANCE_FLOOR[instance_type], "floor"
+    return None, "unpriced"
+

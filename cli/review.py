@@ -124,7 +124,7 @@ def load_warnings(outdir: Path) -> list[str]:
 def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True) -> dict:
     """Every section of the review as plain data (what review.json holds). `against` is a
     cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None."""
-    from cli import changes, cost, deploy_plan, exposure, iam_audit
+    from cli import changes, cost, deltas, deploy_plan, exposure, iam_audit
 
     stacks = load_stacks(outdir)
     region = region_of(outdir)
@@ -194,6 +194,10 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     }
     if against is not None:
         report["changes"] = changes.compare(against, stacks, region)
+        before = deltas.baseline_stacks(against.templates, against.whole_app, stacks)
+        replaced_groups = {stack: set(groups) for stack, groups in report["changes"]["groups_replaced"].items()}
+        report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups)
+        report["changes"]["callouts"] += report["changes"]["deltas"].pop("callouts")
         if with_cdk_diff:
             # Only where the template text differs: a replacement through an import is ours to call out.
             differing = [s.name for s in stacks if s.name in against.templates and changes.differs(against.templates[s.name], s.template)]
@@ -241,13 +245,17 @@ def _changes_markdown(changes: dict) -> list[str]:
     else:
         out.append(
             "Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost, "
-            "no add-on update that needs a migration first."
+            "no add-on update that needs a migration first, no new instance type's quota, no new Write or Permissions "
+            "management on `*`, no added or widened exposure, no restart of the running job."
         )
     out.append("")
     counts = Counter(c["action"] for c in changes["changes"])
     out.append(", ".join(f"{n} {a}" for a, n in sorted(counts.items())) + " resource(s)." if counts else "No resource changes.")
     for name in changes["stacks_added"]:
         out.append(f"- new stack {name}")
+    delta_lines = [line for lines in (changes.get("deltas") or {}).get("lines", {}).values() for line in lines]
+    if delta_lines:
+        out += ["", "Against the baseline:", ""] + [f"- {line}" for line in delta_lines]
     for name, text in (changes.get("cdk_diff") or {}).items():
         out += ["", f"<details><summary>cdk diff {name}</summary>", "", "```", text, "```", "", "</details>"]
     return out + [""]
@@ -267,8 +275,9 @@ def to_markdown(report: dict) -> str:
     out += stack_graph(report) + [""]
     from cli import cost, exposure
 
-    out += cost.markdown(report["cost"]) + [""]
-    out += exposure.markdown(report["risk"])
+    found = (report["changes"] or {}).get("deltas") or {}
+    out += cost.markdown(report["cost"], found.get("cost")) + [""]
+    out += exposure.markdown(report["risk"], new_quotas=found.get("new_quotas", []))
     nag = report["nag"]
     out += ["", f"## cdk-nag ({', '.join(PACK_NAMES)})", "", f"{len(nag['errors'])} unacknowledged errors, {len(nag['acknowledged'])} acknowledged findings.", ""]
     by_rule = Counter((e["pack"], e["rule"]) for e in nag["errors"])
@@ -289,7 +298,8 @@ def to_markdown(report: dict) -> str:
     for rule, n in sorted(accepted.items()):
         out.append(f"- accepted {rule} x{n}: {ACCEPTED_LINT_WARNINGS[rule]}")
     iam = report["iam"]
-    levels = ", ".join(f"{level} {n}" for level, n in iam["actions_by_level"].items())
+    moved = found.get("iam_levels", {})
+    levels = ", ".join(f"{level} {n}" + (f" ({moved[level]:+d})" if moved.get(level) else "") for level, n in iam["actions_by_level"].items())
     out += [
         "",
         "## IAM roles",

@@ -1,6 +1,7 @@
 """The review of a change, on pairs of assemblies synthesized in the test: what a reviewer
-must see for a count change, a type change, a rename, a switched-off stack and a new public
-CIDR; then cost, exposure, IAM access levels, the stack graph and the deploy estimate."""
+must see for a count change, a type change, a rename, a switched-off stack, Karpenter, a team,
+the job on more nodes and a public CIDR widened or narrowed, each as deltas beside the totals;
+then cost and its rates, exposure, IAM access levels, the stack graph and the deploy estimate."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ GROUPS = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}]
 
 
 def _review(synth, base_patch, new_patch, *, cdk_diff=False, env="dev") -> dict:
-    base, new = synth(env, base_patch), synth(env, new_patch)
+    """The review of `new_patch` against `base_patch` (a patch of env, or a capability's name)."""
+    base, new = (synth(p) if isinstance(p, str) else synth(env, p) for p in (base_patch, new_patch))
     baseline = changes.load_baseline([str(base.outdir)], [])
     return review.build(new.outdir, against=baseline, with_lint=False, with_cdk_diff=cdk_diff)
 
@@ -27,30 +29,99 @@ def _callouts(report, kind: str) -> list[str]:
     return [c for c in report["changes"]["callouts"] if c.startswith(kind + ":")]
 
 
-def test_a_count_change_is_a_node_count_callout_and_replaces_nothing(synth):
-    report = _review(synth, None, {"hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 3}]}})
-    assert _callouts(report, "NODE COUNT") == ["NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)"]
-    assert not [c for c in report["changes"]["changes"] if c["action"] in ("replaced", "removed")]
-    assert not _callouts(report, "NODES REPLACED") and report["pass"]
-    (line,) = [l for l in report["cost"]["lines"] if "(gpu)" in l["item"]]
-    assert line["hourly"] == pytest.approx(3 * prices.INSTANCE_FLOOR["ml.g5.8xlarge"], abs=1e-3)
+def _research(instance_type: str) -> dict:
+    return {"name": "ml-research", "quotas": [{"instance_type": instance_type, "accelerators": 1}]}
+
+
+# The variants the delta tests share (each a synthesis): two more GPU nodes and a second team; the
+# same with the job on two nodes; the GPU group on another type.
+GROWN = {
+    "hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 3}]},
+    "governance": {"teams": [_research("ml.g5.8xlarge"), {"name": "ml-ops", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}]}]},
+}
+GROWN_JOB_ON_TWO = {**GROWN, "sample_job": {"nodes": 2}}
+RETYPED = {
+    "hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g6.8xlarge", "count": 1}]},
+    "governance": {"teams": [_research("ml.g6.8xlarge")]},
+}
+
+
+def _lines(report, section: str) -> list[str]:
+    return report["changes"]["deltas"]["lines"][section]
+
+
+def test_more_gpu_nodes_show_as_cost_quota_and_node_count_deltas_and_nothing_else_is_called_out(synth):
+    report = _review(synth, None, GROWN)
+    assert report["changes"]["callouts"] == ["NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)"]
+    assert not [c for c in report["changes"]["changes"] if c["action"] in ("replaced", "removed")] and report["pass"]
+    rate = prices.SAGEMAKER_RATE["ml.g5.8xlarge"]
+    # Two more nodes at SageMaker's rate, and their samples into Managed Prometheus.
+    samples = 2 * cost.SERIES_PER_NODE * 3600 / cost.SCRAPE_SECONDS  # an hour's
+    hourly = 2 * rate + samples / 10_000_000 * prices.PROMETHEUS_PER_10M_SAMPLES
+    monthly = hourly * prices.HOURS_PER_MONTH
+    (line,) = _lines(report, "cost")
+    assert line.startswith(f"Cost: +${hourly:,.2f} an hour, +${monthly:,.0f} a month (")
+    assert _lines(report, "quotas")[0] == "Quota: ml.g5.8xlarge for cluster usage: 1 -> 3 node(s) at deploy"
+    assert _lines(report, "job") == [] and _lines(report, "exposure") == [] and _lines(report, "stateful") == []
+    text = review.to_markdown(report)
+    assert f"a month** (+${hourly:,.2f} an hour, +${monthly:,.0f} a month against the baseline)" in text
+    assert f"- {line}" in text.split("## Warnings")[0]  # in the change's own section, beside the callouts
+    (gpu,) = [l for l in report["cost"]["lines"] if "(gpu)" in l["item"]]
+    assert gpu["hourly"] == pytest.approx(3 * rate, abs=1e-3)
     assert {"quota": "ml.g5.8xlarge for cluster usage", "needed": 3, "line": "3 x ml.g5.8xlarge for cluster usage"} in report["risk"]["quotas"]
 
 
-def test_a_type_change_replaces_every_node_of_the_group(synth):
-    new = {
-        "hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g5.12xlarge", "count": 1}]},
-        "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.g5.12xlarge", "count": 1}]}]},
-        "sample_job": {"enabled": False},  # the tiny job is sized for one A10G; not what this test is about
-    }
-    report = _review(synth, {"sample_job": {"enabled": False}}, new, cdk_diff=True)
-    (line,) = _callouts(report, "NODES REPLACED")
-    assert "instance group gpu" in line and "InstanceType ml.g5.8xlarge -> ml.g5.12xlarge" in line
+def test_a_team_added_shows_the_nodes_no_team_quota_covers(synth):
+    # Two more A10G nodes and a second team of one A10G: one of three nodes is in no team's quota (before: none of one).
+    report = _review(synth, None, GROWN)
+    assert _lines(report, "quotas")[1:] == ["Team quotas: 1 of 3 ml.g5.8xlarge node(s) in no team's quota (was 0 of 1)"]
+    assert [c for c in report["changes"]["changes"] if c["type"] == "AWS::SageMaker::ComputeQuota" and c["action"] == "added"]
+    assert not [c for c in report["changes"]["callouts"] if not c.startswith("NODE COUNT:")]
+
+
+def test_the_job_on_more_nodes_restarts_and_says_its_new_shape(synth):
+    report = _review(synth, GROWN, GROWN_JOB_ON_TWO)
+    assert _lines(report, "job") == ["Job llama3-1-8b-fsdp: GPUs 1 -> 2, nodes 1 -> 2, processes per node 1, memory per node 108Gi"]
+    (restart,) = report["changes"]["callouts"]
+    assert restart.startswith("JOB RESTARTS: the running job llama3-1-8b-fsdp restarts: its object changes (")
+    assert "replicas.replicas" in restart and "GPUs 1 -> 2, nodes 1 -> 2" in restart
+    assert _lines(report, "cost") == [f"Cost: unchanged (${report['cost']['hourly']:,.2f} an hour)"]
+    assert _lines(report, "quotas") == _lines(report, "iam") == _lines(report, "exposure") == []
+
+
+def test_a_type_change_replaces_every_node_of_the_group_restarts_the_job_and_needs_a_new_quota(synth):
+    report = _review(synth, None, RETYPED, cdk_diff=True)
+    replaced, quota, restart = report["changes"]["callouts"]
+    assert replaced.startswith("NODES REPLACED: HyperPod replaces every node of instance group gpu in hyperpod-dev-hyperpod")
+    assert "InstanceType ml.g5.8xlarge -> ml.g6.8xlarge" in replaced
+    assert quota.startswith("NEW QUOTA: 1 x ml.g6.8xlarge for cluster usage (new: check your quota")
+    assert restart.startswith("JOB RESTARTS: the running job llama3-1-8b-fsdp restarts: its object changes (pod.affinity) and "
+                              "instance group gpu's nodes are replaced")
+    assert "Quota: ml.g5.8xlarge for cluster usage no longer needed (was 1)" in _lines(report, "quotas")
+    assert "- 1 x ml.g6.8xlarge for cluster usage (new: check your quota)" in review.to_markdown(report)
     # A plain diff calls it a modification; the callout is what says the nodes go.
     (hp,) = [c for c in report["changes"]["changes"] if c["type"] == "AWS::SageMaker::Cluster"]
     assert hp["action"] == "modified"
     diff = report["changes"]["cdk_diff"]["hyperpod-dev-hyperpod"]
-    assert '[-] "InstanceType": "ml.g5.8xlarge"' in diff and '[+] "InstanceType": "ml.g5.12xlarge"' in diff
+    assert '[-] "InstanceType": "ml.g5.8xlarge"' in diff and '[+] "InstanceType": "ml.g6.8xlarge"' in diff
+
+
+def test_karpenter_on_shows_the_autoscaler_role_and_its_access_levels_without_a_callout_on_any_resource(synth):
+    # Its kms:CreateGrant (Permissions management) is on the volume key, not `*`: information, not a callout.
+    report = _review(synth, None, "karpenter")
+    levels = report["changes"]["deltas"]["iam_levels"]
+    assert levels["Permissions management"] == 1 and levels["Write"] == 2
+    iam = _lines(report, "iam")
+    assert iam[0].startswith("IAM access levels (distinct actions): Write ") and "Permissions management 2 -> 3" in iam[0]
+    (autoscaler,) = [l for l in iam if "AutoscalerRole" in l]
+    assert autoscaler.startswith("IAM new role `hyperpod-dev-hyperpod/AutoscalerRole/Resource`:")
+    assert "kms:CreateGrant (Permissions management)" in autoscaler and "sagemaker:BatchAddClusterNodes (Write)" in autoscaler
+    assert "Permissions management 3 (+1)" in review.to_markdown(report)
+    # The node gate's accelerator check goes with the GPU nodes at deploy, and its Lambdas' log groups with it.
+    assert "Stateful removed: 5 log group(s) of CDK-built Lambdas in hyperpod-dev-hyperpod" in _lines(report, "stateful")
+    # Without GPU nodes at deploy the accelerator gate, the one importer of the cluster's endpoint and CA, goes:
+    # CloudFormation refuses to drop exports the deployed hyperpod stack still imports.
+    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["REFUSED", "REFUSED", "NODE COUNT", "JOB RESTARTS"]
 
 
 def test_a_rename_replaces_the_cluster_what_references_it_and_is_refused_while_imported(synth):
@@ -79,8 +150,25 @@ def test_switching_off_an_optional_stack_leaves_it_behind_and_loses_no_export_in
     assert not _callouts(report, "REFUSED")  # the stacks that stay keep exporting what it imports
 
 
-def test_a_new_public_cidr_shows_in_exposure_and_updates_the_cluster_in_place(synth):
-    report = _review(synth, None, {"eks": {"public_access_cidrs": ["203.0.113.0/24"]}}, cdk_diff=True)
+NAMED_CIDR = {"eks": {"public_access_cidrs": ["203.0.113.0/24"]}}
+ENDPOINT = "hyperpod-dev-cluster/Cluster/Resource"
+
+
+def test_a_widened_public_cidr_is_called_out(synth):
+    # dev's endpoint admits 0.0.0.0/0 (EKS's default); from one named network to that is the widening.
+    report = _review(synth, NAMED_CIDR, None)
+    assert report["changes"]["callouts"] == [
+        f"EXPOSURE: the public Kubernetes API endpoint `{ENDPOINT}` now admits 0.0.0.0/0 (was 203.0.113.0/24)"
+    ]
+    assert _lines(report, "exposure") == [] and "- **EXPOSURE**: the public Kubernetes API endpoint" in review.to_markdown(report)
+
+
+def test_a_narrowed_public_cidr_is_information_and_updates_the_cluster_in_place(synth):
+    report = _review(synth, None, NAMED_CIDR, cdk_diff=True)
+    assert report["changes"]["callouts"] == []
+    assert _lines(report, "exposure") == [
+        f"Exposure narrowed: the public Kubernetes API endpoint `{ENDPOINT}` admits 203.0.113.0/24 (was 0.0.0.0/0)"
+    ]
     assert [e["cidrs"] for e in report["risk"]["public_endpoints"]] == [["203.0.113.0/24"]]
     (eks,) = [c for c in report["changes"]["changes"] if c["type"] == "AWS::EKS::Cluster"]
     assert eks["action"] == "modified"  # PublicAccessCidrs is not create-only
@@ -234,3 +322,87 @@ def test_the_embedded_cdk_diff_is_plain_text_whatever_force_color_says(synth, mo
     stack = f"{s.settings.prefix}-dev-sample-job"
     text = changes.cdk_diff(s.outdir, changes.Baseline("empty", {stack: {}}, whole_app=False), [stack])[stack]
     assert "[+]" in text and "\x1b" not in text
+
+
+def _role(*statements) -> dict:
+    return {"Type": "AWS::IAM::Role", "Metadata": {"aws:cdk:path": "app/Worker/Role"},
+            "Properties": {"Policies": [{"PolicyDocument": {"Statement": list(statements)}}]}}
+
+
+def test_a_new_write_or_permissions_management_action_on_any_resource_is_called_out():
+    # Service Authorization Reference: ec2:CreateTags is Tagging, ec2:RunInstances Write, iam:PassRole Permissions management.
+    reads = {"Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}
+    scoped = {"Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": "arn:aws:ec2:us-east-1:111111111111:instance/*"}
+    anywhere = {"Effect": "Allow", "Action": ["ec2:RunInstances", "iam:PassRole", "ec2:CreateTags"], "Resource": "*"}
+    from cli import deltas
+
+    def stacks(*statements):
+        return [StackSummary("app", {"Resources": {"Role": _role(*statements)}}, [])]
+
+    found = deltas.compare(stacks(reads, scoped), stacks(reads, anywhere), "us-east-1", {})
+    assert found["callouts"] == [
+        "IAM ON ANY RESOURCE: `app/Worker/Role` gains Permissions management on `*`: iam:PassRole",
+        "IAM ON ANY RESOURCE: `app/Worker/Role` gains Write on `*`: ec2:RunInstances",
+    ]
+    assert found["lines"]["iam"][1] == ("IAM `app/Worker/Role`: + ec2:CreateTags (Tagging), iam:PassRole (Permissions management)")
+    assert deltas.compare(stacks(reads, anywhere), stacks(reads, scoped), "us-east-1", {})["callouts"] == []
+
+
+def test_an_open_security_group_rule_added_is_called_out_and_one_closed_is_information():
+    from cli import deltas
+
+    def stacks(*cidrs):
+        group = {"Type": "AWS::EC2::SecurityGroup", "Metadata": {"aws:cdk:path": "net/Sg"}, "Properties": {
+            "GroupDescription": "x", "SecurityGroupIngress": [{"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "CidrIp": c} for c in cidrs]}}
+        vpc = {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}}
+        return [StackSummary("net", {"Resources": {"Vpc": vpc, "Sg": group}}, [])]
+
+    inside, office, anyone = "10.0.0.0/16", "198.51.100.0/24", "0.0.0.0/0"
+    assert deltas.compare(stacks(inside), stacks(inside, office), "us-east-1", {})["callouts"] == [
+        "EXPOSURE: security group rule `net/Sg` admits 198.51.100.0/24 (outside the VPC) on tcp 443-443"
+    ]
+    assert deltas.compare(stacks(office), stacks(anyone), "us-east-1", {})["callouts"] == [
+        "EXPOSURE: security group rule `net/Sg` admits 0.0.0.0/0 (outside the VPC) on tcp 443-443 (was 198.51.100.0/24)"
+    ]
+    closed = deltas.compare(stacks(anyone), stacks(office), "us-east-1", {})
+    assert closed["callouts"] == [] and closed["lines"]["exposure"] == [
+        "Exposure narrowed: security group rule `net/Sg` no longer admits 0.0.0.0/0 on tcp 443-443"
+    ]
+
+
+def test_stateful_resources_added_and_removed_are_listed_with_their_delete_policy():
+    from cli import deltas
+
+    bucket = {"Type": "AWS::S3::Bucket", "DeletionPolicy": "Retain", "Metadata": {"aws:cdk:path": "data/Checkpoints/Resource"}}
+    fsx = {"Type": "AWS::FSx::FileSystem", "Metadata": {"aws:cdk:path": "data/Scratch"}, "Properties": {"StorageCapacity": 1200}}
+    found = deltas.compare([StackSummary("data", {"Resources": {"F": fsx}}, [])],
+                           [StackSummary("data", {"Resources": {"B": bucket}}, [])], "us-east-1", {})
+    assert found["lines"]["stateful"] == [
+        "Stateful added: S3::Bucket `data/Checkpoints/Resource` (on delete: retain)",
+        "Stateful removed: FSx::FileSystem `data/Scratch` (on delete: delete)",
+    ]
+    assert found["callouts"] == []  # a removed file system is the changes' own REMOVED callout (a critical type)
+
+
+def test_every_priced_ml_type_is_a_sourced_sagemaker_rate_or_marked_as_the_ec2_floor():
+    from infra import catalogue
+
+    for kind in catalogue.CATALOGUE.values():
+        rate, how = prices.instance_rate(kind.name)
+        if how == "sagemaker":
+            assert prices.SAGEMAKER_SOURCES[kind.name], kind.name
+            # SageMaker bills the same hardware at or above EC2's rate.
+            assert rate >= prices.INSTANCE_FLOOR.get(kind.name, 0), kind.name
+        elif how == "floor":
+            assert kind.name not in prices.SAGEMAKER_SOURCES
+    assert set(prices.SAGEMAKER_SOURCES) == set(prices.SAGEMAKER_RATE)
+    groups = [{"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2},
+              {"InstanceGroupName": "system", "InstanceType": "ml.m5.4xlarge", "InstanceCount": 1}]
+    stack = StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups}}}}, [])
+    estimate = cost.estimate([stack], "us-east-1")
+    p5, m5 = estimate["lines"]
+    assert p5["note"].startswith("EC2 On-Demand floor") and m5["note"].startswith("SageMaker list rate")
+    headline = cost.markdown(estimate)[2]
+    assert f"instances at SageMaker list rates ({prices.SAGEMAKER_AS_OF}); EC2 floor for ml.p5.48xlarge" in headline
+    one = StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups[1:]}}}}, [])
+    assert "EC2 floor" not in cost.markdown(cost.estimate([one], "us-east-1"))[2]

@@ -1,0 +1,354 @@
+"""Every section of the review as a delta against the baseline: what the change adds to the
+bill, to the quotas a deploy needs, to IAM access, to what the internet can reach, to the
+running job and to what holds data.
+
+Each section yields plain lines (information, shown beside the totals) and callouts (what a
+reviewer must stop at), in the `KIND: detail` form of cli/changes.py:
+- NEW QUOTA: an instance type the environment did not use (a new type's quota is often 0);
+- IAM ON ANY RESOURCE: a role gains a Write or Permissions management action on `*`;
+- EXPOSURE: a public endpoint, a public endpoint CIDR or an open security-group rule is added
+  or widened (narrowed is information);
+- JOB RESTARTS: the job's object changes, or its instance group's nodes are replaced.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+from dataclasses import dataclass
+
+from cli import cost, exposure, iam_audit
+from cli.assembly import StackSummary, group_instance_type, of_type
+from infra import catalogue
+
+LAMBDA_LOG_GROUP = "/LogGroup/Resource"  # aws-cdk-lib's own Lambdas' log groups: counted, not named
+
+
+def baseline_stacks(templates: dict[str, dict], whole_app: bool, new_stacks: list[StackSummary]) -> list[StackSummary]:
+    """The baseline as the sections read it. A partial baseline (deployed templates of some
+    stacks) stands in for those stacks only; the others are taken as they are now."""
+    if whole_app:
+        return [StackSummary(name, template, []) for name, template in templates.items()]
+    return [StackSummary(s.name, templates.get(s.name, s.template), s.depends_on) for s in new_stacks]
+
+
+def compare(before: list[StackSummary], after: list[StackSummary], region: str, replaced_groups: dict[str, set[str]]) -> dict:
+    """{"lines": {section: [line]}, "callouts": [callout], "cost": {...}, "iam_levels": {...},
+    "new_quotas": [quota]}. replaced_groups: stack -> instance groups whose nodes are replaced."""
+    cost_change = cost.delta(cost.estimate(before, region), cost.estimate(after, region))
+    quota_lines, new_quotas = _quotas(before, after)
+    iam_lines, iam_callouts, levels = _iam(before, after)
+    exposure_lines, exposure_callouts = _exposure(before, after)
+    job_lines, job_callouts = _job(before, after, replaced_groups)
+    lines = {
+        "cost": [cost_change["line"]],
+        "quotas": quota_lines,
+        "iam": iam_lines,
+        "exposure": exposure_lines,
+        "job": job_lines,
+        "stateful": _stateful(before, after),
+    }
+    new_quota_callouts = [f"NEW QUOTA: {line} (new: check your quota; a type new to the account's use is often 0)" for _, line in new_quotas]
+    return {
+        "lines": lines,
+        "callouts": new_quota_callouts + iam_callouts + exposure_callouts + job_callouts,
+        "cost": cost_change,
+        "iam_levels": levels,
+        "new_quotas": [quota for quota, _ in new_quotas],
+    }
+
+
+# --- quotas -------------------------------------------------------------------------------
+
+
+def _needs(stacks: list[StackSummary]) -> tuple[dict[str, int], set[str]]:
+    """(quota name -> nodes at deploy, quota names Karpenter scales from 0)."""
+    needs: dict[str, int] = {}
+    autoscaled: set[str] = set()
+    for q in exposure.quotas(stacks):
+        if q["needed"] is None:
+            autoscaled.add(q["quota"])
+            needs.setdefault(q["quota"], 0)
+        else:
+            needs[q["quota"]] = needs.get(q["quota"], 0) + q["needed"]
+    return needs, autoscaled
+
+
+def _quotas(before: list[StackSummary], after: list[StackSummary]) -> tuple[list[str], list[tuple[str, str]]]:
+    """(lines, [(quota, line)] of the quotas the baseline did not need)."""
+    (old, old_auto), (new, new_auto) = _needs(before), _needs(after)
+    lines, fresh = [], []
+    for quota in sorted(set(old) | set(new)):
+        auto = " (autoscaled from 0 by Karpenter: cover the group's max_count)" if quota in new_auto else ""
+        if quota not in old:
+            fresh.append((quota, f"{new[quota]} x {quota}{auto}"))
+        elif quota not in new:
+            lines.append(f"Quota: {quota} no longer needed (was {old[quota]})")
+        elif old[quota] != new[quota] or (quota in old_auto) != (quota in new_auto):
+            lines.append(f"Quota: {quota}: {old[quota]} -> {new[quota]} node(s) at deploy{auto}")
+    lines += _team_coverage(before, after)
+    return lines, fresh
+
+
+def _uncovered(stacks: list[StackSummary]) -> dict[str, tuple[int, int]]:
+    """accelerated type -> (nodes no team's compute quota covers, nodes), where teams have quotas."""
+    quotas = list(of_type(stacks, "AWS::SageMaker::ComputeQuota"))
+    if not quotas:
+        return {}
+    nodes: dict[str, int] = {}
+    for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
+        for group in res["Properties"].get("InstanceGroups", []):
+            count = group.get("InstanceCount", 0)
+            nodes[group_instance_type(group)] = nodes.get(group_instance_type(group), 0) + (count if isinstance(count, int) else 0)
+    covered: dict[str, float] = {}
+    for _, _, res in quotas:
+        for entry in res["Properties"].get("ComputeQuotaConfig", {}).get("ComputeQuotaResources", []):
+            kind = catalogue.lookup(entry.get("InstanceType", ""))
+            if kind is None:
+                continue
+            share = entry.get("Count")
+            if share is None and entry.get("Accelerators") and kind.accelerators:
+                share = entry["Accelerators"] / kind.accelerators
+            if share is None and entry.get("VCpu"):
+                share = entry["VCpu"] / kind.vcpus
+            covered[kind.name] = covered.get(kind.name, 0) + (share or 0)
+    out = {}
+    for itype, count in nodes.items():
+        kind = catalogue.lookup(itype)
+        if kind and kind.is_accelerated:
+            out[itype] = (count - min(count, math.ceil(covered.get(itype, 0) - 1e-9)), count)
+    return out
+
+
+def _team_coverage(before: list[StackSummary], after: list[StackSummary]) -> list[str]:
+    old, new = _uncovered(before), _uncovered(after)
+    lines = []
+    for itype in sorted(set(old) | set(new)):
+        if old.get(itype) != new.get(itype) and (new.get(itype, (0, 0))[0] or old.get(itype, (0, 0))[0]):
+            now = new.get(itype, (0, 0))
+            was = old.get(itype)
+            lines.append(
+                f"Team quotas: {now[0]} of {now[1]} {itype} node(s) in no team's quota"
+                + (f" (was {was[0]} of {was[1]})" if was else "")
+            )
+    return lines
+
+
+# --- IAM ----------------------------------------------------------------------------------
+
+
+def _grants(roles: list[iam_audit.Role]) -> dict[str, set[str]]:
+    return {r.path: {a for st in r.statements for a in st.actions} for r in roles}
+
+
+def _listed(actions: set[str]) -> str:
+    return ", ".join(f"{a} ({iam_audit.access_level(a) or 'unknown'})" for a in sorted(actions))
+
+
+def _iam(before: list[StackSummary], after: list[StackSummary]) -> tuple[list[str], list[str], dict]:
+    old_roles = iam_audit.audit({s.name: s.template for s in before})
+    new_roles = iam_audit.audit({s.name: s.template for s in after})
+    old_levels, new_levels = iam_audit.by_level(old_roles), iam_audit.by_level(new_roles)
+    levels = {level: new_levels.get(level, 0) - old_levels.get(level, 0) for level in new_levels.keys() | old_levels.keys()}
+    lines = []
+    moved = [f"{level} {old_levels.get(level, 0)} -> {new_levels.get(level, 0)}" for level in new_levels if levels.get(level)]
+    moved += [f"{level} {old_levels[level]} -> 0" for level in old_levels if level not in new_levels and old_levels[level]]
+    if moved:
+        lines.append(f"IAM access levels (distinct actions): {', '.join(moved)}")
+    old, new = _grants(old_roles), _grants(new_roles)
+    for role in sorted(set(old) | set(new)):
+        if role not in old:
+            lines.append(f"IAM new role `{role}`: {_listed(new[role]) or 'no inline actions'}")
+        elif role not in new:
+            lines.append(f"IAM role removed `{role}`")
+        elif old[role] != new[role]:
+            change = [f"+ {_listed(new[role] - old[role])}"] if new[role] - old[role] else []
+            change += [f"- {_listed(old[role] - new[role])}"] if old[role] - new[role] else []
+            lines.append(f"IAM `{role}`: {'; '.join(change)}")
+    was = {(r["role"], r["level"], a) for r in iam_audit.on_any_resource(old_roles) for a in r["actions"]}
+    callouts = []
+    for row in iam_audit.on_any_resource(new_roles):
+        gained = [a for a in row["actions"] if (row["role"], row["level"], a) not in was]
+        if gained:
+            callouts.append(f"IAM ON ANY RESOURCE: `{row['role']}` gains {row['level']} on `*`: {', '.join(gained)}")
+    return lines, callouts, levels
+
+
+# --- exposure -----------------------------------------------------------------------------
+
+
+def _net(cidr: str):
+    return ipaddress.ip_network(cidr, strict=False)
+
+
+def _outside(cidrs: list[str], others: list[str]) -> list[str]:
+    """The CIDRs that no CIDR in `others` contains."""
+    return [c for c in cidrs if not any(_net(c).version == _net(o).version and _net(c).subnet_of(_net(o)) for o in others)]
+
+
+def _exposure(before: list[StackSummary], after: list[StackSummary]) -> tuple[list[str], list[str]]:
+    lines, callouts = [], []
+    old = {e["resource"]: e["cidrs"] for e in exposure.public_endpoints(before)}
+    new = {e["resource"]: e["cidrs"] for e in exposure.public_endpoints(after)}
+    for resource in sorted(set(old) | set(new)):
+        if resource not in old:
+            callouts.append(f"EXPOSURE: the Kubernetes API endpoint `{resource}` becomes public, admitting {', '.join(new[resource])}")
+        elif resource not in new:
+            lines.append(f"Exposure narrowed: the Kubernetes API endpoint `{resource}` is no longer public (admitted {', '.join(old[resource])})")
+        else:
+            wider, narrower = _outside(new[resource], old[resource]), _outside(old[resource], new[resource])
+            was = f"(was {', '.join(old[resource])})"
+            if wider:
+                callouts.append(f"EXPOSURE: the public Kubernetes API endpoint `{resource}` now admits {', '.join(new[resource])} {was}")
+            elif narrower:
+                lines.append(f"Exposure narrowed: the public Kubernetes API endpoint `{resource}` admits {', '.join(new[resource])} {was}")
+    rules_before = exposure.open_ingress(before)
+    rules_after = exposure.open_ingress(after)
+    for rule in rules_after:
+        same = [r["cidr"] for r in rules_before if r["resource"] == rule["resource"] and r["ports"] == rule["ports"]]
+        if _outside([rule["cidr"]], same):
+            was = f" (was {', '.join(same)})" if same else ""
+            callouts.append(f"EXPOSURE: security group rule `{rule['resource']}` admits {rule['cidr']} (outside the VPC) on {rule['ports']}{was}")
+    for rule in rules_before:
+        same = [r["cidr"] for r in rules_after if r["resource"] == rule["resource"] and r["ports"] == rule["ports"]]
+        if _outside([rule["cidr"]], same):
+            lines.append(f"Exposure narrowed: security group rule `{rule['resource']}` no longer admits {rule['cidr']} on {rule['ports']}")
+    return lines, callouts
+
+
+# --- the job ------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    stack: str
+    name: str
+    manifest: str  # the manifest property as deployed (tokens included): what a change re-applies
+    nodes: int
+    gpus_per_node: int
+    processes_per_node: str
+    memory: str
+    group: str
+    obj: dict
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def _text(manifest) -> str:
+    return manifest if isinstance(manifest, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in manifest["Fn::Join"][1])
+
+
+def jobs(stacks: list[StackSummary]) -> dict[str, Job]:
+    """namespace/name -> the HyperPodPyTorchJob a stack applies."""
+    out = {}
+    for stack, _, res in of_type(stacks, "Custom::AWSCDK-EKS-KubernetesResource"):
+        raw = res.get("Properties", {}).get("Manifest")
+        try:
+            objects = json.loads(_text(raw))
+        except (TypeError, KeyError, ValueError):
+            continue
+        for obj in objects:
+            if obj.get("kind") != "HyperPodPyTorchJob":
+                continue
+            replica = obj["spec"]["replicaSpecs"][0]
+            pod = replica["template"]["spec"]
+            limits = pod["containers"][0].get("resources", {}).get("limits", {})
+            terms = pod.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {})
+            groups = [
+                v
+                for term in terms.get("nodeSelectorTerms", [])
+                for e in term.get("matchExpressions", [])
+                if e.get("key") == "sagemaker.amazonaws.com/instance-group-name"
+                for v in e.get("values", [])
+            ]
+            gpus = sum(int(v) for k, v in limits.items() if k in ("nvidia.com/gpu", "aws.amazon.com/neuron") or k.startswith("nvidia.com/mig-"))
+            meta = obj["metadata"]
+            out[f"{meta.get('namespace', 'default')}/{meta['name']}"] = Job(
+                stack.name, meta["name"], json.dumps(raw, sort_keys=True), int(replica.get("replicas", 1)), gpus,
+                str(obj["spec"].get("nprocPerNode", "?")), str(limits.get("memory", "?")), groups[0] if groups else "", obj,
+            )
+    return out
+
+
+def _parts(obj: dict) -> dict[str, object]:
+    """The job's fields a reviewer reads, by a short dotted name: the object's metadata, its spec,
+    the replica spec, the pod spec and its container."""
+    spec = obj.get("spec", {})
+    replica = (spec.get("replicaSpecs") or [{}])[0]
+    pod = replica.get("template", {}).get("spec", {})
+    container = (pod.get("containers") or [{}])[0]
+    parts = {f"metadata.{k}": v for k, v in obj.get("metadata", {}).items()}
+    parts |= {f"spec.{k}": v for k, v in spec.items() if k != "replicaSpecs"}
+    parts |= {f"replicas.{k}": v for k, v in replica.items() if k != "template"}
+    parts |= {f"pod.{k}": v for k, v in pod.items() if k != "containers"}
+    parts |= {f"container.{k}": v for k, v in container.items()}
+    return parts
+
+
+def changed_fields(old: dict, new: dict) -> list[str]:
+    a, b = _parts(old), _parts(new)
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def _arrow(label: str, old, new) -> str:
+    return f"{label} {old} -> {new}" if old != new else f"{label} {new}"
+
+
+def _job(before: list[StackSummary], after: list[StackSummary], replaced_groups: dict[str, set[str]]) -> tuple[list[str], list[str]]:
+    old, new = jobs(before), jobs(after)
+    replaced = {g for groups in replaced_groups.values() for g in groups}
+    lines, callouts = [], []
+    for key in sorted(set(old) | set(new)):
+        if key not in old:
+            j = new[key]
+            lines.append(f"Job {j.name}: new, {j.gpus} GPU(s) on {j.nodes} node(s) of group {j.group}")
+            continue
+        if key not in new:
+            lines.append(f"Job {old[key].name}: removed; the running job stops")
+            continue
+        a, b = old[key], new[key]
+        why = []
+        if a.manifest != b.manifest:
+            fields = changed_fields(a.obj, b.obj)
+            why.append(f"its object changes ({', '.join(fields) if fields else 'a referenced value: its image or a name'})")
+        if b.group in replaced:
+            why.append(f"instance group {b.group}'s nodes are replaced")
+        if not why:
+            continue
+        shape = ", ".join(
+            [
+                _arrow("GPUs", a.gpus, b.gpus),
+                _arrow("nodes", a.nodes, b.nodes),
+                _arrow("processes per node", a.processes_per_node, b.processes_per_node),
+                _arrow("memory per node", a.memory, b.memory),
+            ]
+        )
+        lines.append(f"Job {b.name}: {shape}")
+        callouts.append(f"JOB RESTARTS: the running job {b.name} restarts: {' and '.join(why)} ({shape})")
+    return lines, callouts
+
+
+# --- what holds data ----------------------------------------------------------------------
+
+
+def _stateful(before: list[StackSummary], after: list[StackSummary]) -> list[str]:
+    old = {(r["stack"], r["resource"], r["type"]): r for r in exposure.stateful(before)}
+    new = {(r["stack"], r["resource"], r["type"]): r for r in exposure.stateful(after)}
+    lines = []
+    lambda_logs: dict[tuple[str, str], int] = {}
+    for key in sorted(set(old) ^ set(new)):
+        added = key in new
+        stack, resource, type_ = key
+        if resource.endswith(LAMBDA_LOG_GROUP):
+            lambda_logs[(stack, "added" if added else "removed")] = lambda_logs.get((stack, "added" if added else "removed"), 0) + 1
+            continue
+        row = (new if added else old)[key]
+        policy = f"on delete: {row['deletion_policy'].lower()}"
+        lines.append(f"Stateful {'added' if added else 'removed'}: {type_.split('::', 1)[1]} `{resource}` ({policy})")
+    for (stack, what), n in sorted(lambda_logs.items()):
+        lines.append(f"Stateful {what}: {n} log group(s) of CDK-built Lambdas in {stack}")
+    return lines
+
