@@ -6,6 +6,8 @@
   hyperpod-cdk validate [-c env=NAME | --all]
   hyperpod-cdk review [--env NAME | --all] [--against DIR] [--assembly DIR]
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
+  hyperpod-cdk accept [-c env=NAME] [--group G] [--render] [--from DIR] [--no-deep-health-check]
+  hyperpod-cdk dashboards [-c env=NAME]
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
 """
@@ -228,6 +230,65 @@ def cmd_preflight(args) -> int:
     return 1 if any(r.status == "fail" for r in results) else 0
 
 
+def cmd_accept(args) -> int:
+    from cli import accept
+    from infra.config.acceptance import accepted_groups
+    from manifests import acceptance as acceptance_manifests
+
+    settings, _ = _settings(env_from(args))
+    known = [g.name for g in accepted_groups(settings)]
+    for name in args.group or []:
+        if name not in known:
+            raise CliError(f"--group {name}: not a group the acceptance run proves; groups: {', '.join(known) or '(none)'}")
+    if settings.network.closed and not args.from_dir:
+        for field in ("nccl_image", "dcgm_image"):
+            image = getattr(settings.acceptance, field)
+            if ".dkr.ecr." not in image:
+                raise CliError(f"acceptance.{field}: {image} cannot be pulled in a network without NAT; copy it into "
+                               "this account's ECR and name that copy")
+    try:
+        cluster = accept.Recording(Path(args.from_dir)) if args.from_dir else accept.Kubectl()
+        if args.render:
+            sys.stdout.write(accept.to_yaml(acceptance_manifests.objects(settings, accept.nodes_to_test(settings, cluster, args.group))))
+            return 0
+        sagemaker = None
+        if not args.from_dir and not args.no_deep_health_check and settings.acceptance.deep_health_check:
+            sagemaker = _sagemaker_client(settings, args)
+        report = accept.run(settings, cluster, sagemaker=sagemaker, groups=args.group or (),
+                            deep_health_check=not args.no_deep_health_check, keep=args.keep)
+    except accept.AcceptError as err:
+        raise CliError(str(err)) from None
+    sys.stdout.write(accept.to_text(report))
+    return 0 if report.passed else 1
+
+
+def _sagemaker_client(settings, args):
+    """SageMaker through the usual credential chain, refused in one line before anything runs."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from cli import preflight
+
+    try:
+        session = boto3.Session(profile_name=args.profile, region_name=args.region or settings.region)
+        session.client("sts").get_caller_identity()
+    except (BotoCoreError, ClientError) as err:
+        problem = preflight._credentials_problem(err, args.profile)
+        raise CliError((problem or str(err)).replace("run preflight again", "run accept again")) from None
+    return session.client("sagemaker")
+
+
+def cmd_dashboards(args) -> int:
+    from cli import dashboards
+
+    settings, _ = _settings(env_from(args))
+    try:
+        sys.stdout.write(dashboards.command(settings))
+    except dashboards.NoGrafana as err:
+        raise CliError(str(err)) from None
+    return 0
+
+
 def _env_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--context", action="append", metavar="env=NAME", help="environment, as for cdk (default dev)")
     parser.add_argument("--env", help="environment name (same as -c env=NAME)")
@@ -344,6 +405,35 @@ def build_parser() -> argparse.ArgumentParser:
     _env_args(pre)
     pre.add_argument("--region", help="default: the environment's region")
     pre.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
+
+    acc = _command(
+        sub, "accept", cmd_accept,
+        help="prove the deployed GPU groups: NCCL over EFA, DCGM level 2, HyperPod's deep health check",
+        description="Run NCCL all_reduce_perf across every node of each GPU group and DCGM diagnostics (level 2) on each "
+        "node through kubectl, then HyperPod's on-demand deep health check through the SageMaker API; judge the bus "
+        "bandwidth against the published figure for the instance type and name the nodes that fall short. Exit 1 on "
+        "any failed check.",
+        examples=["-c env=prod", "-c env=prod --group gpu --no-deep-health-check", "-c env=prod --render > acceptance.yaml",
+                  "-c env=prod --from tests/fixtures/acceptance/prod-two-nodes  # a recorded run"],
+    )
+    _env_args(acc)
+    acc.add_argument("--group", action="append", metavar="NAME", help="only this instance group (repeatable)")
+    acc.add_argument("--render", action="store_true", help="print the manifests the run would apply, for the nodes found")
+    acc.add_argument("--from", dest="from_dir", metavar="DIR", help="read a recorded run instead of the cluster")
+    acc.add_argument("--no-deep-health-check", action="store_true", help="skip HyperPod's deep health check (60-90 min on p5)")
+    acc.add_argument("--keep", action="store_true", help="leave the finished checks' pods for inspection")
+    acc.add_argument("--region", help="default: the environment's region")
+    acc.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
+
+    dash = _command(
+        sub, "dashboards", cmd_dashboards,
+        help="print the command that imports HyperPod's observability dashboards into Managed Grafana",
+        description="CloudFormation has no Grafana dashboard resource: print the one bash command that creates the "
+        "Prometheus data source and imports HyperPod's published dashboards into this environment's workspace.",
+        examples=["-c env=prod | bash"],
+    )
+    _env_args(dash)
+
     return parser
 
 

@@ -138,3 +138,30 @@ OBSERVABILITY_MIN_VCPUS = 16
 
 def lookup(name: str) -> InstanceType | None:
     return CATALOGUE.get(name)
+
+
+@dataclass(frozen=True)
+class PublishedBusBandwidth:
+    """What NCCL's all_reduce_perf reached over EFA on this type in a published run: the bus
+    bandwidth (GB/s, out-of-place) at the run's largest message. Bus bandwidth is normalised
+    for the rank count (nccl-tests' PERFORMANCE.md; the awsome README's "Understanding NCCL
+    Bandwidth"), so a two-node figure is the expectation for any number of nodes."""
+
+    busbw_gbps: float
+    message_bytes: int
+    nodes: int
+    source: str
+    published: str
+
+
+_AWSOME_NCCL = ("awslabs/awsome-distributed-ai micro-benchmarks/nccl-tests/README.md, section Results "
+                "(added in commit 88c2e71; read at snapshot 95b939c, 2026-07-23)")
+
+# The only per-type results the references publish (none for p4d, p5e, p5en, p6 or Trainium):
+# acceptance judges these types and reports the others' figures unjudged.
+NCCL_ALL_REDUCE_BUSBW: MappingProxyType[str, PublishedBusBandwidth] = MappingProxyType({
+    # "2x p4de.24xlarge", 8 B to 2 GiB: 78.33 GB/s at 2147483648 B.
+    "ml.p4de.24xlarge": PublishedBusBandwidth(78.33, 2 * 1024**3, 2, _AWSOME_NCCL, "2024-04-19"),
+    # "2x p5.48xlarge", 8 B to 16 GiB: 487.09 GB/s at 17179869184 B.
+    "ml.p5.48xlarge": PublishedBusBandwidth(487.09, 16 * 1024**3, 2, _AWSOME_NCCL, "2024-04-19"),
+})

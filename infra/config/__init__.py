@@ -11,6 +11,7 @@ governance, storage, sample_job), the root `Settings` in settings, and loading (
 check, error text) in loading. This module is the public face: import from `infra.config`.
 """
 
+from infra.config.acceptance import AcceptanceSettings
 from infra.config.addons import AddonsSettings, AddonSwitch, GrafanaSettings, ObservabilityAddon, ObservabilityMetrics
 from infra.config.base import ConfigError
 from infra.config.eks import LOG_TYPES, CoreAddon, CoreAddons, EksSettings
@@ -34,7 +35,7 @@ from infra.config.settings import ProtectionSettings, Settings
 from infra.config.storage import FSX_THROUGHPUTS, ExistingFileSystem, FsxSettings
 
 __all__ = [
-    "Alerts", "Notifications", "OperationsSettings",
+    "AcceptanceSettings", "Alerts", "Notifications", "OperationsSettings",
     "DEFAULT_ENV", "ENDPOINT_SERVICES", "FSX_THROUGHPUTS", "LOG_TYPES", "TOPOLOGY_LEVELS",
     "AddonSwitch", "AddonsSettings", "ConfigError", "CoreAddon", "CoreAddons", "DatasetSettings", "EksSettings",
     "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",

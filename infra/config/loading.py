@@ -20,6 +20,7 @@ from infra.config.addons import check_addons
 from infra.config.governance import check_governance
 from infra.config.storage import check_fsx
 from infra.config.sample_job import check_sample_job
+from infra.config.acceptance import check_acceptance
 from infra.config.operations import check_operations
 from infra.config.settings import Settings, check_names, check_region
 
@@ -166,6 +167,8 @@ _PATTERN_WORDS = {
     "vpc_id": "must be a VPC ID, vpc-0123456789abcdef0",
     "account": "must be a 12-digit AWS account ID",
     "region": "must be an AWS region name, like us-east-1",
+    "nccl_image": "must be an image reference, registry/repository:tag or @sha256:<digest>",
+    "dcgm_image": "must be an image reference, registry/repository:tag or @sha256:<digest>",
     "prefix": "must start with a lowercase letter, then lowercase letters, digits and hyphens, at most 20 characters",
 }
 
@@ -184,6 +187,7 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_chart(s, p)
     check_governance(s, p)
     check_sample_job(s, p)
+    check_acceptance(s, p)
     check_operations(s, p)
     # Last: the schemas' limits, for fields no rule above has named already.
     check_limits(s, p)

@@ -16,6 +16,7 @@ from infra.config.addons import AddonsSettings
 from infra.config.governance import GovernanceSettings, TopologySettings
 from infra.config.storage import FsxSettings
 from infra.config.sample_job import SampleJobSettings
+from infra.config.acceptance import AcceptanceSettings
 from infra.config.operations import OperationsSettings
 
 
@@ -47,6 +48,7 @@ class Settings(Model):
     topology: TopologySettings = TopologySettings()
     fsx: FsxSettings = FsxSettings()
     sample_job: SampleJobSettings
+    acceptance: AcceptanceSettings = AcceptanceSettings()
     operations: OperationsSettings = OperationsSettings()
 
     # Derived names, so every consumer uses the same ones.

@@ -1,0 +1,511 @@
+"""`hyperpod-cdk accept`: prove a deployed cluster's GPU groups before anyone trains on them.
+
+Per GPU group (acceptance.instance_groups, or every group of whole NVIDIA GPUs):
+  1. nodes: every node of the group is there, Ready and Schedulable (HyperPod's health label);
+  2. fabric: NCCL all_reduce_perf across all its nodes over EFA, judged against the bus
+     bandwidth the references publish for the instance type (infra/catalogue.py); a fabric
+     that falls short is run again in pairs, and a node short in each of its pairs is named;
+  3. diagnostics: DCGM level 2 on each node, every failed test named with its node;
+  4. HyperPod's on-demand deep health check (SageMaker StartClusterHealthCheck) where the
+     type has one, each node's status after it.
+kubectl runs with the user's kubeconfig, boto3 with the usual credential chain, as the other
+commands do. `--from DIR` reads a recorded run instead (kubectl and aws outputs, see
+tests/fixtures/acceptance/), which is how the tests and the README's report are made.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra import catalogue
+from infra.config import Settings
+from infra.config.acceptance import accepted_groups
+from manifests import acceptance as m
+
+GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+# How often the run looks at its checks; each check's own limit is its activeDeadlineSeconds.
+POLL_S = 15
+# HyperPod's deep health checks take 60 to 90 minutes on p5 (HyperPod deep health check
+# docs; FACTS): the run waits two hours for the operation, polling each minute.
+DEEP_HEALTH_CHECK_WAIT_S = 2 * 3600
+DEEP_HEALTH_CHECK_POLL_S = 60
+
+
+class AcceptError(RuntimeError):
+    """A problem to report in one line (no kubectl, kubectl refused, a broken recording)."""
+
+
+# ------------------------------------------------------------------ NCCL output
+
+
+@dataclass(frozen=True)
+class NcclRow:
+    size: int
+    busbw: float  # out-of-place, GB/s
+    busbw_in_place: float
+    wrong: int
+
+
+@dataclass(frozen=True)
+class NcclResult:
+    rows: tuple[NcclRow, ...]
+    avg_busbw: float | None
+    out_of_bounds: int | None
+    hosts: dict[int, str]
+    errors: tuple[str, ...]
+
+    @property
+    def largest(self) -> NcclRow | None:
+        return max(self.rows, key=lambda r: r.size) if self.rows else None
+
+
+# What mpirun --tag-output ("[1,0]<stdout>:") or srun --label ("0: ") put before each line.
+_TAG = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\w+\s+\w+\s+-?\d+\s+\S+\s+\S+\s+([\d.]+)\s+(\d+|N/A)\s+\S+\s+\S+\s+([\d.]+)\s+(\d+|N/A)\s*$")
+_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
+_FAILURE = re.compile(r"(Test (?:NCCL |CUDA )?failure.*|NCCL WARN.*|.*NCCL error.*)")
+
+
+def parse_nccl(text: str) -> NcclResult:
+    """nccl-tests' all_reduce_perf output, as mpirun prints it from the launcher or as a
+    Slurm run labels it: the sweep's rows, the closing summary, and which host each rank ran on."""
+    rows, hosts, errors = [], {}, []
+    avg = oob = None
+    for raw in text.splitlines():
+        line = _TAG.sub("", raw, count=1)
+        if match := _ROW.match(line):
+            size, _, busbw, wrong, busbw_ip, wrong_ip = match.groups()
+            bad = sum(int(w) for w in (wrong, wrong_ip) if w != "N/A")
+            rows.append(NcclRow(int(size), float(busbw), float(busbw_ip), bad))
+        elif match := _RANK.match(line.strip()):
+            hosts[int(match.group(1))] = match.group(2)
+        elif line.lstrip().startswith("# Avg bus bandwidth"):
+            avg = float(line.split(":", 1)[1])
+        elif line.lstrip().startswith("# Out of bounds values"):
+            oob = int(line.split(":", 1)[1].split()[0])
+        elif match := _FAILURE.search(line):
+            errors.append(match.group(1).strip())
+    return NcclResult(tuple(rows), avg, oob, hosts, tuple(errors))
+
+
+# ------------------------------------------------------------------ DCGM output
+
+
+@dataclass(frozen=True)
+class DcgmResult:
+    tests: tuple[tuple[str, str, str], ...]  # (section, test, result)
+    messages: tuple[tuple[str, str], ...]  # (Info | Warning | Error, text)
+
+    @property
+    def failed(self) -> list[str]:
+        return [f"{test}: {result}" for _, test, result in self.tests if result.startswith("Fail")]
+
+    @property
+    def errors(self) -> list[str]:
+        return [text for kind, text in self.messages if kind == "Error"]
+
+
+_SECTION = re.compile(r"^[|+]-+\s+(\w[\w ]*?)\s+-+\+")
+_MESSAGE_KINDS = ("Info", "Warning", "Error")
+
+
+def parse_dcgm(text: str) -> DcgmResult:
+    """`dcgmi diag` text output: one row per test under its section, Info/Warning/Error rows
+    explaining the test above. dcgmi wraps a long cell at a fixed width onto rows with an empty
+    first column, cutting words where the width ends: a chunk that fills the width runs on into
+    the next, a shorter one ended at a space."""
+    section, tests, messages = "", [], []
+    for line in text.splitlines():
+        line = line.strip()
+        if match := _SECTION.match(line):
+            section = match.group(1)
+            continue
+        if not line.startswith("|") or line.count("|") < 3:
+            continue
+        left, raw = line[1:-1].split("|", 1)
+        left, right = left.strip(), raw.strip()
+        width = len(raw) - 3  # a space before the text, two after the widest chunk
+        if (left, right) == ("Diagnostic", "Result") or section == "Metadata":
+            continue
+        if not left:  # a wrapped cell: it continues the message above (tests' results are short)
+            if messages and messages[-1][2] == len(tests):
+                kind, body, _, full = messages[-1]
+                chunk = raw[1:].rstrip()  # a space that starts the chunk is the text's own
+                joined = body + chunk if full else f"{body} {chunk.lstrip()}"
+                messages[-1] = (kind, joined, len(tests), len(raw.rstrip()) - 1 >= width)
+            continue
+        if left in _MESSAGE_KINDS:
+            messages.append((left, right, len(tests), len(raw.rstrip()) - 1 >= width))
+        else:
+            tests.append((section, left, right))
+    return DcgmResult(tuple(tests), tuple((kind, body) for kind, body, _, _ in messages))
+
+
+# ------------------------------------------------------------------ judging
+
+
+@dataclass(frozen=True)
+class Check:
+    group: str
+    check: str
+    subject: str
+    status: str  # pass | fail | warn | skip
+    detail: str
+
+
+@dataclass
+class Report:
+    env: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not any(c.status == "fail" for c in self.checks)
+
+    @property
+    def failing_nodes(self) -> list[str]:
+        nodes = []
+        for c in self.checks:
+            if c.status == "fail" and c.subject.startswith("hyperpod-") and c.subject not in nodes:
+                nodes.append(c.subject)
+        return nodes
+
+
+def judge_nccl(result: NcclResult, instance_type: str, min_percent: int) -> tuple[str, str]:
+    """(status, detail) of one all_reduce_perf run against the published figure for the type."""
+    row = result.largest
+    if result.errors:
+        return "fail", f"NCCL test failed: {result.errors[0]}"
+    if row is None:
+        return "fail", "no all_reduce_perf results in the log"
+    if row.wrong or result.out_of_bounds:
+        return "fail", f"wrong results: {row.wrong or result.out_of_bounds} out-of-bounds values"
+    measured = f"{row.busbw:.2f} GB/s bus bandwidth at {_size(row.size)}"
+    published = catalogue.NCCL_ALL_REDUCE_BUSBW.get(instance_type)
+    if published is None:
+        return "warn", f"{measured}; no published figure for {instance_type} to judge it by"
+    floor = published.busbw_gbps * min_percent / 100
+    basis = f"published {published.busbw_gbps:.2f} GB/s ({published.published}), floor {min_percent}% = {floor:.2f}"
+    if row.size != published.message_bytes:
+        return "fail", f"{measured}: the sweep stopped before {_size(published.message_bytes)}, where {basis}"
+    return ("pass" if row.busbw >= floor else "fail"), f"{measured}; {basis}"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def judge_dcgm(result: DcgmResult) -> tuple[str, str]:
+    if not result.tests:
+        return "fail", "no dcgmi diag results in the log"
+    failed = result.failed + [f"Error: {e}" for e in result.errors]
+    if failed:
+        warning = next((text for kind, text in result.messages if kind == "Warning"), "")
+        return "fail", "; ".join(failed) + (f" ({_clip(warning)})" if warning else "")
+    return "pass", f"{len(result.tests)} tests, none failed"
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def pair_rounds(nodes: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """The ring of pairs (each node with the next, the last with the first) in rounds of
+    disjoint pairs, so each pair has its nodes to itself: every node runs in two different
+    pairs (three nodes or more), and a node short in both is the suspect, not its partners."""
+    n = len(nodes)
+    ring = [(nodes[i], nodes[(i + 1) % n]) for i in range(n)]
+    rounds = [ring[0:n - n % 2:2], ring[1::2]]
+    if n % 2:  # the pair closing an odd ring shares a node with both rounds
+        rounds.append([ring[-1]])
+    return rounds
+
+
+def suspects(pairs: dict[tuple[str, str], bool]) -> list[str]:
+    """Nodes every one of whose pairs fell short (pairs: pair -> passed)."""
+    seen: dict[str, list[bool]] = {}
+    for pair, ok in pairs.items():
+        for node in pair:
+            seen.setdefault(node, []).append(ok)
+    return [node for node, results in seen.items() if not any(results)]
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+class Kubectl:
+    """The cluster through the user's kubectl and kubeconfig."""
+
+    def __init__(self, run: Callable = subprocess.run):
+        if shutil.which("kubectl") is None:
+            raise AcceptError("kubectl is not on PATH; install it, or pass --from DIR (a recorded run)")
+        self._run = run
+
+    def _kubectl(self, *args: str, stdin: str | None = None) -> str:
+        result = self._run(["kubectl", *args], input=stdin, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise AcceptError(f"kubectl {args[0]} failed: {result.stderr.strip()[-300:]}")
+        return result.stdout
+
+    def nodes(self) -> dict:
+        return json.loads(self._kubectl("get", "nodes", "-o", "json"))
+
+    def apply(self, objects: list[dict]) -> None:
+        self._kubectl("apply", "-f", "-", stdin=to_yaml(objects))
+
+    def delete(self, objects: list[dict]) -> None:
+        self._kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=to_yaml(objects))
+
+    def finished(self, obj: dict) -> bool:
+        kind = "mpijobs.kubeflow.org" if obj["kind"] == "MPIJob" else "jobs"
+        doc = json.loads(self._kubectl("get", kind, obj["metadata"]["name"], "-n", m.NAMESPACE, "-o", "json"))
+        done = {"Succeeded", "Failed", "Complete"}
+        return any(c.get("type") in done and c.get("status") == "True" for c in doc.get("status", {}).get("conditions", []))
+
+    def result_log(self, run: str) -> str:
+        selector = f"{m.RUN_LABEL}={run},{m.ROLE_LABEL}=result"
+        return self._kubectl("logs", "-n", m.NAMESPACE, "-l", selector, "--tail=-1")
+
+
+class Recording:
+    """A recorded run in a folder: nodes.json (`kubectl get nodes -o json`), logs/<run>.log
+    (each check's result log), list-cluster-nodes.json (`aws sagemaker list-cluster-nodes`
+    after the deep health check). Nothing is applied; every check has finished."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        if not (self.folder / "nodes.json").is_file():
+            raise AcceptError(f"--from {folder}: no nodes.json (a `kubectl get nodes -o json` dump) in it")
+        self.applied: list[dict] = []
+
+    def nodes(self) -> dict:
+        try:
+            return json.loads((self.folder / "nodes.json").read_text())
+        except ValueError as err:
+            raise AcceptError(f"--from {self.folder}: nodes.json is not JSON: {err}") from None
+
+    def apply(self, objects: list[dict]) -> None:
+        self.applied += objects
+
+    def delete(self, objects: list[dict]) -> None:
+        pass
+
+    def finished(self, obj: dict) -> bool:
+        return True
+
+    def result_log(self, run: str) -> str:
+        path = self.folder / "logs" / f"{run}.log"
+        return path.read_text() if path.is_file() else ""
+
+    def cluster_nodes(self) -> dict | None:
+        path = self.folder / "list-cluster-nodes.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+
+def to_yaml(objects: list[dict]) -> str:
+    import yaml
+
+    return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
+
+
+def _ready(node: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", []))
+
+
+def group_nodes(doc: dict, group) -> tuple[list[str], list[Check]]:
+    """The group's nodes fit to test, and a failed check for each one that is not (or missing)."""
+    try:
+        items = [i for i in doc["items"] if i["metadata"].get("labels", {}).get(GROUP_LABEL) == group.name]
+    except (KeyError, TypeError, AttributeError):
+        raise AcceptError("the node list is not `kubectl get nodes -o json` output") from None
+    fit, checks = [], []
+    for item in sorted(items, key=lambda i: i["metadata"]["name"]):
+        node, health = item["metadata"]["name"], item["metadata"]["labels"].get(HEALTH_LABEL, "(no label)")
+        if _ready(item) and health == "Schedulable":
+            fit.append(node)
+        else:
+            state = "Ready" if _ready(item) else "not Ready"
+            checks.append(Check(group.name, "nodes", node, "fail", f"{state}, health {health}: not tested"))
+    expected = 0 if group.autoscaled else group.count
+    summary = f"{len(items)} of {expected} nodes present, {len(fit)} Ready and Schedulable"
+    if len(items) < expected:
+        checks.insert(0, Check(group.name, "nodes", f"{len(items)}/{expected}", "fail", summary + f"; {expected - len(items)} missing"))
+    else:
+        checks.insert(0, Check(group.name, "nodes", f"{len(items)}/{expected}", "pass" if not checks else "fail", summary))
+    return fit, checks
+
+
+def _wait(cluster, objects: list[dict], *, sleep: Callable, clock: Callable) -> list[dict]:
+    """Wait until each check has finished or its deadline has passed; the ones still running."""
+    if not objects:
+        return []
+    deadline = clock() + max(o["spec"].get("activeDeadlineSeconds") or o["spec"]["runPolicy"]["activeDeadlineSeconds"]
+                             for o in objects) + 2 * POLL_S
+    pending = list(objects)
+    while pending and clock() < deadline:
+        pending = [o for o in pending if not cluster.finished(o)]
+        if pending:
+            sleep(POLL_S)
+    return pending
+
+
+def _pair_check(settings: Settings, cluster, group, nodes: list[str], *, sleep, clock) -> list[Check]:
+    """Run the fabric test in pairs and name the nodes short in every pair they were in."""
+    results: dict[tuple[str, str], bool] = {}
+    for r, round_ in enumerate(pair_rounds(nodes), 1):
+        jobs = {pair: m.nccl_job(settings, group, pair, run=m.name("nccl", group.name, f"r{r}", str(i)))
+                for i, pair in enumerate(round_)}
+        cluster.apply(list(jobs.values()))
+        _wait(cluster, list(jobs.values()), sleep=sleep, clock=clock)
+        for pair, job in jobs.items():
+            status, _ = judge_nccl(parse_nccl(cluster.result_log(job["metadata"]["name"])), group.instance_type,
+                                   settings.acceptance.min_bandwidth_percent)
+            results[pair] = status != "fail"
+        cluster.delete(list(jobs.values()))
+    return [Check(group.name, "nccl pairs", node, "fail", "short in every pair it ran in: the fabric's weak node")
+            for node in suspects(results)]
+
+
+def nodes_to_test(settings: Settings, cluster, groups: Sequence[str] | None = None) -> dict[str, list[str]]:
+    """Per chosen group, its nodes fit to test (Ready and Schedulable)."""
+    doc = cluster.nodes()
+    chosen = [g for g in accepted_groups(settings) if not groups or g.name in groups]
+    return {g.name: group_nodes(doc, g)[0] for g in chosen}
+
+
+def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = (), deep_health_check: bool = True,
+        keep: bool = False, sleep: Callable = time.sleep, clock: Callable = time.monotonic) -> Report:
+    report = Report(settings.env_name)
+    chosen = [g for g in accepted_groups(settings) if not groups or g.name in groups]
+    doc = cluster.nodes()
+    fit = {}
+    for group in chosen:
+        fit[group.name], checks = group_nodes(doc, group)
+        report.checks += checks
+    objects = m.objects(settings, {g: nodes for g, nodes in fit.items() if nodes})
+    checks_to_run = objects[1:]
+    cluster.apply(objects)
+    still = _wait(cluster, checks_to_run, sleep=sleep, clock=clock)
+    for group in chosen:
+        nodes = fit[group.name]
+        if len(nodes) < 2:
+            report.checks.append(Check(group.name, "nccl", "fabric", "skip", f"{len(nodes)} node(s) fit to test: no fabric between nodes"))
+        else:
+            job = m.nccl_job(settings, group, nodes)
+            status, detail = judge_nccl(parse_nccl(cluster.result_log(job["metadata"]["name"])), group.instance_type,
+                                        settings.acceptance.min_bandwidth_percent)
+            if any(o["metadata"]["name"] == job["metadata"]["name"] for o in still):
+                status, detail = "fail", f"did not finish within {m.NCCL_DEADLINE_S} s"
+            report.checks.append(Check(group.name, "nccl", f"fabric ({len(nodes)} nodes)", status, detail))
+            if status == "fail" and len(nodes) > 2:
+                report.checks += _pair_check(settings, cluster, group, nodes, sleep=sleep, clock=clock)
+        for node in nodes:
+            job = m.dcgm_job(settings, group, node)
+            status, detail = judge_dcgm(parse_dcgm(cluster.result_log(job["metadata"]["name"])))
+            if any(o["metadata"]["name"] == job["metadata"]["name"] for o in still):
+                status, detail = "fail", f"did not finish within {m.DCGM_DEADLINE_S} s"
+            report.checks.append(Check(group.name, "dcgm", node, status, detail))
+    if not keep:
+        cluster.delete(checks_to_run)
+    if deep_health_check and settings.acceptance.deep_health_check:
+        report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
+    return report
+
+
+# ------------------------------------------------------------------ deep health check
+
+
+def _dhc_groups(groups) -> list:
+    return [g for g in groups if g.spec.deep_health_checks and not g.autoscaled]
+
+
+def deep_health_checks(settings: Settings, groups, cluster, sagemaker, *, sleep, clock) -> list[Check]:
+    """HyperPod's on-demand deep health check (StartClusterHealthCheck in SageMaker's API) on
+    the groups whose type has one, then each node's status: HyperPod reboots or replaces the
+    nodes that fail, so a node not Running afterwards is named with HyperPod's message."""
+    checked = _dhc_groups(groups)
+    out = [Check(g.name, "deep health check", "group", "skip", f"{g.instance_type} has no deep health checks")
+           for g in groups if g not in checked]
+    if not checked:
+        return out
+    recorded = getattr(cluster, "cluster_nodes", None)
+    if recorded is not None:
+        nodes = recorded()
+        if nodes is None:
+            return out + [Check(g.name, "deep health check", "group", "skip", "not in the recording") for g in checked]
+    else:
+        nodes = _run_deep_health_check(settings, checked, sagemaker, sleep=sleep, clock=clock)
+        if nodes is None:
+            return out + [Check(g.name, "deep health check", "group", "fail",
+                                f"still in progress after {DEEP_HEALTH_CHECK_WAIT_S // 60} minutes") for g in checked]
+    names = {g.name for g in checked}
+    for node in nodes.get("ClusterNodeSummaries", []):
+        if node["InstanceGroupName"] not in names:
+            continue
+        status = node["InstanceStatus"]["Status"]
+        message = node["InstanceStatus"].get("Message", "")
+        subject = f"hyperpod-{node['InstanceId']}"
+        ok = status == "Running"
+        out.append(Check(node["InstanceGroupName"], "deep health check", subject, "pass" if ok else "fail",
+                         status + (f": {message}" if message else "")))
+    return out
+
+
+def _run_deep_health_check(settings: Settings, groups, sagemaker, *, sleep, clock) -> dict | None:
+    cluster = settings.hyperpod_cluster_name
+    started = time.time()
+    sagemaker.start_cluster_health_check(
+        ClusterName=cluster,
+        DeepHealthCheckConfigurations=[
+            {"InstanceGroupName": g.name, "DeepHealthChecks": list(g.deep_health_checks or ("InstanceStress", "InstanceConnectivity"))}
+            for g in groups
+        ],
+    )
+    deadline = clock() + DEEP_HEALTH_CHECK_WAIT_S
+    while True:
+        ops = sagemaker.list_cluster_operations(ClusterName=cluster, Type="DeepHealthCheck", SortBy="CreationTime",
+                                                SortOrder="Descending", MaxResults=10)["ClusterOperationSummaries"]
+        ours = [o for o in ops if o["CreationTime"].timestamp() >= started - 60]
+        if ours and all(o["Status"] != "InProgress" for o in ours):
+            break
+        if clock() >= deadline:
+            return None
+        sleep(DEEP_HEALTH_CHECK_POLL_S)
+    summaries, token = [], None
+    while True:
+        page = sagemaker.list_cluster_nodes(ClusterName=cluster, **({"NextToken": token} if token else {}))
+        summaries += page["ClusterNodeSummaries"]
+        token = page.get("NextToken")
+        if not token:
+            return {"ClusterNodeSummaries": summaries}
+
+
+# ------------------------------------------------------------------ the report
+
+
+def to_text(report: Report) -> str:
+    rows = [(c.group, c.check, c.subject, c.status.upper(), c.detail) for c in report.checks]
+    heads = ("group", "check", "subject", "result", "detail")
+    widths = [max(len(r[i]) for r in [heads, *rows]) for i in range(4)]
+    lines = [f"Acceptance run on {report.env}", ""]
+    lines += ["  ".join(h.ljust(w) for h, w in zip(heads[:4], widths)) + "  " + heads[4]]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+    lines.append("")
+    if report.passed:
+        lines.append(f"PASS: {len(report.checks)} checks, none failed")
+    else:
+        failed = sum(c.status == "fail" for c in report.checks)
+        named = ", ".join(report.failing_nodes) or "none named"
+        lines.append(f"FAIL: {failed} of {len(report.checks)} checks failed; nodes that fall short: {named}")
+    return "\n".join(lines) + "\n"

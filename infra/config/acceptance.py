@@ -1,0 +1,60 @@
+"""The acceptance run (`hyperpod-cdk accept`): which GPU groups it proves, with which images,
+and how close to the published bus bandwidth a fabric must come."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from infra import catalogue
+from infra.config.base import Model, Problems
+
+if TYPE_CHECKING:
+    from infra.config.settings import Settings
+
+# The awsome NCCL test image, as its EKS manifests name it on AWS's public gallery
+# (micro-benchmarks/nccl-tests/kubernetes/nccl-tests-gb200.yaml, and the README's pinned set:
+# CUDA 13.1.2, EFA installer 1.50.0, aws-ofi-nccl 1.21.1, NCCL 2.31.2-1, nccl-tests 2.20.0).
+NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:cuda13.1.2-efa1.50.0-ofiv1.21.1-ncclv2.31.2-1-testsv2.20.0"
+# NVIDIA's DCGM container on NGC (nv-hostengine and dcgmi), a tag public GPU-cluster scripts run.
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
+# An OCI image reference: registry/path:tag or @sha256 digest, no spaces.
+_IMAGE = r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})$"
+
+
+class AcceptanceSettings(Model):
+    # The GPU groups to prove; empty: every group of NVIDIA GPUs not cut into MIG slices.
+    instance_groups: tuple[str, ...] = ()
+    nccl_image: str = Field(default=NCCL_TESTS_IMAGE, pattern=_IMAGE)
+    dcgm_image: str = Field(default=DCGM_IMAGE, pattern=_IMAGE)
+    # A fabric passes at this share of the published bus bandwidth for its instance type.
+    min_bandwidth_percent: int = Field(default=90, ge=1, le=100)
+    # HyperPod's on-demand deep health check (StartClusterHealthCheck) on types that have one.
+    deep_health_check: bool = True
+
+
+def accepted_groups(s: Settings) -> list:
+    """The instance groups an acceptance run proves."""
+    if s.acceptance.instance_groups:
+        return [g for g in s.hyperpod.instance_groups if g.name in s.acceptance.instance_groups]
+    return [
+        g for g in s.hyperpod.instance_groups
+        if catalogue.lookup(g.instance_type) and g.spec.accelerator_resource == "nvidia.com/gpu"
+        and g.spec.is_accelerated and not g.mig_profile
+    ]
+
+
+def check_acceptance(s: Settings, p: Problems):
+    names = [g.name for g in s.hyperpod.instance_groups]
+    for i, name in enumerate(s.acceptance.instance_groups):
+        path = f"acceptance.instance_groups[{i}]"
+        group = s.instance_group(name)
+        if group is None:
+            p.error(path, name, f"is not an instance group; groups: {', '.join(names)}")
+        elif not catalogue.lookup(group.instance_type):
+            continue  # the instance type's own error names it
+        elif not group.spec.is_accelerated or group.spec.accelerator_resource != "nvidia.com/gpu":
+            p.error(path, name, f"is {group.instance_type}, which has no NVIDIA GPUs for NCCL and DCGM to test")
+        elif group.mig_profile:
+            p.error(path, name, f"is cut into MIG slices ({group.mig_profile}): NCCL does not span slices and DCGM's diagnostics need whole GPUs")

@@ -1,0 +1,185 @@
+"""The acceptance run's Kubernetes objects, from the settings and the nodes found.
+
+Plain data, no CDK: `hyperpod-cdk accept` applies them with kubectl and `accept --render`
+prints them. Per GPU group: one NCCL `all_reduce_perf` MPIJob with a worker on every node,
+over EFA (the awsome NCCL test's MPIJob, micro-benchmarks/nccl-tests/kubernetes/, is the
+reference: its image, mpirun and all_reduce_perf arguments), and one Job per node running
+DCGM's level-2 diagnostics. GPU and EFA counts come from the instance catalogue, as the
+sample job's do; pods are pinned by hostname to the nodes under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+from infra import catalogue
+from infra.config import Settings
+
+NAMESPACE = "hyperpod-acceptance"
+LABELS = {"app.kubernetes.io/part-of": "hyperpod-cdk", "app.kubernetes.io/component": "acceptance"}
+# Every pod of one check carries this label with the check's name: the anti-affinity that puts
+# one NCCL worker on each node, and `kubectl logs -l` when the results are read, select on it.
+RUN_LABEL = "hyperpod-cdk/acceptance-run"
+# The pod whose log holds a check's result (the MPIJob's launcher; a Job has only one pod).
+ROLE_LABEL = "hyperpod-cdk/acceptance-role"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MPIJOB_API = "kubeflow.org/v2beta1"  # the MPI operator the HyperPod dependencies chart installs
+MPIRUN = "/opt/amazon/openmpi/bin/mpirun"  # where the awsome image installs Open MPI and the tests
+ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
+# all_reduce_perf's sweep as the awsome manifest runs it: 8 B doubling up to -e, 100 iterations,
+# results checked (-c 1); -e is the published run's largest message where there is one.
+DEFAULT_MESSAGE_BYTES = 16 * 1024**3
+ITERATIONS = 100
+DCGM_LEVEL = 2
+# How long each check may run before the cluster stops it (activeDeadlineSeconds); the CLI
+# waits as long. DCGM level 2 takes 2.5 to 10.5 minutes by GPU count, and the awsome health
+# check gives it 900 s (4.validation_and_observability/2.gpu-cluster-healthcheck, check 1);
+# the image pull comes on top. The NCCL sweep to 16 GiB takes minutes on p5; its multi-GB
+# image pull on fresh nodes can take longer.
+DCGM_DEADLINE_S = 900 + 600
+NCCL_DEADLINE_S = 1800
+# Kubernetes object names are DNS labels of at most 63 characters; the MPI operator appends
+# "-launcher" and "-worker-<n>" to an MPIJob's name, the Job controller five characters.
+NAME_MAX = 47
+
+
+def name(*parts: str) -> str:
+    """A DNS-label name from parts (node names included), shortened with a hash past NAME_MAX."""
+    text = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    if len(text) <= NAME_MAX:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{text[:NAME_MAX - 9].rstrip('-')}-{digest}"
+
+
+def namespace() -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": dict(LABELS)}}
+
+
+def message_bytes(instance_type: str) -> int:
+    """The sweep's largest message: the published run's, so the figures compare like for like."""
+    published = catalogue.NCCL_ALL_REDUCE_BUSBW.get(instance_type)
+    return published.message_bytes if published else DEFAULT_MESSAGE_BYTES
+
+
+def _pinned(nodes: Sequence[str]) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": list(nodes)}]}]}}}
+
+
+def _tolerations(group) -> list[dict]:
+    return [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in group.taints]
+
+
+def _pod(containers: list[dict], *, run: str, nodes: Sequence[str], group, extra: dict | None = None) -> dict:
+    spec = {"affinity": _pinned(nodes), "containers": containers, **(extra or {})}
+    tolerations = _tolerations(group)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"metadata": {"labels": {**LABELS, RUN_LABEL: run}}, "spec": spec}
+
+
+def _mpirun(group, nodes: int) -> list[str]:
+    spec = group.spec
+    efa = spec.efa_interfaces > 0
+    env = [
+        *(["FI_PROVIDER=efa", "FI_EFA_FORK_SAFE=1"] if efa else []),
+        # RDMA read where the type has it (the catalogue); libfabric aborts with it elsewhere.
+        *(["FI_EFA_USE_DEVICE_RDMA=1"] if efa and spec.efa_rdma_read else []),
+        # The plugin's choice of provider and transport lands in the log beside the figures.
+        "NCCL_DEBUG=INFO",
+    ]
+    return [
+        MPIRUN, "--allow-run-as-root", "--tag-output",
+        "-np", str(nodes * spec.accelerators), "-N", str(spec.accelerators), "--bind-to", "none",
+        "-x", "PATH", "-x", "LD_LIBRARY_PATH", *[a for e in env for a in ("-x", e)],
+        ALL_REDUCE_PERF, "-b", "8", "-e", str(message_bytes(group.instance_type)), "-f", "2", "-g", "1",
+        "-c", "1", "-n", str(ITERATIONS),
+    ]
+
+
+def nccl_job(settings: Settings, group, nodes: Sequence[str], *, run: str | None = None) -> dict:
+    """An MPIJob whose workers hold every GPU and EFA interface of each node in `nodes`, one
+    worker per node, and whose launcher runs all_reduce_perf across all of them."""
+    run = run or name("nccl", group.name)
+    image = settings.acceptance.nccl_image
+    resources = dict(group.device_resources)
+    resources["memory"] = "32Gi"
+    spread = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {RUN_LABEL: run}}, "topologyKey": HOSTNAME_LABEL}]}}
+    worker = _pod(
+        [{
+            "name": "worker",
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+        }],
+        run=run, nodes=nodes, group=group,
+        # NCCL's intra-node transport needs far more shared memory than the 64 MiB default.
+        extra={"volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]},
+    )
+    worker["spec"]["affinity"].update(spread)
+    launcher = _pod(
+        [{
+            "name": "launcher",
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": _mpirun(group, len(nodes)),
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        }],
+        run=run, nodes=nodes, group=group,
+    )
+    launcher["metadata"]["labels"][ROLE_LABEL] = "result"
+    return {
+        "apiVersion": MPIJOB_API,
+        "kind": "MPIJob",
+        "metadata": {"name": run, "namespace": NAMESPACE, "labels": {**LABELS, RUN_LABEL: run}},
+        "spec": {
+            "slotsPerWorker": group.spec.accelerators,
+            # A failed run is a result to read, not something to retry.
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": NCCL_DEADLINE_S},
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
+                "Worker": {"replicas": len(nodes), "template": worker},
+            },
+        },
+    }
+
+
+def dcgm_job(settings: Settings, group, node: str) -> dict:
+    """A Job on `node` holding all its GPUs, running DCGM's level-2 diagnostics once. The
+    image starts its own host engine; dcgmi exits non-zero when a test fails."""
+    run = name("dcgm", node)
+    gpus = {group.spec.accelerator_resource: group.spec.accelerators}
+    pod = _pod(
+        [{
+            "name": "dcgm",
+            "image": settings.acceptance.dcgm_image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", f"nv-hostengine && dcgmi diag -r {DCGM_LEVEL}"],
+            "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        }],
+        run=run, nodes=[node], group=group, extra={"restartPolicy": "Never"},
+    )
+    pod["metadata"]["labels"][ROLE_LABEL] = "result"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": run, "namespace": NAMESPACE, "labels": {**LABELS, RUN_LABEL: run}},
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": DCGM_DEADLINE_S, "ttlSecondsAfterFinished": 3600, "template": pod},
+    }
+
+
+def objects(settings: Settings, nodes_by_group: dict[str, Sequence[str]]) -> list[dict]:
+    """Everything one acceptance run applies, in apply order: the namespace, then per group
+    the fabric test across its nodes and a diagnostics Job on each node."""
+    out = [namespace()]
+    for group_name, nodes in nodes_by_group.items():
+        group = settings.instance_group(group_name)
+        if len(nodes) >= 2:
+            out.append(nccl_job(settings, group, nodes))
+        out += [dcgm_job(settings, group, node) for node in nodes]
+    return out
