@@ -6,6 +6,7 @@
   hyperpod-cdk validate [-c env=NAME | --all]
   hyperpod-cdk review [--env NAME | --all] [--against DIR] [--assembly DIR]
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
+  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME] [--from-account [--region R] [--profile P]]
   hyperpod-cdk accept [-c env=NAME] [--group G] [--render] [--from DIR] [--no-deep-health-check]
   hyperpod-cdk dashboards [-c env=NAME]
 
@@ -289,6 +290,25 @@ def cmd_dashboards(args) -> int:
     return 0
 
 
+def cmd_upgrade_plan(args) -> int:
+    from cli import preflight, upgrade_plan
+
+    settings, _ = _settings(env_from(args))
+    source = upgrade_plan.OfflineVersions()
+    if args.from_account:
+        source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        current, steps = upgrade_plan.build(settings, args.to, source)
+    except (upgrade_plan.Refused, preflight.NoCredentials) as err:
+        raise CliError(str(err)) from None
+    except (BotoCoreError, ClientError) as err:
+        raise CliError(preflight.failure_line(err, args.profile)) from None
+    sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name))
+    return 0
+
+
 def _env_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--context", action="append", metavar="env=NAME", help="environment, as for cdk (default dev)")
     parser.add_argument("--env", help="environment name (same as -c env=NAME)")
@@ -405,6 +425,21 @@ def build_parser() -> argparse.ArgumentParser:
     _env_args(pre)
     pre.add_argument("--region", help="default: the environment's region")
     pre.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
+
+    up = _command(
+        sub, "upgrade-plan", cmd_upgrade_plan,
+        help="print the ordered steps of a Kubernetes upgrade: versions, add-ons, migrations, AMI updates",
+        description="From the cluster's Kubernetes version to --to, one minor version per step: the add-on versions for "
+        "it, the task governance Kueue CRD migration where the add-on crosses it, the cdk.json change and commands, and "
+        "each instance group's HyperPod AMI update with its rolling batch. Read-only.",
+        examples=["--to 1.35", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
+    )
+    _env_args(up)
+    up.add_argument("--to", required=True, metavar="1.N", help="the Kubernetes version to reach")
+    up.add_argument("--from-account", action="store_true",
+                    help="read the cluster's version, its add-ons and the versions for each step from the account (EKS, read-only)")
+    up.add_argument("--region", help="default: the environment's region")
+    up.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
 
     acc = _command(
         sub, "accept", cmd_accept,
