@@ -375,6 +375,23 @@ def _credentials_problem(err, profile: str | None) -> str | None:
     return None
 
 
+def client(settings: Settings, service: str, *, region: str | None = None, profile: str | None = None):
+    """One read-only client for a command beside preflight (upgrade-plan), failing as preflight does."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        session = boto3.Session(profile_name=profile, region_name=region or settings.region)
+    except BotoCoreError as err:
+        raise NoCredentials(_credentials_problem(err, profile) or str(err)) from None
+    return session.client(service, region_name=region or settings.region)
+
+
+def failure_line(err, profile: str | None) -> str:
+    """One line for an AWS error: what to do about the credentials, or the error itself."""
+    return _credentials_problem(err, profile) or f"{_error_code(err)}: {err}"
+
+
 def run(settings: Settings, *, region: str | None = None, profile: str | None = None, session=None, clients: dict | None = None) -> list[Result]:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError

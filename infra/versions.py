@@ -205,3 +205,48 @@ def crosses_task_governance_migration(before: str | None, after: str | None) -> 
     if before is None:
         return None
     return not addon_version_at_least(before, TASK_GOVERNANCE_CRD_MIGRATION)
+
+
+# ------------------------------------------------------------------ add-on versions per Kubernetes version
+# What `hyperpod-cdk upgrade-plan` shows offline for each step; with credentials it asks the
+# account instead (DescribeAddonVersions). An add-on no row names for a version is left to
+# that call, never guessed.
+
+
+@dataclass(frozen=True)
+class AddonRelease:
+    addon: str  # EKS add-on name
+    kubernetes: tuple[str, ...]  # the Kubernetes versions the source lists it for
+    version: str
+    source: str
+    seen: str
+
+
+# The EKS user guide's tables "the latest version of the Amazon EKS add-on type for each
+# Kubernetes version", as stored in the docs snapshot read here (docs.amazonaws.cn, zh_cn .md
+# copies, the newest rows of the stored copies); AWS adds eksbuild numbers often.
+_KUBE_PROXY_PAGE = "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html, table kube-proxy versions"
+_COREDNS_PAGE = "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html, table CoreDNS versions"
+ADDON_RELEASES: tuple[AddonRelease, ...] = (
+    AddonRelease("kube-proxy", ("1.35",), "v1.35.3-eksbuild.2", _KUBE_PROXY_PAGE, "2026-12-04"),
+    AddonRelease("kube-proxy", ("1.34",), "v1.34.6-eksbuild.2", _KUBE_PROXY_PAGE, "2026-12-04"),
+    AddonRelease("kube-proxy", ("1.33",), "v1.33.10-eksbuild.2", _KUBE_PROXY_PAGE, "2026-12-04"),
+    AddonRelease("kube-proxy", ("1.32",), "v1.32.13-eksbuild.5", _KUBE_PROXY_PAGE, "2026-12-04"),
+    AddonRelease("kube-proxy", ("1.31",), "v1.31.14-eksbuild.9", _KUBE_PROXY_PAGE, "2026-12-04"),
+    AddonRelease("kube-proxy", ("1.30",), "v1.30.14-eksbuild.28", _KUBE_PROXY_PAGE, "2026-12-04"),
+    AddonRelease("coredns", ("1.33", "1.34", "1.35"), "v1.13.2-eksbuild.4", _COREDNS_PAGE, "2026-12-04"),
+    AddonRelease("coredns", ("1.30", "1.31", "1.32"), "v1.11.4-eksbuild.33", _COREDNS_PAGE, "2026-12-04"),
+    # The default for Kubernetes 1.28-1.35 (TRAINING_OPERATOR_RELEASES).
+    AddonRelease(
+        "amazon-sagemaker-hyperpod-training-operator",
+        tuple(f"1.{m}" for m in range(28, 36)),
+        next(r.version for r in TRAINING_OPERATOR_RELEASES if r.default),
+        _PR_1076,
+        "2026-12-04",
+    ),
+)
+
+
+def offline_addon_release(addon: str, kubernetes: str) -> AddonRelease | None:
+    """The row of ADDON_RELEASES for `addon` on Kubernetes `kubernetes`, if any."""
+    return next((r for r in ADDON_RELEASES if r.addon == addon and kubernetes in r.kubernetes), None)

@@ -12,7 +12,7 @@ import pytest
 from infra import versions
 from tests.conftest import ROOT
 
-RELEASES = (*versions.TASK_GOVERNANCE_RELEASES, *versions.TRAINING_OPERATOR_RELEASES)
+RELEASES = (*versions.TASK_GOVERNANCE_RELEASES, *versions.TRAINING_OPERATOR_RELEASES, *versions.ADDON_RELEASES)
 
 
 @pytest.mark.parametrize("release", RELEASES, ids=lambda r: f"{type(r).__name__}-{r.version}")
@@ -62,3 +62,11 @@ def test_the_default_training_operator_publishes_no_iam_requirement_so_no_add_on
     assert (default.version, default.requires_iam_permissions) == ("v1.2.1-eksbuild.1", False)
     inline = [p.name for p in (ROOT / "addons").glob("*.py") if re.search(r"pod_identity_associations|PodIdentityAssociations", p.read_text())]
     assert inline == []
+
+
+def test_the_offline_add_on_table_names_one_version_per_add_on_and_kubernetes_version():
+    seen = [(r.addon, k) for r in versions.ADDON_RELEASES for k in r.kubernetes]
+    assert len(seen) == len(set(seen))
+    assert all(re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", r.version) for r in versions.ADDON_RELEASES)
+    # kube-proxy follows the Kubernetes minor version it is listed for.
+    assert all(r.version.startswith(f"v{r.kubernetes[0]}.") for r in versions.ADDON_RELEASES if r.addon == "kube-proxy")

@@ -1,0 +1,269 @@
+"""`hyperpod-cdk upgrade-plan --to 1.N`: the ordered steps from the cluster's Kubernetes version
+to 1.N, one control-plane minor version at a time (EKS upgrades no further in one go).
+
+Each step: the add-on versions published for that Kubernetes version (from the account's
+DescribeAddonVersions with --from-account, else the dated table in infra/versions.py), the
+task governance Kueue CRD migration where the add-on crosses it, the `cdk.json` change and the
+commands, then the HyperPod AMI update of each instance group with its rolling batch.
+Read-only: it prints, it changes nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+from dataclasses import dataclass, field
+
+from infra import versions
+from infra.config import InstanceGroup, RollingBatch, Settings
+
+CORE_ADDONS = {
+    "vpc-cni": "vpc_cni",
+    "kube-proxy": "kube_proxy",
+    "coredns": "coredns",
+    "eks-pod-identity-agent": "pod_identity_agent",
+}
+TASK_GOVERNANCE = "amazon-sagemaker-hyperpod-taskgovernance"
+OFFLINE_SOURCE = "the dated table in infra/versions.py"
+
+
+class Refused(ValueError):
+    """A target the plan cannot lead to, in one line."""
+
+
+@dataclass(frozen=True)
+class Addon:
+    name: str  # EKS add-on name
+    path: str  # its config section (the version pin is <path>.version)
+    pinned: str | None
+
+
+@dataclass
+class AddonStep:
+    addon: Addon
+    version: str | None  # the version for this step's Kubernetes version; None: not known here
+    source: str
+
+
+@dataclass
+class Step:
+    before: str
+    after: str
+    addons: list[AddonStep]
+    warnings: list[str] = field(default_factory=list)
+    # None: may cross (the version before is unknown); True: crosses; False: does not.
+    migration: bool | None = False
+    migration_to: str | None = None
+
+
+def addons_of(settings: Settings) -> list[Addon]:
+    """Every EKS add-on a deploy of `settings` creates, with its config section and pin."""
+    from addons import registry
+    from addons.base import ManagedAddon
+
+    core = settings.eks.core_addons
+    out = [Addon(name, f"eks.core_addons.{key}", getattr(core, key).version) for name, key in CORE_ADDONS.items()]
+    for addon in registry.plan(settings):
+        if isinstance(addon, ManagedAddon):
+            out.append(Addon(addon.eks_name, f"addons.{addon.key}", addon.config.version))
+    return out
+
+
+class OfflineVersions:
+    """Add-on versions from infra/versions.py; what is deployed is what config pins."""
+
+    name = OFFLINE_SOURCE
+
+    def current(self, settings: Settings) -> str:
+        return settings.eks.version
+
+    def deployed(self, settings: Settings, addon: Addon) -> str | None:
+        return addon.pinned
+
+    def version_for(self, addon: Addon, kubernetes: str) -> tuple[str | None, str]:
+        row = versions.offline_addon_release(addon.name, kubernetes)
+        if row is None:
+            return None, f"not in {OFFLINE_SOURCE}: aws eks describe-addon-versions --kubernetes-version {kubernetes} --addon-name {addon.name}"
+        return row.version, f"{row.source}, read {row.seen}"
+
+
+class AccountVersions:
+    """The account's answers: the cluster's version (DescribeCluster), each add-on's deployed
+    version (DescribeAddon) and the default version for a Kubernetes version (DescribeAddonVersions)."""
+
+    name = "the account (DescribeAddonVersions)"
+
+    def __init__(self, eks):
+        self.eks = eks
+
+    def current(self, settings: Settings) -> str:
+        try:
+            return self.eks.describe_cluster(name=settings.eks_cluster_name)["cluster"]["version"]
+        except self.eks.exceptions.ResourceNotFoundException:
+            raise Refused(
+                f"no EKS cluster named {settings.eks_cluster_name} in {self.eks.meta.region_name}; "
+                "drop --from-account to plan from config"
+            ) from None
+
+    def deployed(self, settings: Settings, addon: Addon) -> str | None:
+        try:
+            return self.eks.describe_addon(clusterName=settings.eks_cluster_name, addonName=addon.name)["addon"]["addonVersion"]
+        except self.eks.exceptions.ResourceNotFoundException:
+            return None
+
+    def version_for(self, addon: Addon, kubernetes: str) -> tuple[str | None, str]:
+        found = self.eks.describe_addon_versions(kubernetesVersion=kubernetes, addonName=addon.name).get("addons", [])
+        offered = [v for a in found for v in a.get("addonVersions", [])]
+        if not offered:
+            return None, f"the account publishes no {addon.name} for Kubernetes {kubernetes}: CreateAddon and UpdateAddon fail"
+        default = next(
+            (v for v in offered if any(c.get("clusterVersion") == kubernetes and c.get("defaultVersion") for c in v.get("compatibilities", []))),
+            None,
+        )
+        chosen = default or max(offered, key=lambda v: _version_key(v["addonVersion"]))
+        return chosen["addonVersion"], "DescribeAddonVersions, " + ("the default" if default else "the newest listed")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def _newest_supported() -> tuple[int, int]:
+    return versions.MAX_EKS_VERSION
+
+
+def build(settings: Settings, target: str, source) -> tuple[str, list[Step]]:
+    """(the version now, the steps to `target`). Raises Refused for a target it cannot reach."""
+    if not re.fullmatch(r"1\.\d{1,2}", target):
+        raise Refused(f"--to {target}: give a Kubernetes minor version, like 1.34")
+    current = source.current(settings)
+    now, goal = versions.parse(current), versions.parse(target)
+    if goal < now:
+        raise Refused(f"--to {target}: the cluster runs {current}, and EKS cannot downgrade a control plane")
+    if goal > _newest_supported():
+        cdk = importlib.metadata.version("aws-cdk-lib")
+        raise Refused(
+            f"--to {target}: beyond {versions.fmt(_newest_supported())}, the newest Kubernetes version aws-cdk-lib {cdk}'s "
+            "KubernetesVersion and kubectl layers offer; upgrade aws-cdk-lib first"
+        )
+    addons = addons_of(settings)
+    deployed = {a.name: source.deployed(settings, a) for a in addons}
+    steps, maybe_said = [], False
+    for minor in range(now[1] + 1, goal[1] + 1):
+        before, after = f"1.{minor - 1}", f"1.{minor}"
+        step = Step(before, after, [AddonStep(a, *source.version_for(a, after)) for a in addons])
+        step.warnings = versions.support_warnings(after)
+        _, _, package = versions.kubectl_layer_module(after)
+        try:
+            importlib.metadata.distribution(package)
+        except importlib.metadata.PackageNotFoundError:
+            step.warnings.append(f"the kubectl layer for {after} is not installed: pip install {package}")
+        governance = next((s for s in step.addons if s.addon.name == TASK_GOVERNANCE), None)
+        if governance is not None:
+            before_tg, after_tg = deployed.get(TASK_GOVERNANCE), governance.version
+            if after_tg is None:  # the version for this step is not known here
+                past = before_tg is not None and versions.addon_version_at_least(before_tg, versions.TASK_GOVERNANCE_CRD_MIGRATION)
+                step.migration = False if past or maybe_said else None
+            else:
+                step.migration = versions.crosses_task_governance_migration(before_tg, after_tg)
+                if step.migration is None and maybe_said:
+                    step.migration = False
+                deployed[TASK_GOVERNANCE] = after_tg
+            # An unknown crossing is called out once, at the first step that may cross.
+            maybe_said = maybe_said or step.migration is None
+            step.migration_to = after_tg
+        steps.append(step)
+    return current, steps
+
+
+def _batch(group: InstanceGroup) -> tuple[RollingBatch, int, tuple[str, ...]]:
+    """The group's rolling batch, wait and rollback alarms: its scheduled update's or its
+    auto-patching's, else one instance at a time."""
+    rolling = group.scheduled_update or group.auto_patch
+    if rolling is None:
+        return RollingBatch(), 0, ()
+    return rolling.batch, rolling.wait_seconds, rolling.rollback_alarms
+
+
+def ami_lines(settings: Settings, after: str) -> list[str]:
+    """How each instance group's nodes move onto the HyperPod AMI for `after`."""
+    lines = []
+    for i, group in enumerate(settings.hyperpod.instance_groups):
+        where = f"hyperpod.instance_groups[{i}]"
+        if group.image_id:
+            lines.append(f"{group.name}: a custom AMI ({where}.image_id): rebuild it from the HyperPod AMI for Kubernetes {after} "
+                         "and set its new id; the deploy rolls the group onto it")
+            continue
+        if group.image_release_version:
+            lines.append(f"{group.name}: set {where}.image_release_version to the HyperPod AMI release for Kubernetes {after} "
+                         "(HyperPod AMI release notes); the deploy runs UpdateClusterSoftware on the group")
+            continue
+        batch, wait, alarms = _batch(group)
+        deployment = {"RollingUpdatePolicy": {"MaximumBatchSize": {"Type": batch.cfn_type, "Value": batch.value}},
+                      "WaitIntervalInSeconds": wait}
+        if alarms:
+            deployment["AutoRollbackConfiguration"] = [{"AlarmName": a} for a in alarms]
+        unit = "instance" if batch.unit == "instances" else "percent"
+        lines.append(
+            f"{group.name}: {batch.value} {unit}{'s' if unit == 'instance' and batch.value > 1 else ''} at a time"
+            f"{f', {wait} s apart' if wait else ''}:\n"
+            f"      aws sagemaker update-cluster-software --region {settings.region} --cluster-name {settings.hyperpod_cluster_name} "
+            f"--instance-groups '{json.dumps([{'InstanceGroupName': group.name}], separators=(',', ':'))}' "
+            f"--deployment-config '{json.dumps(deployment, separators=(',', ':'))}'"
+        )
+    return lines
+
+
+def cdk_json_change(settings: Settings, step: Step) -> dict:
+    """The patch to environments.<env> for the step: the version and every known add-on pin
+    (an unpinned add-on keeps its create-time version through a cluster upgrade: CloudFormation
+    sees no change to it)."""
+    patch: dict = {"eks": {"version": step.after}}
+    for s in step.addons:
+        if s.version is None:
+            continue
+        node = patch
+        for part in s.addon.path.split("."):
+            node = node.setdefault(part, {})
+        node["version"] = s.version
+    return patch
+
+
+def to_text(settings: Settings, current: str, target: str, steps: list[Step], source_name: str) -> str:
+    env = settings.env_name
+    if not steps:
+        return f"{env}: the cluster already runs Kubernetes {current}; nothing to do\n"
+    out = [
+        f"upgrade plan for {env}: Kubernetes {current} -> {target}, {len(steps)} step{'s' if len(steps) > 1 else ''} "
+        f"(one minor version each); add-on versions from {source_name}",
+        "",
+    ]
+    for n, step in enumerate(steps, 1):
+        out.append(f"step {n}: {step.before} -> {step.after}")
+        out += [f"  warning: {w}" for w in step.warnings]
+        out.append(f"  add-ons for {step.after}:")
+        width = max(len(s.addon.name) for s in step.addons)
+        for s in step.addons:
+            out.append(f"    {s.addon.name:<{width}}  {s.version or '?':<22}  {s.source}")
+        out.append(f"  1. cdk.json, environments.{env}: merge")
+        out.append("       " + json.dumps(cdk_json_change(settings, step), separators=(", ", ": ")))
+        unknown = [s.addon.name for s in step.addons if s.version is None]
+        if unknown:
+            out.append(f"     and pin {', '.join(unknown)} to the versions the account lists for {step.after}")
+        deploy = f"hyperpod-cdk validate -c env={env} && hyperpod-cdk review --env {env} && cdk deploy --all -c env={env}"
+        if step.migration is not False:
+            head = "MIGRATE FIRST" if step.migration else "IF task governance is at v1.3.x, MIGRATE FIRST"
+            out.append(f"  2. {head}: the task governance add-on goes to {step.migration_to or 'a version for ' + step.after}, "
+                       f"past {versions.TASK_GOVERNANCE_CRD_MIGRATION}, whose Kueue CRDs drop v1alpha1 "
+                       f"({versions.TASK_GOVERNANCE_UPGRADE_PAGE}):")
+            out.append(f"     a. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[0]}")
+            out.append(f"     b. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[1]}")
+            out.append(f"     c. deploy, which updates the add-on: {deploy}")
+            out += [f"     {chr(ord('d') + i)}. {line}" for i, line in enumerate(versions.TASK_GOVERNANCE_MIGRATION_STEPS[3:])]
+        else:
+            out.append(f"  2. deploy (the control plane first, then the add-ons, in the stacks' order): {deploy}")
+        out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware):")
+        out += [f"     {line}" for line in ami_lines(settings, step.after)]
+        out.append("")
+    return "\n".join(out)

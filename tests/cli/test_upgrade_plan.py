@@ -1,0 +1,177 @@
+"""upgrade-plan: one control-plane minor version per step, each with the add-on versions for it,
+the task governance CRD migration where the add-on crosses it, the cdk.json change that
+validates, and each group's AMI update with its own rolling batch; offline from the dated
+table, and with credentials from EKS (a botocore Stubber, responses in botocore's shapes)."""
+
+from __future__ import annotations
+
+import datetime
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from cli import main as cli
+from cli import upgrade_plan
+from infra import config, versions
+from tests.conftest import CAPABILITIES, CONTEXT, patched_context
+
+REGION = "us-east-1"
+
+
+def _settings(env="dev", patch=None):
+    return config.load_settings(patched_context(env, patch) if patch else CONTEXT, env)[0]
+
+
+def test_offline_the_plan_takes_one_minor_version_per_step_with_the_tables_versions():
+    settings = _settings()
+    current, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
+    assert current == settings.eks.version == "1.33"
+    assert [(s.before, s.after) for s in steps] == [("1.33", "1.34"), ("1.34", "1.35")]
+    for step in steps:
+        found = {s.addon.name: s.version for s in step.addons}
+        for row in versions.ADDON_RELEASES:
+            if step.after in row.kubernetes and row.addon in found:
+                assert found[row.addon] == row.version
+        # What no row names is left to the account, never guessed.
+        assert found["vpc-cni"] is None
+        unknown = next(s for s in step.addons if s.addon.name == "vpc-cni")
+        assert f"describe-addon-versions --kubernetes-version {step.after} --addon-name vpc-cni" in unknown.source
+
+
+def test_each_steps_cdk_json_change_is_a_config_that_validates():
+    settings = _settings()
+    _, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
+    context = CONTEXT
+    for step in steps:
+        patch = upgrade_plan.cdk_json_change(settings, step)
+        context = {**context, "environments": {**context["environments"],
+                                               "dev": config.deep_merge(context["environments"]["dev"], patch)}}
+        after, _ = config.load_settings(context, "dev")
+        assert after.eks.version == step.after
+        assert after.eks.core_addons.kube_proxy.version == versions.offline_addon_release("kube-proxy", step.after).version
+
+
+def test_an_unknown_task_governance_version_is_called_out_once_and_a_known_crossing_every_time():
+    settings = _settings()
+    _, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
+    assert [s.migration for s in steps] == [None, False]
+    text = upgrade_plan.to_text(settings, "1.33", "1.35", steps, upgrade_plan.OFFLINE_SOURCE)
+    assert text.count("IF task governance is at v1.3.x, MIGRATE FIRST") == 1
+    # The migration's own steps, in the upgrade page's order, around the deploy that updates the add-on.
+    body = text[text.index("MIGRATE FIRST"):]
+    assert body.index("back up every kueue") < body.index("deploy, which updates the add-on") < body.index("restore the objects")
+
+
+def test_each_group_rolls_onto_the_new_ami_with_its_own_batch_or_its_pin():
+    settings = _settings(patch=CAPABILITIES["cluster-options"])
+    lines = upgrade_plan.ami_lines(settings, "1.34")
+    system, gpu, reserved = lines
+    # system: a custom AMI is rebuilt, not patched by UpdateClusterSoftware.
+    assert "custom AMI" in system and "image_id" in system
+    # gpu: its auto-patching batch (1 instance, 120 s apart).
+    assert '"MaximumBatchSize":{"Type":"INSTANCE_COUNT","Value":1}' in gpu and '"WaitIntervalInSeconds":120' in gpu
+    assert "--cluster-name hyperpod-dev-hp" in gpu and '[{"InstanceGroupName":"gpu"}]' in gpu
+    # reserved: a pinned release moves by its pin, through the deploy.
+    assert "image_release_version" in reserved and "UpdateClusterSoftware" in reserved
+    scheduled = _settings(patch={"hyperpod": {"instance_groups": [
+        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 2,
+         "scheduled_update": {"schedule": "cron(0 3 ? * SUN *)", "batch": {"unit": "percent", "value": 50}, "wait_seconds": 300,
+                              "rollback_alarms": ["hyperpod-dev-node-health"]}},
+        {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1}]}})
+    line = upgrade_plan.ami_lines(scheduled, "1.34")[0]
+    assert '"Type":"CAPACITY_PERCENTAGE","Value":50' in line and '"AutoRollbackConfiguration":[{"AlarmName":"hyperpod-dev-node-health"}]' in line
+
+
+@pytest.mark.parametrize(
+    "target, says",
+    [
+        ("1.32", "EKS cannot downgrade a control plane"),
+        (versions.fmt((1, versions.MAX_EKS_VERSION[1] + 1)), "the newest Kubernetes version aws-cdk-lib"),
+        ("v1.34", "give a Kubernetes minor version"),
+    ],
+)
+def test_a_target_it_cannot_reach_is_refused_in_one_line(target, says, capsys):
+    assert cli.main(["upgrade-plan", "--to", target]) == 2
+    err = capsys.readouterr().err
+    (line,) = [l for l in err.splitlines() if l.startswith("error: ")]
+    assert says in line and "Traceback" not in err
+
+
+def test_the_newest_target_is_the_newest_kubernetes_version_aws_cdk_lib_offers():
+    # The installed aws-cdk-lib's own list (aws_eks_v2.KubernetesVersion), not a copied number.
+    from aws_cdk import aws_eks_v2 as eks
+
+    offered = [tuple(int(n) for n in name[1:].split("_")) for name in dir(eks.KubernetesVersion) if name.startswith("V1_")]
+    assert max(offered) == versions.MAX_EKS_VERSION
+
+
+def test_the_same_version_is_nothing_to_do(capsys):
+    assert cli.main(["upgrade-plan", "--to", "1.33"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ with credentials
+
+
+def _eks(responses):
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    for method, answer, params in responses:
+        if isinstance(answer, str):
+            stub.add_client_error(method, service_error_code=answer, http_status_code=404, expected_params=params)
+        else:
+            stub.add_response(method, answer, params)
+    stub.activate()
+    return client, stub
+
+
+def _versions(name: str, kubernetes: str, offered: list[str], default: str) -> dict:
+    return {"addons": [{"addonName": name, "type": "networking", "addonVersions": [
+        {"addonVersion": v, "architecture": ["amd64"], "requiresConfiguration": False, "requiresIamPermissions": False,
+         "compatibilities": [{"clusterVersion": kubernetes, "platformVersions": ["*"], "defaultVersion": v == default}]}
+        for v in offered]}]}
+
+
+def test_with_credentials_the_account_gives_the_version_the_add_ons_and_the_crossing():
+    settings = _settings()
+    addons = upgrade_plan.addons_of(settings)
+    cluster = settings.eks_cluster_name
+    created = datetime.datetime(2026, 6, 1, tzinfo=datetime.timezone.utc)
+    deployed = {"amazon-sagemaker-hyperpod-taskgovernance": "v1.3.0-eksbuild.1", "coredns": "v1.11.4-eksbuild.33"}
+    responses = [("describe_cluster", {"cluster": {"name": cluster, "version": "1.34", "status": "ACTIVE", "createdAt": created}},
+                  {"name": cluster})]
+    for a in addons:
+        params = {"clusterName": cluster, "addonName": a.name}
+        if a.name in deployed:
+            responses.append(("describe_addon", {"addon": {"addonName": a.name, "clusterName": cluster, "status": "ACTIVE",
+                                                           "addonVersion": deployed[a.name]}}, params))
+        else:
+            responses.append(("describe_addon", "ResourceNotFoundException", params))
+    for a in addons:
+        offered = {"amazon-sagemaker-hyperpod-taskgovernance": ["v1.6.0-eksbuild.1", "v1.5.0-eksbuild.1"],
+                   "cert-manager": []}.get(a.name, [f"v9.0.{len(a.name)}-eksbuild.1", "v9.0.0-eksbuild.1"])
+        default = offered[0] if offered else ""
+        responses.append(("describe_addon_versions", _versions(a.name, "1.35", offered, default) if offered else {"addons": []},
+                          {"kubernetesVersion": "1.35", "addonName": a.name}))
+    client, stub = _eks(responses)
+    current, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.AccountVersions(client))
+    stub.assert_no_pending_responses()
+    assert current == "1.34" and [(s.before, s.after) for s in steps] == [("1.34", "1.35")]
+    (step,) = steps
+    found = {s.addon.name: s for s in step.addons}
+    # The version EKS marks default for 1.35 is the one pinned.
+    assert found["coredns"].version == f"v9.0.{len('coredns')}-eksbuild.1" and "the default" in found["coredns"].source
+    # An add-on the account lists nothing for is a deploy failure, said as such.
+    assert found["cert-manager"].version is None and "CreateAddon and UpdateAddon fail" in found["cert-manager"].source
+    # Deployed v1.3.0, offered v1.6.0 as the default: the CRD migration comes first.
+    assert step.migration is True and step.migration_to == "v1.6.0-eksbuild.1"
+    text = upgrade_plan.to_text(settings, current, "1.35", steps, "the account (DescribeAddonVersions)")
+    assert "2. MIGRATE FIRST: the task governance add-on goes to v1.6.0-eksbuild.1" in text
+
+
+def test_with_credentials_a_missing_cluster_is_one_line():
+    settings = _settings()
+    client, _ = _eks([("describe_cluster", "ResourceNotFoundException", {"name": settings.eks_cluster_name})])
+    with pytest.raises(upgrade_plan.Refused, match="no EKS cluster named hyperpod-dev in us-east-1; drop --from-account"):
+        upgrade_plan.build(settings, "1.35", upgrade_plan.AccountVersions(client))
