@@ -1,6 +1,6 @@
 """`hyperpod-cdk`: the operator CLI.
 
-  hyperpod-cdk topology [--from FILE] [--format mermaid|html|markdown] [--output FILE] [--summary]
+  hyperpod-cdk topology [--from FILE [--pods FILE]] [--format mermaid|html|markdown] [--output FILE] [--summary] [--full]
   hyperpod-cdk render-job [-c env=NAME] [--nodes N] [--team T] [--priority P] [--image URI] ...
   hyperpod-cdk team NAME [-c env=NAME] [--format text|json]
   hyperpod-cdk validate [-c env=NAME | --all]
@@ -30,25 +30,37 @@ class CliError(Exception):
     """A problem to report in one line, with exit status 2."""
 
 
-def _live_nodes() -> dict:
+def _live(*what: str) -> dict:
+    """`kubectl get <what> -o json` of the current context."""
     if shutil.which("kubectl") is None:
         raise CliError("kubectl is not on PATH; install it or pass --from FILE (a `kubectl get nodes -o json` dump)")
-    result = subprocess.run(["kubectl", "get", "nodes", "-o", "json"], capture_output=True, text=True)
+    result = subprocess.run(["kubectl", "get", *what, "-o", "json"], capture_output=True, text=True)
     if result.returncode != 0:
-        raise CliError(f"kubectl get nodes failed: {result.stderr.strip()[-300:]}")
-    return json.loads(result.stdout)
+        raise CliError(f"kubectl get {' '.join(what)} failed: {result.stderr.strip()[-300:]}")
+    try:
+        return json.loads(result.stdout)
+    except json.JSONDecodeError as err:
+        raise CliError(f"kubectl get {' '.join(what)}: not JSON: {err}") from None
+
+
+def _dump(flag: str, path: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CliError(f"{flag} {path}: {err}") from None
 
 
 def cmd_topology(args) -> int:
-    if args.from_file:
-        try:
-            doc = json.loads(Path(args.from_file).read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise CliError(f"--from {args.from_file}: {err}") from None
-    else:
-        doc = _live_nodes()
+    # The pods say which GPUs are in use: from a dump beside the nodes', or the live cluster's.
+    doc = _dump("--from", args.from_file) if args.from_file else _live("nodes")
+    pods = _dump("--pods", args.pods) if args.pods else (None if args.from_file else _live("pods", "-A"))
     try:
-        nodes = topology.parse_nodes(doc)
+        topology.requested_gpus(pods or {})
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        source = f"--pods {args.pods}" if args.pods else "kubectl get pods -A"
+        raise CliError(f"{source}: not a pod list (`kubectl get pods -A -o json`): {type(err).__name__} {err}") from None
+    try:
+        nodes = topology.parse_nodes(doc, pods, tuple(args.tolerate or ()))
     except (AttributeError, KeyError, TypeError, ValueError) as err:
         source = f"--from {args.from_file}" if args.from_file else "kubectl get nodes"
         raise CliError(f"{source}: not a node list (`kubectl get nodes -o json`): {type(err).__name__} {err}") from None
@@ -59,7 +71,9 @@ def cmd_topology(args) -> int:
     elif args.format == "markdown":
         text = topology.markdown(nodes, title=f"{args.cluster_name}: EC2 network topology")
     else:
-        text = topology.mermaid(nodes, cluster=args.cluster_name)
+        text = topology.mermaid(nodes, cluster=args.cluster_name, full=True if args.full else None)
+        if topology.mermaid_too_big(text):
+            print(f"warning: {topology.mermaid_too_big(text)}", file=sys.stderr)
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.output}", file=sys.stderr)
@@ -335,9 +349,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "topology", cmd_topology,
         help="draw the EC2 network topology of the cluster's nodes",
         description=topology.__doc__,
-        examples=["> topology.mmd", "--from nodes.json --format html --output topology.html", "--format markdown", "--summary"],
+        examples=["> topology.mmd", "--from nodes.json --pods pods.json --format html --output topology.html", "--format markdown",
+                  "--summary", "--full > every-node.mmd"],
     )
     topo.add_argument("--from", dest="from_file", metavar="FILE", help="node list JSON (default: kubectl get nodes -o json)")
+    topo.add_argument("--pods", metavar="FILE", help="pod list JSON for the GPUs in use (`kubectl get pods -A -o json`; "
+                      "default: the live cluster's, or none with --from)")
+    topo.add_argument("--full", action="store_true", help=f"Mermaid: every node, also past {topology.FULL_TREE_MAX_NODES} "
+                      "nodes (then one box per layer-3 network node)")
+    topo.add_argument("--tolerate", action="append", metavar="KEY", help="a taint key the work tolerates (a group's dedicated "
+                      "taint): it does not make a node unschedulable; repeatable")
     topo.add_argument(
         "--format",
         choices=["mermaid", "html", "markdown"],
