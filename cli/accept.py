@@ -254,8 +254,10 @@ class Kubectl:
 
     def _kubectl(self, *args: str, stdin: str | None = None) -> str:
         result = self._run(["kubectl", *args], input=stdin, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise AcceptError(f"kubectl {args[0]} failed: {result.stderr.strip()[-300:]}")
+        if result.returncode != 0:  # kubectl's own verdict is its last "error:" line
+            lines = [line.strip() for line in result.stderr.splitlines() if line.strip()] or [f"exit status {result.returncode}"]
+            last = next((line for line in reversed(lines) if line.startswith("error:")), lines[-1])
+            raise AcceptError(f"kubectl {args[0]} failed: {last[-300:]}")
         return result.stdout
 
     def nodes(self) -> dict:

@@ -13,8 +13,11 @@ which the offline tests could check. The command below does the same steps once,
 operator's own credentials and a token that expires in minutes.
 
 The dashboards are the quick setup's published templates, each under the uid the quick setup
-gives it, read from the repository at a pinned commit; they query a Prometheus data source whose
-uid is `prometheus`, which the command creates first (SigV4 to this environment's workspace).
+gives it, read from the repository at a pinned commit. Their panels pick a Prometheus data source
+through a `datasource` variable; the command first creates one as the quick setup does (uid
+`prometheus`, the default, SigV4 to this environment's workspace). A few panels read CloudWatch
+through a `cloudwatch` variable: the workspace's role here may query only its Prometheus
+workspace, so those stay empty.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ DASHBOARDS = {
     "inference": "aws-sm-hp-observability-inference-v1_0",
     "tasks": "aws-sm-hp-observability-task-v1_0",
 }
-# The data source uid the dashboards' panels name (the quick setup's create_prometheus_datasource).
+# The data source the quick setup makes for the dashboards (create_prometheus_datasource).
 DATASOURCE_UID = "prometheus"
 SERVICE_ACCOUNT = "hyperpod-cdk-dashboards"
 # Long enough for five uploads; Grafana tokens may live up to 30 days (CreateWorkspaceServiceAccountToken).
@@ -81,7 +84,7 @@ def command(settings: Settings) -> str:
         "post() { curl -fsS -X POST -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' \"$API/$1\" -d @- >/dev/null; }",
         # 409: the data source exists from an earlier import.
         "jq -n --arg url \"https://aps-workspaces.$REGION.amazonaws.com/workspaces/$AMP\" --arg region \"$REGION\" "
-        f"'{{name:\"prometheus\",type:\"prometheus\",uid:\"{DATASOURCE_UID}\",url:$url,access:\"proxy\","
+        f"'{{name:\"prometheus\",type:\"prometheus\",uid:\"{DATASOURCE_UID}\",url:$url,access:\"proxy\",isDefault:true,"
         "jsonData:{httpMethod:\"POST\",sigV4Auth:true,sigV4AuthType:\"ec2_iam_role\",sigV4Region:$region}}' | post datasources || true",
     ]
     for dashboard, uid in DASHBOARDS.items():

@@ -19,8 +19,7 @@ from infra.config import Settings
 
 NAMESPACE = "hyperpod-acceptance"
 LABELS = {"app.kubernetes.io/part-of": "hyperpod-cdk", "app.kubernetes.io/component": "acceptance"}
-# Every pod of one check carries this label with the check's name: the anti-affinity that puts
-# one NCCL worker on each node, and `kubectl logs -l` when the results are read, select on it.
+# Every pod of one check carries this label with the check's name, for `kubectl logs -l`.
 RUN_LABEL = "hyperpod-cdk/acceptance-run"
 # The pod whose log holds a check's result (the MPIJob's launcher; a Job has only one pod).
 ROLE_LABEL = "hyperpod-cdk/acceptance-role"
@@ -101,14 +100,13 @@ def _mpirun(group, nodes: int) -> list[str]:
 
 
 def nccl_job(settings: Settings, group, nodes: Sequence[str], *, run: str | None = None) -> dict:
-    """An MPIJob whose workers hold every GPU and EFA interface of each node in `nodes`, one
-    worker per node, and whose launcher runs all_reduce_perf across all of them."""
+    """An MPIJob whose workers hold every GPU and EFA interface of each node in `nodes`, and
+    whose launcher runs all_reduce_perf across all of them. A worker asks for all of a node's
+    GPUs, so no two share a node: as many workers as nodes, pinned to them, is one on each."""
     run = run or name("nccl", group.name)
     image = settings.acceptance.nccl_image
     resources = dict(group.device_resources)
     resources["memory"] = "32Gi"
-    spread = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {RUN_LABEL: run}}, "topologyKey": HOSTNAME_LABEL}]}}
     worker = _pod(
         [{
             "name": "worker",
@@ -121,7 +119,6 @@ def nccl_job(settings: Settings, group, nodes: Sequence[str], *, run: str | None
         # NCCL's intra-node transport needs far more shared memory than the 64 MiB default.
         extra={"volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]},
     )
-    worker["spec"]["affinity"].update(spread)
     launcher = _pod(
         [{
             "name": "launcher",

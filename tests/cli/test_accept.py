@@ -1,0 +1,354 @@
+"""`hyperpod-cdk accept`: the NCCL and DCGM outputs it reads are real recorded outputs (their
+sources in tests/fixtures/acceptance/SOURCE.md), the deep health check goes through botocore's
+Stubber against SageMaker's own model, and the cluster side is a recorded run or a fake kubectl."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import stat
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from cli import accept
+from cli import main as cli
+from infra import catalogue, config
+from manifests import acceptance as m
+from tests.conftest import CONTEXT, ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "acceptance"
+RECORDING = FIXTURES / "prod-two-nodes"
+P5 = (FIXTURES / "nccl" / "awsome-2x-p5.48xlarge.log").read_text()
+P4DE = (FIXTURES / "nccl" / "awsome-2x-p4de.24xlarge.log").read_text()
+EKS = (FIXTURES / "nccl" / "awsome-eks-2x-p5.48xlarge-excerpt.log").read_text()
+DCGM_FAIL = (FIXTURES / "dcgm" / "h100-cuda-not-initialized.txt").read_text()
+DCGM_PASS = (FIXTURES / "dcgm" / "h200-all-pass.txt").read_text()
+README = (ROOT / "README.md").read_text()
+
+
+def _prod():
+    return config.load_settings(CONTEXT, "prod")[0]
+
+
+def _slowed(log: str, factor: float) -> str:
+    """The recorded p5 run with every bandwidth figure scaled: a fabric that falls short,
+    made here from the real output (nothing like it is published)."""
+    def scale(match):
+        cols = match.group(0).split()
+        for i in (6, 7, 10, 11):
+            cols[i] = f"{float(cols[i]) * factor:.2f}"
+        return "  ".join(cols)
+    return re.sub(r"(?m)(?<=^0: )\s*\d+\s+\d+\s+float.*$", scale, log)
+
+
+# ------------------------------------------------------------------ the recorded outputs
+
+
+def test_the_awsome_p5_run_parses_to_its_published_figures():
+    result = accept.parse_nccl(P5)
+    assert len(result.rows) == 32 and result.rows[0].size == 8
+    # The README's last row: 17179869184 B, busbw 487.09 out-of-place, 487.26 in place, 0 wrong.
+    assert result.largest == accept.NcclRow(17179869184, 487.09, 487.26, 0)
+
+
+def test_the_eks_launcher_log_parses_through_mpiruns_tags():
+    result = accept.parse_nccl(EKS)
+    assert [r.size for r in result.rows] == [0, 67108864, 134217728, 268435456, 536870912, 1073741824, 2147483648]
+    assert result.largest.busbw == 437.79 and result.avg_busbw == 52.9753 and result.out_of_bounds == 0
+
+
+def test_nccl_failures_and_rank_hosts_are_read():
+    text = ("#  Rank  0 Group  0 Pid    380 on hyperpod-i-0a1b2c3d4e5f60701 device  0 [0x53] NVIDIA H100 80GB HBM3\n"
+            "hyperpod-i-0a1b2c3d4e5f60702: Test NCCL failure common.cu:1005 'remote process exited or there was a network error'\n")
+    result = accept.parse_nccl(text)
+    assert result.hosts == {0: "hyperpod-i-0a1b2c3d4e5f60701"}
+    assert accept.judge_nccl(result, "ml.p5.48xlarge", 90) == (
+        "fail", "NCCL test failed: Test NCCL failure common.cu:1005 'remote process exited or there was a network error'")
+
+
+def test_the_published_runs_pass_against_their_own_figures():
+    assert accept.judge_nccl(accept.parse_nccl(P5), "ml.p5.48xlarge", 100)[0] == "pass"
+    assert accept.judge_nccl(accept.parse_nccl(P4DE), "ml.p4de.24xlarge", 100)[0] == "pass"
+
+
+def test_a_fabric_under_the_floor_fails_with_both_figures():
+    status, detail = accept.judge_nccl(accept.parse_nccl(_slowed(P5, 0.8)), "ml.p5.48xlarge", 90)
+    assert status == "fail"
+    assert detail == ("389.67 GB/s bus bandwidth at 16 GiB; published 487.09 GB/s (2024-04-19), floor 90% = 438.38")
+
+
+def test_a_sweep_that_stops_short_of_the_published_size_is_not_compared():
+    # The EKS excerpt stops at 2 GiB (437.79 GB/s); the published p5 figure is at 16 GiB.
+    status, detail = accept.judge_nccl(accept.parse_nccl(EKS), "ml.p5.48xlarge", 90)
+    assert status == "fail" and "stopped before 16 GiB" in detail
+
+
+def test_a_type_without_a_published_figure_is_reported_not_judged():
+    status, detail = accept.judge_nccl(accept.parse_nccl(P5), "ml.p5en.48xlarge", 90)
+    assert status == "warn" and "no published figure for ml.p5en.48xlarge" in detail
+
+
+def test_the_published_figures_are_the_last_rows_of_the_recorded_runs():
+    # catalogue.NCCL_ALL_REDUCE_BUSBW carries the awsome README's figures; the recordings are that README.
+    for log, itype in ((P5, "ml.p5.48xlarge"), (P4DE, "ml.p4de.24xlarge")):
+        row, published = accept.parse_nccl(log).largest, catalogue.NCCL_ALL_REDUCE_BUSBW[itype]
+        assert (row.busbw, row.size) == (published.busbw_gbps, published.message_bytes)
+
+
+def test_dcgm_failures_are_named_with_the_warning_read_across_wrapped_rows():
+    result = accept.parse_dcgm(DCGM_FAIL)
+    assert result.failed == ["GPU Memory: Fail - All"]
+    assert ("Integration", "PCIe", "Skip - All") in result.tests
+    warning = next(text for kind, text in result.messages if kind == "Warning")
+    assert warning.startswith("GPU 0 Error using CUDA API cuInit Check DCGM and system logs for errors. Reset GPU. Restart DCGM.")
+    assert "'system not yet initialized'" in warning and "https://github.com/nvidia/cuda-samples" in warning
+    assert accept.judge_dcgm(result)[0] == "fail"
+
+
+def test_a_clean_dcgm_run_passes_and_an_empty_log_does_not():
+    assert accept.judge_dcgm(accept.parse_dcgm(DCGM_PASS)) == ("pass", "16 tests, none failed")
+    assert accept.judge_dcgm(accept.parse_dcgm("")) == ("fail", "no dcgmi diag results in the log")
+
+
+# ------------------------------------------------------------------ naming the weak node
+
+
+@pytest.mark.parametrize("n", range(3, 9))
+def test_pair_rounds_put_every_node_in_two_pairs_and_no_node_twice_in_a_round(n):
+    nodes = [f"n{i}" for i in range(n)]
+    rounds = accept.pair_rounds(nodes)
+    for round_ in rounds:
+        members = [node for pair in round_ for node in pair]
+        assert len(members) == len(set(members))
+    pairs = [pair for round_ in rounds for pair in round_]
+    assert all(sum(node in pair for pair in pairs) == 2 for node in nodes)
+
+
+def test_only_the_node_short_in_all_its_pairs_is_a_suspect():
+    pairs = {("a", "b"): False, ("b", "c"): False, ("c", "d"): True, ("d", "a"): True}
+    assert accept.suspects(pairs) == ["b"]
+
+
+# ------------------------------------------------------------------ whole runs
+
+
+def test_the_recorded_prod_run_names_the_failing_node_and_the_missing_ones():
+    report = accept.run(_prod(), accept.Recording(RECORDING))
+    by = {(c.check, c.subject): c for c in report.checks}
+    assert by[("nodes", "2/4")].status == "fail" and "2 missing" in by[("nodes", "2/4")].detail
+    assert by[("nccl", "fabric (2 nodes)")].status == "pass"
+    assert by[("dcgm", "hyperpod-i-0a1b2c3d4e5f60701")].status == "pass"
+    assert by[("dcgm", "hyperpod-i-0a1b2c3d4e5f60702")].detail.startswith("GPU Memory: Fail - All")
+    assert not report.passed and report.failing_nodes == ["hyperpod-i-0a1b2c3d4e5f60702"]
+
+
+def test_the_readme_shows_the_report_the_recorded_run_gives(capsys):
+    assert cli.main(["accept", "-c", "env=prod", "--from", str(RECORDING)]) == 1
+    report = capsys.readouterr().out
+    assert "hyperpod-cdk accept -c env=prod --from tests/fixtures/acceptance/prod-two-nodes" in README
+    assert report in README
+
+
+class FakeCluster:
+    """A cluster whose checks finish at once, with a log per check name (the slow node's pairs
+    and fabric get the slowed output), recording what was applied and deleted."""
+
+    def __init__(self, nodes: list[str], slow: str | None, finishes: bool = True):
+        self.doc = {"items": [{"metadata": {"name": n, "labels": {accept.GROUP_LABEL: "gpu", accept.HEALTH_LABEL: "Schedulable"}},
+                               "status": {"conditions": [{"type": "Ready", "status": "True"}]}} for n in nodes]}
+        self.slow, self.finishes = slow, finishes
+        self.applied, self.deleted, self.logs = [], [], {}
+
+    def nodes(self):
+        return self.doc
+
+    def apply(self, objects):
+        self.applied += objects
+        for obj in objects:
+            if obj["kind"] == "MPIJob":
+                hosts = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"]["nodeAffinity"][
+                    "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+                self.logs[obj["metadata"]["name"]] = _slowed(P5, 0.5) if self.slow in hosts else P5
+            elif obj["kind"] == "Job":
+                self.logs[obj["metadata"]["name"]] = DCGM_PASS
+
+    def delete(self, objects):
+        self.deleted += objects
+
+    def finished(self, obj):
+        return self.finishes
+
+    def result_log(self, run):
+        return self.logs.get(run, "")
+
+
+def _four_node_prod():
+    return _prod()  # prod's gpu group: four ml.p5.48xlarge
+
+
+def test_a_short_fabric_is_rerun_in_pairs_and_the_weak_node_named():
+    nodes = [f"hyperpod-i-0a1b2c3d4e5f6070{i}" for i in range(1, 5)]
+    cluster = FakeCluster(nodes, slow=nodes[2])
+    report = accept.run(_four_node_prod(), cluster, deep_health_check=False)
+    fabric = next(c for c in report.checks if c.check == "nccl")
+    assert fabric.status == "fail" and fabric.subject == "fabric (4 nodes)"
+    assert [c.subject for c in report.checks if c.check == "nccl pairs"] == [nodes[2]]
+    assert report.failing_nodes == [nodes[2]]
+    pair_jobs = [o for o in cluster.applied if o["kind"] == "MPIJob"][1:]
+    assert len(pair_jobs) == 4 and all(o["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2 for o in pair_jobs)
+    assert {o["metadata"]["name"] for o in cluster.deleted} >= {o["metadata"]["name"] for o in cluster.applied[1:]}
+
+
+def test_checks_that_never_finish_fail_after_their_deadline_and_no_sooner():
+    nodes = [f"hyperpod-i-0a1b2c3d4e5f6070{i}" for i in range(1, 5)]
+    now = [0.0]
+    report = accept.run(_four_node_prod(), FakeCluster(nodes, slow=None, finishes=False), deep_health_check=False,
+                        sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0])
+    # The run waits out the longest check's activeDeadlineSeconds (the cluster stops it then).
+    assert now[0] >= max(m.NCCL_DEADLINE_S, m.DCGM_DEADLINE_S)
+    timed_out = [c for c in report.checks if "did not finish" in c.detail]
+    assert len(timed_out) == 1 + len(nodes)
+
+
+# ------------------------------------------------------------------ deep health check
+
+
+def _sagemaker():
+    client = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    return client, Stubber(client)
+
+
+def test_the_deep_health_check_starts_waits_and_names_nodes_not_running_after_it():
+    settings = _prod()
+    client, stub = _sagemaker()
+    stub.add_response("start_cluster_health_check", {"ClusterArn": "arn:aws:sagemaker:us-east-1:111111111111:cluster/abcdefghijkl"},
+                      {"ClusterName": settings.hyperpod_cluster_name, "DeepHealthCheckConfigurations": [
+                          {"InstanceGroupName": "gpu", "DeepHealthChecks": ["InstanceStress", "InstanceConnectivity"]}]})
+    now = dt.datetime.now(dt.timezone.utc)
+    op = {"OperationId": "0a1b2c3d-0000-4000-8000-000000000001", "ClusterArn": "arn:aws:sagemaker:us-east-1:111111111111:cluster/abcdefghijkl",
+          "Type": "DeepHealthCheck", "CreationTime": now}
+    listing = {"ClusterName": settings.hyperpod_cluster_name, "Type": "DeepHealthCheck", "SortBy": "CreationTime",
+               "SortOrder": "Descending", "MaxResults": 10}
+    stub.add_response("list_cluster_operations", {"ClusterOperationSummaries": [{**op, "Status": "InProgress"}]}, listing)
+    stub.add_response("list_cluster_operations", {"ClusterOperationSummaries": [{**op, "Status": "Done"}]}, listing)
+    node = lambda iid, status, **more: {"InstanceGroupName": "gpu", "InstanceId": iid, "InstanceType": "ml.p5.48xlarge",  # noqa: E731
+                                        "LaunchTime": now, "InstanceStatus": {"Status": status, **more}}
+    stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [node("i-0a1b2c3d4e5f60701", "Running")], "NextToken": "t"},
+                      {"ClusterName": settings.hyperpod_cluster_name})
+    stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [
+        node("i-0a1b2c3d4e5f60702", "Pending", Message="Replacing the instance after a failed deep health check")]},
+        {"ClusterName": settings.hyperpod_cluster_name, "NextToken": "t"})
+    stub.activate()
+    slept = []
+    checks = accept.deep_health_checks(settings, [settings.instance_group("gpu")], FakeCluster([], None), client,
+                                       sleep=slept.append, clock=lambda: 0.0)
+    stub.assert_no_pending_responses()
+    assert slept == [accept.DEEP_HEALTH_CHECK_POLL_S]
+    assert [(c.subject, c.status) for c in checks] == [("hyperpod-i-0a1b2c3d4e5f60701", "pass"), ("hyperpod-i-0a1b2c3d4e5f60702", "fail")]
+    assert checks[1].detail == "Pending: Replacing the instance after a failed deep health check"
+
+
+def test_the_deep_health_check_wait_covers_what_hyperpod_documents_for_p5():
+    # HyperPod's deep health checks take 60 to 90 minutes on p5 (FACTS: the deep health check docs).
+    assert accept.DEEP_HEALTH_CHECK_WAIT_S >= 90 * 60
+
+
+def test_types_without_deep_health_checks_are_skipped_without_an_api_call():
+    settings = config.load_settings(CONTEXT, "dev")[0]  # gpu: ml.g5.8xlarge
+    client, stub = _sagemaker()
+    stub.activate()  # any call would fail: nothing is queued
+    checks = accept.deep_health_checks(settings, [settings.instance_group("gpu")], FakeCluster([], None), client,
+                                       sleep=None, clock=None)
+    assert [(c.status, c.detail) for c in checks] == [("skip", "ml.g5.8xlarge has no deep health checks")]
+
+
+def test_the_sagemaker_model_offers_the_on_demand_deep_health_check():
+    # botocore's SageMaker model: StartClusterHealthCheck and the check types it takes.
+    model = boto3.client("sagemaker", region_name="us-east-1").meta.service_model
+    checks = model.shape_for("DeepHealthCheckType").enum
+    assert {"InstanceStress", "InstanceConnectivity"} <= set(checks)
+    assert "StartClusterHealthCheck" in model.operation_names
+
+
+# ------------------------------------------------------------------ kubectl and errors
+
+
+def test_kubectl_is_driven_with_yaml_on_stdin_and_its_failure_is_one_line():
+    calls = []
+
+    class Done:
+        returncode, stdout, stderr = 0, "", ""
+
+    class Refused:
+        returncode, stdout = 1, ""
+        stderr = "E1204 11:00:00 memcache.go:265] couldn't get current server API group list\nerror: You must be logged in to the server (Unauthorized)"
+
+    kubectl = accept.Kubectl(run=lambda argv, **kw: calls.append((argv, kw)) or Done())
+    kubectl.apply([m.namespace()])
+    argv, kw = calls[0]
+    assert argv == ["kubectl", "apply", "-f", "-"] and "kind: Namespace" in kw["input"]
+    refused = accept.Kubectl(run=lambda argv, **kw: Refused())
+    with pytest.raises(accept.AcceptError, match=r"^kubectl get failed: .*Unauthorized\)$"):
+        refused.nodes()
+
+
+def _path_with(tmp_path, kubectl: str | None):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    if kubectl is not None:
+        script = folder / "kubectl"
+        script.write_text(kubectl)
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(folder)
+
+
+NO_KUBECONFIG = "#!/bin/sh\necho 'error: couldn'\"'\"'t get current server API group list: Get \"http://localhost:8080/api?timeout=32s\": dial tcp 127.0.0.1:8080: connect: connection refused' >&2\nexit 1\n"
+
+
+@pytest.mark.parametrize(
+    "argv, kubectl, says",
+    [
+        (["accept", "-c", "env=prod", "--no-deep-health-check"], None, "kubectl is not on PATH"),
+        (["accept", "-c", "env=prod", "--no-deep-health-check"], NO_KUBECONFIG, "kubectl get failed: error: couldn't get current server API group list"),
+        (["accept", "-c", "env=prod"], NO_KUBECONFIG, "no AWS credentials from the default credential chain"),
+        (["accept", "-c", "env=prod", "--group", "system"], None, "--group system: not a group the acceptance run proves; groups: gpu"),
+        (["accept", "-c", "env=prod", "--from", "/nonexistent"], None, "--from /nonexistent: no nodes.json"),
+        (["dashboards", "-c", "env=prod"], None, "addons.observability.grafana.enabled is off in prod"),
+    ],
+    ids=["no kubectl", "no kubeconfig", "no credentials", "not a gpu group", "no recording", "no grafana"],
+)
+def test_accept_and_dashboards_fail_in_one_line(argv, kubectl, says, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", _path_with(tmp_path, kubectl))
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in err and len(errors) == 1 and says in errors[0], err
+
+
+@pytest.mark.parametrize("argv", [["accept", "--group"], ["accept", "--nope"], ["dashboards", "--format", "x"]])
+def test_bad_accept_flags_are_argparse_usage_and_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err and err.strip().splitlines()[-1].startswith("hyperpod-cdk")
+
+
+def test_a_closed_network_refuses_public_images_before_touching_the_cluster(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", _path_with(tmp_path, None))
+    from tests.conftest import CAPABILITIES, patched_context
+
+    ctx = patched_context("dev", CAPABILITIES["closed-network"])
+    (tmp_path / "cdk.json").write_text(json.dumps({"context": ctx}))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["accept", "-c", "env=dev"]) == 2
+    assert "acceptance.nccl_image: public.ecr.aws/hpc-cloud/nccl-tests" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["bin", "cdk.json"] or set(os.listdir(tmp_path)) == {"bin", "cdk.json"}
