@@ -13,6 +13,9 @@ VPC_CIDR_BLOCKS_OUTPUT = "VpcCidrBlocks"
 # Both AWS references tag the HyperPod cluster so; AWS-managed HyperPod policies key on it. It
 # counts against the cluster's tag limit beside config's own.
 HYPERPOD_CLUSTER_TAGS = {"SageMaker": "true"}
+# The hyperpod stack's output recording the dependencies chart revision deployed beside the
+# cluster: what preflight's drift section compares with hyperpod.helm_chart.revision.
+CHART_REVISION_OUTPUT = "DependenciesChartRevision"
 # Where pods see the shared FSx for Lustre file system (the claim `fsx` in team namespaces).
 FSX_MOUNT = "/fsx"
 

@@ -132,6 +132,10 @@ class HyperPodStack(PlatformStack):
         cdk.CfnOutput(self, "HyperPodClusterName", value=settings.hyperpod_cluster_name)
         cdk.CfnOutput(self, "HyperPodClusterArn", value=self.cluster.attr_cluster_arn)
         cdk.CfnOutput(self, "EksClusterName", value=settings.eks_cluster_name)
+        # What `preflight`'s drift section compares with config: the dependencies chart revision
+        # this cluster's nodes were last deployed beside (the chart's own version says nothing
+        # about the git revision it was built from).
+        cdk.CfnOutput(self, naming.CHART_REVISION_OUTPUT, value=settings.hyperpod.helm_chart.revision)
         cdk.CfnOutput(
             self,
             "UpdateKubeconfigCommand",
