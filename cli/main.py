@@ -328,6 +328,11 @@ def _env_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", help="environment name (same as -c env=NAME)")
 
 
+def _aws_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--region", help="default: the environment's region")
+    parser.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
+
+
 def _command(sub, name: str, func, *, help: str, description: str, examples: list[str]) -> argparse.ArgumentParser:
     """A subcommand whose --help always ends with examples."""
     parser = sub.add_parser(
@@ -444,8 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
         examples=["-c env=prod", "-c env=prod --profile prod-admin --region us-east-1"],
     )
     _env_args(pre)
-    pre.add_argument("--region", help="default: the environment's region")
-    pre.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
+    _aws_args(pre)
 
     up = _command(
         sub, "upgrade-plan", cmd_upgrade_plan,
@@ -478,8 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--from", dest="from_dir", metavar="DIR", help="read a recorded run instead of the cluster")
     acc.add_argument("--no-deep-health-check", action="store_true", help="skip HyperPod's deep health check (60-90 min on p5)")
     acc.add_argument("--keep", action="store_true", help="leave the finished checks' pods for inspection")
-    acc.add_argument("--region", help="default: the environment's region")
-    acc.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
+    _aws_args(acc)
 
     dash = _command(
         sub, "dashboards", cmd_dashboards,
