@@ -19,6 +19,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra import alerting, naming
@@ -126,7 +127,9 @@ class OperationsStack(PlatformStack):
 
     def _fsx_alarm(self) -> cloudwatch.CfnAlarm:
         s = self.settings
-        file_system = storage.read_file_system(self, s)
+        # The id the cluster stack writes, resolved at each deploy (only the id: an unused
+        # SSM parameter is a template warning).
+        file_system_id = ssm.StringParameter.value_for_string_parameter(self, storage.parameter_name(s, "file-system-id"))
         free_bytes = s.fsx.storage_gib * GIB * s.operations.alerts.fsx_free_percent // 100
         return cloudwatch.CfnAlarm(
             self,
@@ -134,7 +137,7 @@ class OperationsStack(PlatformStack):
             alarm_description=f"FSx for Lustre {s.fsx.storage_gib} GiB: less than {s.operations.alerts.fsx_free_percent}% free",
             namespace=FSX_NAMESPACE,
             metric_name=FSX_FREE_METRIC,
-            dimensions=[cloudwatch.CfnAlarm.DimensionProperty(name="FileSystemId", value=file_system.file_system_id)],
+            dimensions=[cloudwatch.CfnAlarm.DimensionProperty(name="FileSystemId", value=file_system_id)],
             statistic="Sum",
             period=FSX_PERIOD_MINUTES * 60,
             evaluation_periods=2,

@@ -59,6 +59,8 @@ CAPABILITIES = {
     },
     "fsx": {
         "fsx": {"enabled": True, "storage_gib": 2400, "throughput_per_tib": 500},
+        # The FSx capacity alarm exists only beside a file system this project creates.
+        "operations": {"alerts": {"enabled": True}},
         "sample_job": {"checkpoint_to": "fsx", "dataset": {"files": ["/fsx/datasets/c4/*.txt"]}},
     },
     "closed-network": {
