@@ -445,7 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "preflight", cmd_preflight,
         help="read-only checks against the real account before a deploy",
         description="Read-only AWS checks (boto3): account, AZs, SageMaker cluster-usage quotas, name clashes, EKS version, "
-        "admin principals, CDK bootstrap. Exit 1 if any check fails.",
+        "admin principals, CDK bootstrap; then, where the cluster is deployed, its drift from config (node counts, AMI "
+        "status, add-on versions, chart revision), each said as expected or not. Exit 1 if any check fails.",
         examples=["-c env=prod", "-c env=prod --profile prod-admin --region us-east-1"],
     )
     _env_args(pre)

@@ -169,3 +169,10 @@ def test_the_table_shows_drift_as_its_own_section(results):
     lines = text.splitlines()
     header = next(i for i, l in enumerate(lines) if l.startswith("-- drift"))
     assert lines[header + 1].startswith("drift ") and not any(l.startswith("drift ") for l in lines[:header])
+
+
+def test_the_readme_shows_the_section_as_this_account_answers_it():
+    from tests.conftest import ROOT
+
+    settings = config.load_settings(patched_context("dev", PATCH), "dev")[0]
+    assert preflight.table(drift(settings)) in (ROOT / "README.md").read_text()

@@ -175,3 +175,12 @@ def test_with_credentials_a_missing_cluster_is_one_line():
     client, _ = _eks([("describe_cluster", "ResourceNotFoundException", {"name": settings.eks_cluster_name})])
     with pytest.raises(upgrade_plan.Refused, match="no EKS cluster named hyperpod-dev in us-east-1; drop --from-account"):
         upgrade_plan.build(settings, "1.35", upgrade_plan.AccountVersions(client))
+
+
+def test_the_readme_shows_prods_plan_as_the_command_prints_it():
+    from tests.conftest import ROOT
+
+    settings = _settings("prod")
+    current, steps = upgrade_plan.build(settings, "1.34", upgrade_plan.OfflineVersions())
+    text = upgrade_plan.to_text(settings, current, "1.34", steps, upgrade_plan.OFFLINE_SOURCE)
+    assert text.rstrip("\n") in (ROOT / "README.md").read_text()
