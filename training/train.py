@@ -22,6 +22,7 @@ checkpoint is never picked.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import math
 import os
@@ -238,28 +239,73 @@ def load_stream(args, rank: int, world: int):
         ds = load_dataset("text", data_files={"train": list(args.data_files)}, split="train", streaming=True)
     else:
         ds = load_dataset(args.dataset, args.dataset_config, split=args.dataset_split, streaming=True)
+    # Only the text travels: the shuffle buffer is saved with each checkpoint, and C4's url
+    # and timestamp would be most of it.
+    ds = ds.select_columns([args.text_field])
     return RankDocuments(ds, rank, world, seed=args.seed, buffer_size=args.shuffle_buffer)
 
 
-def shard_plan(shards: int, rank: int, world: int, order: list[int]) -> list[tuple[int, int, int]]:
-    """This rank's part of one pass over `shards` shards taken in `order` (the same on every
-    rank): (shard, every, offset) in reading order, keeping the examples of `shard` whose
-    index in it is `offset` modulo `every`. Whole shards go round the ranks while each rank
-    can have one; the shards left over (shards mod world) are split by example within
-    gcd(left, world) groups of world/gcd ranks, each group taking left/gcd of them, so a rank
-    reads a few extra shards instead of all of them. Every document: one rank, once."""
-    whole = shards - shards % world
-    plan = [(shard, 1, 0) for shard in order[rank:whole:world]]
-    left = order[whole:]
+class DataStateError(ValueError):
+    """A checkpoint's data position that this run cannot continue from (one line)."""
+
+
+def deal(segments: list[tuple[int, int, int, int]], rank: int, world: int) -> list[tuple[int, int, int, int]]:
+    """This rank's part of `segments`, the same list on every rank. A segment (shard, start,
+    every, offset) is the examples of `shard` whose index is at least `start` and is `offset`
+    modulo `every`. Whole segments go round the ranks while each rank can have one; the ones
+    left over (len mod world) are split by example within gcd(left, world) groups of
+    world/gcd ranks, each group taking left/gcd of them, so a rank reads a few extra shards
+    instead of all of them. Every document: one rank, once."""
+    whole = len(segments) - len(segments) % world
+    mine = list(segments[rank:whole:world])
+    left = segments[whole:]
     if left:
         groups = math.gcd(len(left), world)
-        plan += [(shard, world // groups, rank // groups) for shard in left[rank % groups :: groups]]
-    return plan
+        k, m = world // groups, rank // groups
+        mine += [(shard, start, every * k, offset + every * m) for shard, start, every, offset in left[rank % groups :: groups]]
+    return mine
+
+
+def shard_plan(shards: int, rank: int, world: int, order: list[int]) -> list[tuple[int, int, int, int]]:
+    """This rank's part of one pass over `shards` shards taken in `order` (the same on every
+    rank), as segments in reading order (see deal)."""
+    return deal([(shard, 0, 1, 0) for shard in order], rank, world)
+
+
+def shard_order(shards: int, seed: int, epoch: int, shuffled: bool) -> list[int]:
+    """One permutation per epoch from (seed, epoch), the same on every rank; file order unshuffled."""
+    if not shuffled:
+        return list(range(shards))
+    return np.random.default_rng([seed, epoch, 0]).permutation(shards).tolist()
+
+
+def _segments(saved) -> list[tuple[int, int, int, int]]:
+    return [tuple(s) for s in saved]
+
+
+def _unread(state: dict, epoch: int) -> tuple[list, list]:
+    """What one rank of a saved state had still to give of `epoch`: the segments it had not
+    read from the dataset, and the documents read but still in its shuffle buffer."""
+    if epoch < state["epoch"]:
+        return [], []
+    if epoch > state["epoch"]:
+        carried = state["carry"].get(str(epoch))
+        if carried:
+            return _segments(carried["segments"]), list(carried["buffer"])
+        order = shard_order(state["shards"], state["seed"], epoch, state["shuffled"])
+        return shard_plan(state["shards"], state["rank"], state["world"], order), []
+    plan, place = _segments(state["plan"]), state["place"]
+    rest = []
+    if place < len(plan):
+        shard, start, every, offset = plan[place]
+        rest = [(shard, max(start, state["read"]), every, offset), *plan[place + 1 :]]
+    return rest, list(state["buffer"])
 
 
 class RankDocuments:
     """One rank's documents of a streamed dataset: each document is read by exactly one rank
-    in each pass, whatever the world size, with the shuffle on.
+    in each pass, whatever the world size, with the shuffle on, and a resume continues the
+    very same sequence.
 
     datasets' split_dataset_by_node after a shuffle seeded per rank does not give that: the
     shuffle's seed also orders the shards before they are assigned, so ranks pick from
@@ -267,77 +313,150 @@ class RankDocuments:
     streams everything and keeps one example in `world` of its own shuffled stream. Here the
     shard order is one permutation per epoch from (seed, epoch), the same on every rank, cut
     by shard_plan; only the shuffle buffer over this rank's own documents (datasets'
-    algorithm: fill, then swap a random one out for each new one) has a seed of the rank's.
+    algorithm: fill, then swap a random one out for each new one; at the end of the pass,
+    shuffle what is left and give it out) has a seed of the rank's.
 
     It offers what TokenStream uses of a datasets IterableDataset: set_epoch, one pass per
-    iteration, state_dict and load_state_dict. The state is the position in the pass (the
-    shard's place in the plan and the examples read from it); the buffer's contents are not
-    saved, and a resume refills it, as datasets does.
+    iteration, state_dict and load_state_dict. datasets' own state drops the shuffle
+    buffer, so a resume refills it with other documents and the run diverges; this state
+    holds the buffer's documents, the generator's state and the position in the pass (the
+    plan's segment and the examples read from it), so a resume gives the same documents in
+    the same order. redivide() takes the states of every rank of another world size and
+    splits what that pass had left (unread segments and buffered documents) over this world.
     """
 
     def __init__(self, dataset, rank: int, world: int, *, seed: int, buffer_size: int):
         self.dataset, self.rank, self.world, self.seed, self.buffer_size = dataset, rank, world, seed, buffer_size
         self.shards = dataset.num_shards
         self.epoch = 0
-        self._position = {"epoch": 0, "shard": 0, "read": 0}
+        # Epochs this rank finishes for a checkpoint of another world size: {epoch: {segments, buffer}}.
+        self._carry: dict[int, dict] = {}
         self._resume: dict | None = None
+        self._at = self._fresh(0)
+        self._rng = None  # the live generator of self._at's pass
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+        if self._resume is None and self._at["epoch"] != epoch:
+            self._at, self._rng = self._fresh(epoch), None
 
-    def plan(self) -> list[tuple[int, int, int]]:
-        order = list(range(self.shards))
-        if self.buffer_size:  # 0 streams in file order
-            order = np.random.default_rng([self.seed, self.epoch, 0]).permutation(self.shards).tolist()
-        return shard_plan(self.shards, self.rank, self.world, order)
+    def carried(self, epoch: int) -> bool:
+        """Whether `epoch` is a rest of another world's pass (it may give this rank nothing)."""
+        return epoch in self._carry
+
+    def plan(self, epoch: int | None = None) -> list[tuple[int, int, int, int]]:
+        epoch = self.epoch if epoch is None else epoch
+        if epoch in self._carry:
+            return _segments(self._carry[epoch]["segments"])
+        return shard_plan(self.shards, self.rank, self.world, shard_order(self.shards, self.seed, epoch, bool(self.buffer_size)))
+
+    def _fresh(self, epoch: int) -> dict:
+        buffered = self._carry.get(epoch, {}).get("buffer", [])
+        return {"epoch": epoch, "place": 0, "read": 0, "draining": False, "rng": None, "buffer": list(buffered)}
 
     def __iter__(self):
-        start = self._resume if self._resume and self._resume["epoch"] == self.epoch else {"shard": 0, "read": 0}
+        resume = self._resume if self._resume is not None and self._resume["epoch"] == self.epoch else None
         self._resume = None
-        documents = self._read(start["shard"], start["read"])
-        if self.buffer_size:
-            documents = _buffer_shuffled(documents, self.buffer_size, np.random.default_rng([self.seed, self.epoch, 1 + self.rank]))
-        return documents
+        self._at, self._rng = resume or self._fresh(self.epoch), None
+        return self._documents(self._at)
 
-    def _read(self, first: int, skip: int):
-        plan = self.plan()
+    def _documents(self, at: dict):
+        # At every yield `at` and the generator describe exactly what is left to give.
+        plan = self.plan(at["epoch"])
+        rng = np.random.default_rng([self.seed, at["epoch"], 1 + self.rank])
+        if at["rng"] is not None:
+            rng.bit_generator.state = at["rng"]
+        self._rng = rng
+        items = at["buffer"]
+        if not at["draining"]:
+            for example in self._read(at, plan):
+                if len(items) < self.buffer_size:
+                    items.append(example)
+                    continue
+                if items:  # empty only with no buffer at all: stream order
+                    i = int(rng.integers(len(items)))
+                    example, items[i] = items[i], example
+                yield example
+            rng.shuffle(items)
+            at["draining"] = True
+        while items:
+            yield items.pop()
+
+    def _read(self, at: dict, plan):
+        first = at["place"]
         for place in range(first, len(plan)):
-            shard, every, offset = plan[place]
-            start = skip if place == first else 0
-            self._position = {"epoch": self.epoch, "shard": place, "read": start}
-            examples = islice(self.dataset.shard(num_shards=self.shards, index=shard), start, None)
-            for index, example in enumerate(examples, start):
-                self._position["read"] = index + 1
+            shard, start, every, offset = plan[place]
+            begin = max(start, at["read"]) if place == first else start
+            at["place"], at["read"] = place, begin
+            examples = islice(self.dataset.shard(num_shards=self.shards, index=shard), begin, None)
+            for index, example in enumerate(examples, begin):
+                at["read"] = index + 1
                 if index % every == offset:
                     yield example
-        self._position = {"epoch": self.epoch, "shard": len(plan), "read": 0}
+        at["place"], at["read"] = len(plan), 0
 
     def state_dict(self) -> dict:
-        return dict(self._position)
+        at = self._resume if self._resume is not None else self._at
+        live = self._rng is not None and at is self._at
+        return {
+            "kind": "documents",
+            "world": self.world,
+            "rank": self.rank,
+            "shards": self.shards,
+            "seed": self.seed,
+            "shuffled": bool(self.buffer_size),
+            **{key: at[key] for key in ("epoch", "place", "read", "draining")},
+            "rng": self._rng.bit_generator.state if live else at["rng"],
+            "buffer": list(at["buffer"]),
+            # The pass's own plan, so the rest of it does not depend on this run's seed.
+            "plan": [list(s) for s in self.plan(at["epoch"])],
+            "carry": {str(e): c for e, c in self._carry.items() if e > at["epoch"]},
+        }
+
+    def _check(self, state: dict) -> None:
+        if state.get("kind") != "documents":
+            raise DataStateError(f"the checkpoint's data position is of a {state.get('kind')} stream, not of documents")
+        if state["shards"] != self.shards:
+            raise DataStateError(
+                f"the checkpoint's data position is over {state['shards']} shards and this dataset has {self.shards}: "
+                "a pass over other files cannot be continued"
+            )
 
     def load_state_dict(self, state: dict) -> None:
-        self._resume = dict(state)
-        self._position = dict(state)
+        """The state of this same rank in a world of this same size."""
+        self._check(state)
+        self._carry = {int(e): c for e, c in state["carry"].items()}
+        self._carry[state["epoch"]] = {"segments": state["plan"], "buffer": []}
+        self._resume = {key: state[key] for key in ("epoch", "place", "read", "draining", "rng")}
+        self._resume["buffer"] = list(state["buffer"])
+        self.epoch = state["epoch"]
+        self._at, self._rng = self._resume, None
 
-
-def _buffer_shuffled(items, size: int, rng):
-    buffer = []
-    for item in items:
-        if len(buffer) < size:
-            buffer.append(item)
-            continue
-        i = int(rng.integers(size))
-        yield buffer[i]
-        buffer[i] = item
-    rng.shuffle(buffer)
-    yield from buffer
+    def redivide(self, states: list[dict]) -> None:
+        """Continue the pass of every rank of a world of another size (`states`, by rank):
+        each epoch any of them had not finished becomes carried segments (their unread
+        segments dealt over this world) and buffered documents (theirs dealt one by one);
+        then passes go on with this world's plan."""
+        for state in states:
+            self._check(state)
+        first = min(s["epoch"] for s in states)
+        last = max([s["epoch"] for s in states] + [int(e) for s in states for e in s["carry"]])
+        carry = {}
+        for epoch in range(first, last + 1):
+            segments, buffered = [], []
+            for state in states:
+                rest, items = _unread(state, epoch)
+                segments += rest
+                buffered += items
+            carry[epoch] = {"segments": [list(s) for s in deal(segments, self.rank, self.world)], "buffer": buffered[self.rank :: self.world]}
+        self._carry, self._resume, self.epoch = carry, None, first
+        self._at, self._rng = self._fresh(first), None
 
 
 class TokenStream:
     """Documents packed (EOS-separated) into seq_len+1 token chunks, forever. Its state is
-    the documents' position (RankDocuments.state_dict), the tokens left over from the last
-    document and the epoch, so a resume continues where the save was instead of replaying
-    the stream. A shuffle buffer is refilled on resume."""
+    the documents' (RankDocuments.state_dict), the tokens left over from the last document
+    and the epoch, so a resume continues where the save was instead of replaying the stream."""
 
     def __init__(self, dataset, tokenizer, seq_len: int, text_field: str):
         self.dataset, self.tokenizer, self.seq_len, self.text_field = dataset, tokenizer, seq_len, text_field
@@ -358,9 +477,10 @@ class TokenStream:
             try:
                 example = next(self._examples)
             except StopIteration:
-                if not self._read_this_epoch:
+                if not self._read_this_epoch and not self.dataset.carried(self.epoch):
                     raise RuntimeError(f"epoch {self.epoch} gave this rank no documents: fewer documents than ranks?") from None
                 self.epoch, self._examples, self._read_this_epoch = self.epoch + 1, None, False
+                self.dataset.set_epoch(self.epoch)  # the saved state is the new pass's start
                 continue
             self._read_this_epoch = True
             self.buffer.extend(self.tokenizer(example[self.text_field], add_special_tokens=False)["input_ids"])
@@ -370,32 +490,57 @@ class TokenStream:
         return chunk
 
     def state_dict(self) -> dict:
-        return {"dataset": self.dataset.state_dict(), "buffer": list(self.buffer), "epoch": self.epoch}
+        data = self.dataset.state_dict()
+        return {"kind": data["kind"], "world": data["world"], "rank": data["rank"], "dataset": data, "buffer": list(self.buffer), "epoch": self.epoch}
 
     def load_state_dict(self, state: dict) -> None:
         self.dataset.load_state_dict(state["dataset"])
         self.buffer, self.epoch, self._examples = list(state["buffer"]), int(state["epoch"]), None
         self._read_this_epoch = True
 
+    def redivide(self, states: list[dict]) -> None:
+        """The documents as RankDocuments.redivide; each old rank's left-over tokens (a
+        document partly trained on) go whole to one rank."""
+        self.dataset.redivide([s["dataset"] for s in states])
+        rank, world = self.dataset.rank, self.dataset.world
+        self.buffer = [t for i, s in enumerate(states) if i % world == rank for t in s["buffer"]]
+        self.epoch, self._examples, self._read_this_epoch = self.dataset.epoch, None, True
+
 
 class SyntheticTokens:
-    """Uniform random tokens: throughput runs with no tokenizer or dataset to fetch."""
+    """Uniform random tokens: throughput runs with no tokenizer or dataset to fetch. Its
+    state is the generator's, so a resume draws what the run would have drawn."""
 
-    def __init__(self, vocab: int, seq_len: int, seed: int):
-        self.vocab, self.seq_len = vocab, seq_len
-        self.generator = torch.Generator().manual_seed(seed)
+    def __init__(self, vocab: int, seq_len: int, seed: int, *, rank: int = 0, world: int = 1):
+        self.vocab, self.seq_len, self.seed, self.rank, self.world = vocab, seq_len, seed, rank, world
+        self.drawn = 0
+        self.generator = torch.Generator().manual_seed(seed + rank)
 
     def __iter__(self):
         return self
 
     def __next__(self) -> list[int]:
+        self.drawn += 1
         return torch.randint(self.vocab, (self.seq_len + 1,), generator=self.generator).tolist()
 
     def state_dict(self) -> dict:
-        return {}
+        generator = base64.b64encode(self.generator.get_state().numpy().tobytes()).decode()
+        return {"kind": "synthetic", "world": self.world, "rank": self.rank, "drawn": self.drawn, "generator": generator}
 
     def load_state_dict(self, state: dict) -> None:
-        pass
+        if state.get("kind") != "synthetic":
+            raise DataStateError(f"the checkpoint's data position is of a {state.get('kind')} stream, not of synthetic tokens")
+        self.drawn = state["drawn"]
+        self.generator.set_state(torch.frombuffer(bytearray(base64.b64decode(state["generator"])), dtype=torch.uint8))
+
+    def redivide(self, states: list[dict]) -> None:
+        """An old rank's stream goes on where there is one; a new rank's starts from a seed
+        of (seed, rank, tokens drawn so far), not from the start of rank's first stream."""
+        if self.rank < len(states):
+            self.load_state_dict(states[self.rank])
+        else:
+            drawn = sum(s["drawn"] for s in states)
+            self.generator.manual_seed(int(np.random.SeedSequence([self.seed, self.rank, drawn]).generate_state(1)[0]))
 
 
 def batches(chunks, batch_size: int, device, skip: int = 0):
@@ -591,7 +736,7 @@ def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, k
     model_sd, optim_sd = get_state_dict(model, optimizer)
     writer, _ = _writer_reader(ckpt)
     dcp.save({"model": model_sd, "optim": optim_sd}, storage_writer=writer)
-    _fs(ckpt).pipe_file(_join(ckpt, DATA_STATE.format(rank=rank)), json.dumps(stream.state_dict()).encode())
+    save_data_state(ckpt, stream, rank)
     dist.barrier()  # every rank's shards are written before the manifest says so
     if rank == 0:
         fs = _fs(ckpt)
@@ -623,9 +768,9 @@ def prune_checkpoints(base: str, keep: int) -> list[str]:
     return doomed
 
 
-def load_checkpoint(ckpt: str, model, optimizer, stream, rank: int) -> bool:
-    """Weights and optimizer state; then this rank's stream position if the checkpoint has
-    it (False: it does not, e.g. the world size changed, and the caller replays)."""
+def load_checkpoint(ckpt: str, model, optimizer, stream, rank: int, world: int) -> str | None:
+    """Weights and optimizer state (torch.distributed.checkpoint reshards them to this
+    world), then the data position (load_data_state)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
@@ -634,12 +779,43 @@ def load_checkpoint(ckpt: str, model, optimizer, stream, rank: int) -> bool:
     _, reader = _writer_reader(ckpt)
     dcp.load(state, storage_reader=reader)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    data_state = _join(ckpt, DATA_STATE.format(rank=rank))
+    return load_data_state(ckpt, stream, rank, world)
+
+
+def save_data_state(ckpt: str, stream, rank: int) -> None:
+    """This rank's data position (its stream's state_dict: with documents, the shuffle buffer
+    too, some MB for C4's 10,000 documents) beside the model's shards."""
+    _fs(ckpt).pipe_file(_join(ckpt, DATA_STATE.format(rank=rank)), json.dumps(stream.state_dict()).encode())
+
+
+def load_data_state(ckpt: str, stream, rank: int, world: int) -> str | None:
+    """Put `stream` where the checkpoint's pass was. In a world of the saved size each rank
+    reads its own state; in another each reads all of them and takes its part of what they
+    had left (stream.redivide), so no document is skipped or read twice. Returns how it
+    resumed, or None where the checkpoint has no data state of this format (the caller
+    replays the stream). Raises DataStateError where the pass cannot be continued."""
     fs = _fs(ckpt)
-    if not fs.exists(data_state):
-        return False
-    stream.load_state_dict(json.loads(fs.cat_file(data_state)))
-    return True
+    own = _join(ckpt, DATA_STATE.format(rank=rank))
+    state = json.loads(fs.cat_file(own)) if fs.exists(own) else None
+    if state is not None and "world" not in state:
+        return None  # an older checkpoint's position, without its shuffle buffer
+    if state is not None and state["world"] == world:
+        stream.load_state_dict(state)
+        return "data position continued"
+    names = sorted(e for e in fs.ls(ckpt, detail=False) if re.fullmatch(r"data_rank\d{5}\.json", e.rstrip("/").rsplit("/", 1)[-1]))
+    if not names:
+        return None
+    states = [json.loads(fs.cat_file(name)) for name in names]
+    if any("world" not in s for s in states):
+        return None
+    saved_world = states[0]["world"]
+    if [s["rank"] for s in states] != list(range(saved_world)) or any(s["world"] != saved_world for s in states):
+        raise DataStateError(
+            f"it holds the data position of ranks {[s['rank'] for s in states]} of a world of {saved_world}; "
+            "without every rank's the pass cannot be re-divided"
+        )
+    stream.redivide(states)
+    return f"data position of {saved_world} ranks re-divided over {world}"
 
 
 # ---------------------------------------------------------------- training
@@ -688,7 +864,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     use_bf16 = args.bf16 == "on" or (args.bf16 == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
     if args.synthetic_data:
         vocab = preset.vocab
-        stream = SyntheticTokens(vocab, args.seq_len, args.seed + rank)
+        stream = SyntheticTokens(vocab, args.seq_len, args.seed, rank=rank, world=world)
     else:
         from transformers import AutoTokenizer
 
@@ -723,9 +899,17 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     start, ckpt = choose_checkpoint(args.checkpoint_dir, rank)
     skip = 0
     if ckpt:
-        if not load_checkpoint(ckpt, model, optimizer, stream, rank):
+        try:
+            resumed = load_checkpoint(ckpt, model, optimizer, stream, rank, world)
+        except DataStateError as error:
+            log(f"cannot resume from {ckpt}: {error}", local_rank=local_rank)
+            dist.destroy_process_group()
+            return 2
+        if resumed is None:
             skip = start * args.batch_size
             log(f"no stream state for rank {rank} in {ckpt}: replaying {skip} chunks", local_rank=local_rank)
+        elif resumed != "data position continued":
+            log(resumed, local_rank=local_rank)
         for _ in range(start):
             scheduler.step()
         log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from itertools import islice, takewhile
 
 import pytest
 
@@ -67,12 +68,12 @@ def test_whole_shards_go_to_ranks_where_the_world_divides_the_shard_count(shard_
     args = _args(shard_files)
     for world in (1, 2, 4, 8):
         plans = [train.load_stream(args, rank, world).plan() for rank in range(world)]
-        assert all(every == 1 for plan in plans for _, every, _ in plan)
-        assert sorted(shard for plan in plans for shard, _, _ in plan) == list(range(SHARDS))
+        assert all((start, every) == (0, 1) for plan in plans for _, start, every, _ in plan)
+        assert sorted(shard for plan in plans for shard, _, _, _ in plan) == list(range(SHARDS))
     # 3 ranks: 6 whole shards, and the 2 left are split by example rather than every rank
     # reading all 8 (datasets' split_dataset_by_node).
     plans = [train.load_stream(args, rank, 3).plan() for rank in range(3)]
-    assert [sum(every == 1 for _, every, _ in plan) for plan in plans] == [2, 2, 2]
+    assert [sum(every == 1 for _, _, every, _ in plan) for plan in plans] == [2, 2, 2]
     assert [len(plan) for plan in plans] == [4, 4, 4]
 
 
@@ -83,3 +84,79 @@ def test_the_shuffle_is_repeatable_and_new_each_pass(shard_files):
     assert shuffled[0] != in_order[0]
     assert _read_one_pass(args, 2) == shuffled  # the same seed, the same pass
     assert _read_one_pass(args, 2, epoch=1) != shuffled  # a new pass, a new order
+
+
+class _Reader:
+    """One rank's documents as TokenStream takes them: pass after pass, (epoch, id)."""
+
+    def __init__(self, documents):
+        self.documents, self.epoch, self._it = documents, documents.epoch, None
+
+    def take(self, n: int) -> list[tuple[int, str]]:
+        return list(islice(self._all(), n))
+
+    def until(self, epoch: int) -> list[tuple[int, str]]:
+        return list(takewhile(lambda read: read[0] < epoch, self._all()))
+
+    def _all(self):
+        while True:
+            if self._it is None:
+                self.documents.set_epoch(self.epoch)
+                self._it = iter(self.documents)
+            for example in self._it:
+                yield self.epoch, example["text"].split()[0]
+            self.epoch, self._it = self.epoch + 1, None
+            self.documents.set_epoch(self.epoch)
+
+
+@pytest.mark.parametrize("worlds", [(2, 1, 2), (2, 3), (3, 2, 5, 1)], ids=lambda w: "->".join(map(str, w)))
+@pytest.mark.parametrize("buffer", ["job's 10000", "7"])
+def test_a_resume_on_another_world_size_reads_every_document_once_per_pass(shard_files, tmp_path, worlds, buffer):
+    """Each world reads some documents, saves its position through the checkpoint's files
+    and stops; the next world, of another size, resumes from them. Rank 0 of the first
+    world reads past its share into the second pass, so ranks are saved in different
+    passes. The last world reads both passes to their end."""
+    args = _args(shard_files, *([] if buffer.startswith("job") else [f"--shuffle-buffer={buffer}"]))
+    everything = {f"doc-{s:02d}-{i:02d}" for s in range(SHARDS) for i in range(PER_SHARD)}
+    readers = {0: Counter(), 1: Counter()}
+    saved = None
+    for phase, world in enumerate(worlds):
+        streams = [train.load_stream(args, rank, world) for rank in range(world)]
+        if saved:
+            for rank, stream in enumerate(streams):
+                assert train.load_data_state(str(saved), stream, rank, world) == f"data position of {worlds[phase - 1]} ranks re-divided over {world}"
+        for rank, stream in enumerate(streams):
+            reader = _Reader(stream)
+            if phase == len(worlds) - 1:
+                read = reader.until(2)
+            else:
+                share = SHARDS * PER_SHARD // world
+                read = reader.take(share + 10 if (phase, rank) == (0, 0) else 4 + 3 * rank + 2 * phase)
+            for epoch, doc in read:
+                readers[epoch][doc] += 1
+        if phase < len(worlds) - 1:
+            saved = tmp_path / f"world{phase}"
+            saved.mkdir()
+            for rank, stream in enumerate(streams):
+                train.save_data_state(str(saved), stream, rank)
+    for epoch, counts in readers.items():
+        assert set(counts) == everything, (epoch, sorted(everything - set(counts))[:5])
+        assert {doc: n for doc, n in counts.items() if n > 1} == {}, epoch
+
+
+def test_a_pass_over_other_files_or_with_a_rank_missing_is_refused_with_one_line(shard_files, tmp_path):
+    args = _args(shard_files)
+    saved = tmp_path / "ckpt"
+    saved.mkdir()
+    for rank in range(2):
+        stream = train.load_stream(args, rank, 2)
+        _Reader(stream).take(5)
+        train.save_data_state(str(saved), stream, rank)
+    fewer_files = train.load_stream(_args(shard_files[:-1]), 0, 2)
+    with pytest.raises(train.DataStateError) as error:
+        train.load_data_state(str(saved), fewer_files, 0, 2)
+    assert str(error.value) == f"the checkpoint's data position is over {SHARDS} shards and this dataset has {SHARDS - 1}: a pass over other files cannot be continued"
+    (saved / "data_rank00001.json").unlink()
+    with pytest.raises(train.DataStateError) as error:
+        train.load_data_state(str(saved), train.load_stream(args, 0, 3), 0, 3)
+    assert "\n" not in str(error.value) and "ranks [0] of a world of 2" in str(error.value)

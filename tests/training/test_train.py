@@ -30,8 +30,10 @@ def workdir(tmp_path_factory):
 
 
 def _torchrun(work: Path, max_steps: int) -> subprocess.CompletedProcess:
-    # In stream order (no shuffle buffer), so a resume must reproduce the losses exactly.
-    extra = [f"--checkpoint-dir={work / 'ckpt'}", "--checkpoint-interval=10", "--keep-checkpoints=2", "--shuffle-buffer=0"]
+    # The job's shuffle (its buffer and seed): a resume must reproduce the losses all the same.
+    job = _job_train_args()
+    extra = [f"--checkpoint-dir={work / 'ckpt'}", "--checkpoint-interval=10", "--keep-checkpoints=2",
+             f"--shuffle-buffer={job.shuffle_buffer}", f"--seed={job.seed}"]
     cmd = bench_train.train_command(TRAIN, work, max_steps=max_steps, extra=extra)
     result = subprocess.run(cmd, cwd=work, env=bench_train.offline_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -139,10 +141,16 @@ def _train_in_process(work: Path, *args: str) -> tuple[int, str]:
 
     import datasets.config
 
+    import torch
+
     env = _single_env()
     saved_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     out = io.StringIO()
+    # One thread, as OMP_NUM_THREADS=1 gives the subprocess runs: a tiny model's matmuls are
+    # ten times slower split over cores that other work is using.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
         # load_dataset counts each load with a request to the Hub unless offline: seconds here.
         with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
@@ -150,6 +158,7 @@ def _train_in_process(work: Path, *args: str) -> tuple[int, str]:
             train = _train_module()
             code = train.train(train.parse_args(_single(work, *args)[2:]))
     finally:
+        torch.set_num_threads(threads)
         for k, v in saved_env.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     return code, out.getvalue()
@@ -371,7 +380,7 @@ def test_stream_state_resumes_at_the_next_chunk(workdir):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(workdir / "tok")
-    args = argparse.Namespace(data_files=[str(workdir / "corpus.txt")], shuffle_buffer=0, seed=1)
+    args = argparse.Namespace(data_files=[str(workdir / "corpus.txt")], shuffle_buffer=0, seed=1, text_field="text")
 
     def stream():
         return train.TokenStream(train.load_stream(args, 0, 1), tokenizer, 32, "text")
@@ -434,3 +443,78 @@ def test_every_rank_resumes_from_the_checkpoint_rank_0_chose(tmp_path):
     mp.spawn(_choose_as_rank, args=(_free_port(), str(tmp_path)), nprocs=2)
     chosen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert chosen == [[20, "s3://b/ckpt/step_00000020"]] * 2
+
+
+def _job_train_args() -> "argparse.Namespace":
+    """train.py's arguments as the rendered job passes them (its defaults where the job is silent)."""
+    settings, _ = config.load_settings(CONTEXT, "prod")
+    command = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    return _train_module().parse_args(command[command.index("/workspace/train.py") + 1 :])
+
+
+@pytest.mark.parametrize("data", ["documents", "synthetic"])
+def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, tmp_path, data):
+    """An uninterrupted run, and one that dies at step 21 (an exception, as a lost node) and
+    resumes from its step-16 checkpoint, with the job's shuffle buffer and seed over four
+    shards of 50 documents: the buffer holds every document, and the second pass starts
+    after the resume. Every loss and every weight and optimizer tensor must be equal."""
+    import torch
+    import torch.distributed as dist
+
+    job = _job_train_args()
+    assert job.shuffle_buffer > 200  # the job shuffles; here its buffer holds the whole pass
+    lines = (workdir / "corpus.txt").read_text().splitlines()[:200]
+    shards = []
+    for i in range(4):
+        shards.append(tmp_path / f"part-{i}.txt")
+        shards[-1].write_text("\n".join(lines[i::4]) + "\n")
+    source = ["--synthetic-data"] if data == "synthetic" else ["--data-files", *map(str, shards)]
+    common = ("--max-steps=28", "--log-interval=1", "--checkpoint-interval=8", f"--shuffle-buffer={job.shuffle_buffer}",
+              f"--seed={job.seed}", *source)
+    code, whole = _train_in_process(workdir, *common, f"--checkpoint-dir={tmp_path / 'whole'}")
+    assert code == 0, whole[-2000:]
+
+    train = _train_module()
+    real, steps = train.next_token_loss, iter(range(1, 100))
+
+    def dies_at_step_21(logits, targets):
+        if next(steps) == 21:
+            raise RuntimeError("node lost")
+        return real(logits, targets)
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError, match="node lost"):
+        patch.setattr(train, "next_token_loss", dies_at_step_21)
+        _train_in_process(workdir, *common, f"--checkpoint-dir={tmp_path / 'killed'}")
+    dist.destroy_process_group()
+    code, resumed = _train_in_process(workdir, *common, f"--checkpoint-dir={tmp_path / 'killed'}")
+    assert code == 0 and f"resumed from {tmp_path / 'killed' / 'step_00000016'} at step=16" in resumed, resumed[-2000:]
+    assert "replaying" not in resumed
+    if data == "documents":  # the resumed part runs into the second pass
+        state = json.loads((tmp_path / "killed" / "step_00000028" / "data_rank00000.json").read_text())
+        assert state["epoch"] == 1 and json.loads((tmp_path / "killed" / "step_00000016" / "data_rank00000.json").read_text())["epoch"] == 0
+    expected, got = _losses(whole), _losses(resumed)
+    assert sorted(got) == list(range(17, 29))
+    assert {s: got[s] for s in got} == {s: expected[s] for s in got}
+    a = _saved_tensors(tmp_path / "whole" / "step_00000028", tmp_path)
+    b = _saved_tensors(tmp_path / "killed" / "step_00000028", tmp_path / "killed")
+    assert sorted(a) == sorted(b) and len(a) > 40
+    assert [k for k in a if not torch.equal(a[k], b[k])] == []
+
+
+def test_a_two_rank_checkpoint_resumes_on_one_rank_and_other_files_are_refused_with_one_line(first_run, workdir, tmp_path):
+    import shutil
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(workdir / "ckpt" / "step_00000020", ckpt / "step_00000020")  # two ranks' shards and positions
+    code, out = _train_in_process(workdir, "--max-steps=24", "--log-interval=1", f"--checkpoint-dir={ckpt}",
+                                  f"--shuffle-buffer={_job_train_args().shuffle_buffer}")
+    assert code == 0, out[-2000:]
+    assert "data position of 2 ranks re-divided over 1" in out and f"resumed from {ckpt / 'step_00000020'} at step=20" in out
+    assert sorted(_losses(out)) == [21, 22, 23, 24] and all(math.isfinite(v) for v in _losses(out).values())
+    other = tmp_path / "other.txt"
+    other.write_text((workdir / "corpus.txt").read_text())
+    code, out = _train_in_process(workdir, "--max-steps=30", f"--checkpoint-dir={ckpt}", "--data-files", str(workdir / "corpus.txt"), str(other))
+    assert code == 2
+    (refused,) = [l for l in out.splitlines() if l.startswith("cannot resume")]
+    assert refused == (f"cannot resume from {ckpt / 'step_00000024'}: the checkpoint's data position is over 1 shards and this "
+                       "dataset has 2: a pass over other files cannot be continued")
