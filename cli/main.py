@@ -307,13 +307,13 @@ def cmd_dashboards(args) -> int:
 def cmd_upgrade_plan(args) -> int:
     from cli import preflight, upgrade_plan
 
-    settings, _ = _settings(env_from(args))
-    source = upgrade_plan.OfflineVersions()
-    if args.from_account:
-        source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
     from botocore.exceptions import BotoCoreError, ClientError
 
+    settings, _ = _settings(env_from(args))
+    source = upgrade_plan.OfflineVersions()
     try:
+        if args.from_account:
+            source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
         current, steps = upgrade_plan.build(settings, args.to, source)
     except (upgrade_plan.Refused, preflight.NoCredentials) as err:
         raise CliError(str(err)) from None

@@ -23,6 +23,10 @@ CASES = [
     (["review", "--against", "/nonexistent"], "--against /nonexistent"),
     (["preflight", "-c", "env=prod", "--profile", "no-such-profile"], "--profile no-such-profile: no such profile"),
     (["preflight", "-c", "env=prod"], "no AWS credentials from the default credential chain"),
+    (["upgrade-plan", "--to", "1.35", "-c", "env=prod", "--from-account", "--profile", "no-such-profile"],
+     "--profile no-such-profile: no such profile"),
+    (["upgrade-plan", "--to", "1.35", "-c", "env=prod", "--from-account"], "no AWS credentials from the default credential chain"),
+    (["upgrade-plan", "--to", "1.32", "-c", "env=prod"], "EKS cannot downgrade a control plane"),
 ]
 
 
