@@ -57,13 +57,17 @@ RULES: dict[str, tuple[str, str, str]] = {
     ),
 }
 
-# A change callout's kind (the words before its colon) -> the config field behind it, where one
-# field is; "{group}" is the instance group the callout names.
+# A change callout's kind (the words before its colon) -> the config fields that may be behind
+# it, the first written in cdk.json wins; "{group}" is the instance group the callout names,
+# "{type}" the instance type.
 _CALLOUT_FIELDS = {
-    "NODES REPLACED": "hyperpod.instance_groups[{group}]",
-    "NODES ADDED": "hyperpod.instance_groups[{group}]",
-    "NODE COUNT": "hyperpod.instance_groups[{group}].count",
-    "MIGRATE FIRST": "addons.task_governance.version",
+    "NODES REPLACED": ("hyperpod.instance_groups[{group}]",),
+    "NODES ADDED": ("hyperpod.instance_groups[{group}]",),
+    "NODE COUNT": ("hyperpod.instance_groups[{group}].count",),
+    "NEW QUOTA": ("hyperpod.instance_groups[instance_type={type}].instance_type",),
+    "MIGRATE FIRST": ("addons.task_governance.version",),
+    "EXPOSURE": ("eks.public_access_cidrs", "eks.endpoint_access"),  # where the callout is the API endpoint's
+    "JOB RESTARTS": ("sample_job",),
 }
 # An optional stack's switch: what turns it off when it is left behind.
 _STACK_SWITCHES = {"sample-job": "sample_job.enabled"}
@@ -147,11 +151,12 @@ def _steps(field: str, merged_groups: list) -> tuple | None:
             steps.append(part)
         elif part[1:-1].isdigit():
             steps.append(int(part[1:-1]))
-        else:
-            names = [g.get("name") if isinstance(g, dict) else None for g in merged_groups]
-            if part[1:-1] not in names:
+        else:  # [gpu] is the group named gpu; [instance_type=ml.p5.48xlarge] the first of that type
+            key, _, value = part[1:-1].rpartition("=")
+            values = [g.get(key or "name") if isinstance(g, dict) else None for g in merged_groups]
+            if value not in values:
                 return None
-            steps.append(names.index(part[1:-1]))
+            steps.append(values.index(value))
     return tuple(steps)
 
 
@@ -280,8 +285,15 @@ def _callout(line: str, stacks: list[str], places: Places) -> dict:
     named = [s for s in stacks if re.search(rf"\b{re.escape(s)}\b", line)]
     place = None
     group = re.search(r"instance group (\S+) in ", line)
-    if kind in _CALLOUT_FIELDS and (group or "{group}" not in _CALLOUT_FIELDS[kind]):
-        place = places.field(_CALLOUT_FIELDS[kind].format(group=group.group(1) if group else ""))
+    itype = re.search(r"\b(ml\.[a-z0-9-]+\.[a-z0-9]+)\b", line)
+    for field in _CALLOUT_FIELDS.get(kind, ()):
+        if ("{group}" in field and not group) or ("{type}" in field and not itype):
+            continue
+        if kind == "EXPOSURE" and "Kubernetes API endpoint" not in line:
+            continue
+        place = places.field(field.format(group=group.group(1) if group else "", type=itype.group(1) if itype else ""))
+        if place:
+            break
     if place is None and kind == "STACK LEFT BEHIND" and named:
         switch = next((f for suffix, f in _STACK_SWITCHES.items() if named[0].endswith(f"-{suffix}")), None)
         place = places.field(switch) if switch else None

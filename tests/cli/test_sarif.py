@@ -141,6 +141,22 @@ def test_a_result_caused_by_a_config_field_is_on_that_fields_line_in_cdk_json(re
     assert _field_text(project, result).startswith(written)
 
 
+def test_each_kind_of_change_callout_is_at_the_field_behind_it(reviews, tmp_path):
+    project = _project(tmp_path, {**CHANGES["public-cidr"], **CHANGES["gpu-count"]})
+    report = json.loads(json.dumps(reviews["gpu-count"]))
+    report["changes"]["callouts"] = [
+        "NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)",
+        "NEW QUOTA: 3 x ml.g5.8xlarge for cluster usage (new: check your quota)",
+        "EXPOSURE: the public Kubernetes API endpoint `hyperpod-dev-cluster/Cluster` now admits 203.0.113.0/24 (was 0.0.0.0/0)",
+        "JOB RESTARTS: the running job llama restarts: GPUs 1 -> 4",
+    ]
+    results = {r["ruleId"]: r for r in sarif.log(report, project=project)["runs"][0]["results"]}
+    assert _field_text(project, results["change/node-count"]) == '"count": 3'
+    assert _field_text(project, results["change/new-quota"]) == '"instance_type": "ml.g5.8xlarge"'
+    assert _field_text(project, results["change/exposure"]).startswith('"public_access_cidrs": [')
+    assert _field_text(project, results["change/job-restarts"]).startswith('"sample_job": {')
+
+
 def test_a_field_is_found_where_the_environment_gets_it():
     text = (ROOT / "cdk.json").read_text()
     prod, dev = sarif.CdkJson(ROOT / "cdk.json", "prod"), sarif.CdkJson(ROOT / "cdk.json", "dev")
