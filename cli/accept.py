@@ -2,10 +2,10 @@
 
 Per GPU group (acceptance.instance_groups, or every group of whole NVIDIA GPUs):
   1. nodes: every node of the group is there, Ready and Schedulable (HyperPod's health label);
-  2. fabric: NCCL all_reduce_perf across all its nodes over EFA, judged against the bus
+  2. diagnostics: DCGM level 2 on each node, every failed test named with its node;
+  3. fabric: NCCL all_reduce_perf across all its nodes over EFA, judged against the bus
      bandwidth the references publish for the instance type (infra/catalogue.py); a fabric
      that falls short is run again in pairs, and a node short in each of its pairs is named;
-  3. diagnostics: DCGM level 2 on each node, every failed test named with its node;
   4. HyperPod's on-demand deep health check (SageMaker StartClusterHealthCheck) where the
      type has one, each node's status after it.
 kubectl runs with the user's kubeconfig, boto3 with the usual credential chain, as the other
@@ -386,8 +386,16 @@ def nodes_to_test(settings: Settings, cluster, groups: Sequence[str] | None = No
     return {g.name: group_nodes(doc, g)[0] for g in chosen}
 
 
+def _finish(cluster, objects: list[dict], *, sleep, clock) -> set[str]:
+    """Apply checks and wait for them: the names of those that ran out of time."""
+    cluster.apply(objects)
+    return {o["metadata"]["name"] for o in _wait(cluster, objects, sleep=sleep, clock=clock)}
+
+
 def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = (), deep_health_check: bool = True,
         keep: bool = False, sleep: Callable = time.sleep, clock: Callable = time.monotonic) -> Report:
+    """Diagnostics on every node first, then the fabric: each DCGM Job and each NCCL worker
+    holds all of its node's GPUs, so the two cannot run on a node at once."""
     report = Report(settings.env_name)
     chosen = [g for g in accepted_groups(settings) if not groups or g.name in groups]
     doc = cluster.nodes()
@@ -395,31 +403,32 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
     for group in chosen:
         fit[group.name], checks = group_nodes(doc, group)
         report.checks += checks
-    objects = m.objects(settings, {g: nodes for g, nodes in fit.items() if nodes})
-    checks_to_run = objects[1:]
-    cluster.apply(objects)
-    still = _wait(cluster, checks_to_run, sleep=sleep, clock=clock)
-    for group in chosen:
-        nodes = fit[group.name]
-        if len(nodes) < 2:
-            report.checks.append(Check(group.name, "nccl", "fabric", "skip", f"{len(nodes)} node(s) fit to test: no fabric between nodes"))
-        else:
-            job = m.nccl_job(settings, group, nodes)
-            status, detail = judge_nccl(parse_nccl(cluster.result_log(job["metadata"]["name"])), group.instance_type,
-                                        settings.acceptance.min_bandwidth_percent)
-            if any(o["metadata"]["name"] == job["metadata"]["name"] for o in still):
-                status, detail = "fail", f"did not finish within {m.NCCL_DEADLINE_S} s"
-            report.checks.append(Check(group.name, "nccl", f"fabric ({len(nodes)} nodes)", status, detail))
-            if status == "fail" and len(nodes) > 2:
-                report.checks += _pair_check(settings, cluster, group, nodes, sleep=sleep, clock=clock)
-        for node in nodes:
-            job = m.dcgm_job(settings, group, node)
-            status, detail = judge_dcgm(parse_dcgm(cluster.result_log(job["metadata"]["name"])))
-            if any(o["metadata"]["name"] == job["metadata"]["name"] for o in still):
-                status, detail = "fail", f"did not finish within {m.DCGM_DEADLINE_S} s"
-            report.checks.append(Check(group.name, "dcgm", node, status, detail))
+    cluster.apply([m.namespace()])
+    dcgm = {(g.name, node): m.dcgm_job(settings, g, node) for g in chosen for node in fit[g.name]}
+    late = _finish(cluster, list(dcgm.values()), sleep=sleep, clock=clock)
+    for (group_name, node), job in dcgm.items():
+        status, detail = judge_dcgm(parse_dcgm(cluster.result_log(job["metadata"]["name"])))
+        if job["metadata"]["name"] in late:
+            status, detail = "fail", f"did not finish within {m.DCGM_DEADLINE_S} s"
+        report.checks.append(Check(group_name, "dcgm", node, status, detail))
     if not keep:
-        cluster.delete(checks_to_run)
+        cluster.delete(list(dcgm.values()))
+    fabrics = {g.name: m.nccl_job(settings, g, fit[g.name]) for g in chosen if len(fit[g.name]) >= 2}
+    late = _finish(cluster, list(fabrics.values()), sleep=sleep, clock=clock)
+    for group in chosen:
+        nodes, job = fit[group.name], fabrics.get(group.name)
+        if job is None:
+            report.checks.append(Check(group.name, "nccl", "fabric", "skip", f"{len(nodes)} node(s) fit to test: no fabric between nodes"))
+            continue
+        status, detail = judge_nccl(parse_nccl(cluster.result_log(job["metadata"]["name"])), group.instance_type,
+                                    settings.acceptance.min_bandwidth_percent)
+        if job["metadata"]["name"] in late:
+            status, detail = "fail", f"did not finish within {m.NCCL_DEADLINE_S} s"
+        report.checks.append(Check(group.name, "nccl", f"fabric ({len(nodes)} nodes)", status, detail))
+        if not keep:
+            cluster.delete([job])
+        if status == "fail" and len(nodes) > 2:
+            report.checks += _pair_check(settings, cluster, group, nodes, sleep=sleep, clock=clock)
     if deep_health_check and settings.acceptance.deep_health_check:
         report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
     return report

@@ -138,6 +138,8 @@ def nccl_job(settings: Settings, group, nodes: Sequence[str], *, run: str | None
             "slotsPerWorker": group.spec.accelerators,
             # A failed run is a result to read, not something to retry.
             "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": NCCL_DEADLINE_S},
+            # mpirun starts once every worker runs, not before (when it would find no one to reach).
+            "launcherCreationPolicy": "WaitForWorkersReady",
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
                 "Worker": {"replicas": len(nodes), "template": worker},
@@ -171,12 +173,11 @@ def dcgm_job(settings: Settings, group, node: str) -> dict:
 
 
 def objects(settings: Settings, nodes_by_group: dict[str, Sequence[str]]) -> list[dict]:
-    """Everything one acceptance run applies, in apply order: the namespace, then per group
-    the fabric test across its nodes and a diagnostics Job on each node."""
+    """Everything one acceptance run applies, in the order it applies them: the namespace, a
+    diagnostics Job on each node, then per group the fabric test across its nodes (each holds
+    all of a node's GPUs, so the run waits for the diagnostics before the fabric starts)."""
+    groups = {name: settings.instance_group(name) for name in nodes_by_group}
     out = [namespace()]
-    for group_name, nodes in nodes_by_group.items():
-        group = settings.instance_group(group_name)
-        if len(nodes) >= 2:
-            out.append(nccl_job(settings, group, nodes))
-        out += [dcgm_job(settings, group, node) for node in nodes]
+    out += [dcgm_job(settings, groups[name], node) for name, nodes in nodes_by_group.items() for node in nodes]
+    out += [nccl_job(settings, groups[name], nodes) for name, nodes in nodes_by_group.items() if len(nodes) >= 2]
     return out

@@ -198,6 +198,9 @@ def test_a_short_fabric_is_rerun_in_pairs_and_the_weak_node_named():
     assert fabric.status == "fail" and fabric.subject == "fabric (4 nodes)"
     assert [c.subject for c in report.checks if c.check == "nccl pairs"] == [nodes[2]]
     assert report.failing_nodes == [nodes[2]]
+    kinds = [o["kind"] for o in cluster.applied]
+    # Diagnostics first: a DCGM Job and an NCCL worker each hold all of a node's GPUs.
+    assert kinds[:6] == ["Namespace"] + ["Job"] * 4 + ["MPIJob"]
     pair_jobs = [o for o in cluster.applied if o["kind"] == "MPIJob"][1:]
     assert len(pair_jobs) == 4 and all(o["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2 for o in pair_jobs)
     assert {o["metadata"]["name"] for o in cluster.deleted} >= {o["metadata"]["name"] for o in cluster.applied[1:]}
