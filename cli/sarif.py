@@ -247,7 +247,8 @@ class Places:
             relative = "app.py"
         if (self.project / relative).is_file():
             lines = (self.project / relative).read_text().splitlines()
-            number = next((i for i, l in enumerate(lines, 1) if re.match(r"class \w+\(", l) and "Stack" in l), None)
+            # The stack class; in app.py, compose(), which builds every stack.
+            number = next((i for i, l in enumerate(lines, 1) if re.match(r"class \w+\([\w.]*Stack\)|def compose\(", l)), None)
             if number is None:
                 number = next((i for i, l in enumerate(lines, 1) if l.strip()), 1)
             return Place(self._uri(relative), number, 1, len(lines[number - 1]) + 1 if lines else 1, relative)
