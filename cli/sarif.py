@@ -101,8 +101,8 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 
 
 def _positions(text: str) -> dict[tuple, tuple[int, int]]:
-    """Every member and element of a JSON text: its path -> (offset where it starts, the key
-    for a member, and offset where its value ends)."""
+    """Every member and element of a JSON text: its path -> (the offset where it starts, at its
+    key for a member, and the offset where its value ends)."""
     out: dict[tuple, tuple[int, int]] = {}
     decoder = json.JSONDecoder()
 

@@ -82,7 +82,7 @@ def _reasons(health: str, ready: str, cordoned: bool, taints: list[dict], tolera
     if health != "Schedulable":
         why.append(f"health {health}")
     if ready != "True":
-        why.append("NotReady" if ready == "False" else f"NotReady ({ready})")
+        why.append({"False": "NotReady", "missing": "no Ready condition"}.get(ready, f"NotReady ({ready})"))
     if cordoned:
         why.append("cordoned")
     effects: dict[str, list[str]] = {}
