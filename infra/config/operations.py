@@ -32,7 +32,7 @@ class Notifications(Model):
     emails: tuple[str, ...] = ()
     topic_arn: Optional[str] = None
     # Which HyperPod cluster events are sent (clusters with continuous provisioning emit them).
-    cluster_event_levels: tuple[Literal["Info", "Warn", "Error"], ...] = Field(default=("Warn", "Error"), min_length=1)
+    cluster_event_levels: tuple[Literal["Info", "Warn", "Error"], ...] = ("Warn", "Error")
 
 
 class Alerts(Model):
@@ -66,6 +66,8 @@ def check_operations(s: Settings, p: Problems) -> None:
             p.error(f"operations.notifications.emails[{i}]", email, "is not an e-mail address (name@domain.tld)")
     for email in duplicates(e.lower() for e in n.emails):
         p.error("operations.notifications.emails", email, "is listed twice; SNS keeps one subscription per address")
+    if not n.cluster_event_levels:
+        p.error("operations.notifications.cluster_event_levels", [], f"names no level; EventBridge refuses an empty list (levels: {', '.join(EVENT_LEVELS)})")
     for level in duplicates(n.cluster_event_levels):
         p.error("operations.notifications.cluster_event_levels", level, f"is listed twice; levels: {', '.join(EVENT_LEVELS)}")
     if n.topic_arn is not None:
