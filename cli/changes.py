@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cli import replacement
+from cli import replacement, revision
 from cli.assembly import StackSummary, import_names, load_stacks
 from infra import versions
 
@@ -46,6 +46,8 @@ class Baseline:
     description: str
     templates: dict[str, dict]  # stack name -> template
     whole_app: bool  # an assembly: a stack missing from it is new, and one missing from the change is removed
+    environments: frozenset[str] = frozenset()  # aws://account/region of its stacks, where the baseline says
+    this_checkout: bool = False  # a revision that is this checkout: compared with what it synthesizes itself
 
 
 @dataclass
@@ -84,13 +86,25 @@ def snapshot(outdir: Path, dest: Path) -> None:
         shutil.copy2(path, dest / path.name)
 
 
-def load_baseline(specs: list[str], stack_names: list[str]) -> Baseline:
-    """specs: one assembly folder, or template files (`STACK=FILE`, or FILE named after its stack)."""
+def _environments(folder: Path) -> frozenset[str]:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    return frozenset(a["environment"] for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack")
+
+
+def _assembly(folder: Path, description: str) -> Baseline:
+    if not (folder / "manifest.json").exists():
+        raise BaselineError(f"--against {folder}: no manifest.json; pass a cloud assembly folder or template files")
+    return Baseline(description, {s.name: s.template for s in load_stacks(folder)}, whole_app=True, environments=_environments(folder))
+
+
+def load_baseline(specs: list[str], stack_names: list[str], *, repo: Path | None = None, env: str = "") -> Baseline:
+    """specs: one git revision (with `repo`: synthesized as of then, for `env`), one assembly
+    folder, or template files (`STACK=FILE`, or FILE named after its stack)."""
+    if len(specs) == 1 and repo is not None and not Path(specs[0]).exists() and "=" not in specs[0]:
+        if (commit := revision.resolve(repo, specs[0])) is not None:
+            return _revision(repo, specs[0], commit, env)
     if len(specs) == 1 and Path(specs[0]).is_dir():
-        folder = Path(specs[0])
-        if not (folder / "manifest.json").exists():
-            raise BaselineError(f"--against {folder}: no manifest.json; pass a cloud assembly folder or template files")
-        return Baseline(str(folder), {s.name: s.template for s in load_stacks(folder)}, whole_app=True)
+        return _assembly(Path(specs[0]), specs[0])
     templates = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -104,6 +118,44 @@ def load_baseline(specs: list[str], stack_names: list[str]) -> Baseline:
         except (OSError, ValueError) as err:
             raise BaselineError(f"--against {spec}: {err}") from None
     return Baseline(", ".join(specs), templates, whole_app=False)
+
+
+def _revision(repo: Path, spec: str, commit: str, env: str) -> Baseline:
+    """That revision's app for `env`, synthesized in a worktree; none when it is this checkout."""
+    if revision.is_this_checkout(repo, commit):
+        return Baseline(f"{spec} ({commit[:12]}: the same revision as this checkout, whose tree is clean)", {}, True, this_checkout=True)
+    with tempfile.TemporaryDirectory(prefix="hyperpod-baseline-") as tmp:
+        try:
+            revision.synthesize(repo, spec, commit, env, Path(tmp) / "assembly")
+        except revision.RevisionError as err:
+            raise BaselineError(str(err)) from None
+        return _assembly(Path(tmp) / "assembly", f"{spec} ({commit[:12]})")
+
+
+def check_environment(baseline: Baseline, env: str, target: str, names_by_env: dict[str, list[str]]) -> None:
+    """Refuse a baseline of another environment, or of another account or region (target:
+    aws://account/region of `env`): every stack would read as removed and added."""
+    ours = set(names_by_env.get(env, []))
+    theirs = [other for other, names in names_by_env.items() if other != env and baseline.templates and set(baseline.templates) <= set(names)]
+    if theirs and not set(baseline.templates) & ours:
+        raise BaselineError(f"--against {baseline.description}: a baseline of environment {theirs[0]}, not {env}; compare {env} with a baseline of {env}")
+    elsewhere = sorted(baseline.environments - {target})
+    if elsewhere:
+        raise BaselineError(
+            f"--against {baseline.description}: its stacks deploy to {', '.join(elsewhere)}, {env} to {target}; "
+            "a baseline of another account or region compares nothing"
+        )
+
+
+def without_asset_metadata(template: dict) -> dict:
+    """The template without the `aws:asset:*` metadata `cdk synth` adds for asset bundling: it says
+    where a local asset came from, deploys nothing, and differs between every two synths."""
+    resources = {}
+    for lid, res in template.get("Resources", {}).items():
+        meta = {k: v for k, v in (res.get("Metadata") or {}).items() if not k.startswith("aws:asset:")}
+        res = {k: v for k, v in res.items() if k != "Metadata"}
+        resources[lid] = {**res, "Metadata": meta} if meta else res
+    return {**template, "Resources": resources} if "Resources" in template else template
 
 
 def _resources(template: dict) -> dict:
@@ -357,15 +409,23 @@ def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, st
     command, base_env = cdk_cli()
     results: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        # Both sides without asset metadata: a copy of the assembly's manifest and templates.
+        app = Path(tmp) / "assembly"
+        app.mkdir()
+        for path in new_outdir.glob("*.json"):
+            text = path.read_text()
+            if path.name.endswith(".template.json"):
+                text = json.dumps(without_asset_metadata(json.loads(text)))
+            (app / path.name).write_text(text)
 
         def one(name: str) -> tuple[str, str]:
             path = Path(tmp) / f"{name}.json"
-            path.write_text(json.dumps(old.templates.get(name, {})))
+            path.write_text(json.dumps(without_asset_metadata(old.templates.get(name, {}))))
             # Plain text whatever the caller's terminal says: FORCE_COLOR (common in CI) wins
             # over NO_COLOR in the CLI's colour library, so it is dropped, not just outvoted.
             env = {**{k: v for k, v in base_env.items() if k != "FORCE_COLOR"}, "NO_COLOR": "1", "CI": "true"}
             done = subprocess.run(
-                [*command, "diff", "--app", str(new_outdir), "--template", str(path), "--exclusively", name],
+                [*command, "diff", "--app", str(app), "--template", str(path), "--exclusively", name],
                 capture_output=True, text=True, env=env, timeout=300,
             )
             if done.returncode not in (0, 1):  # 1: differences found (with --fail)

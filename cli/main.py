@@ -4,11 +4,11 @@
   hyperpod-cdk render-job [-c env=NAME] [--nodes N] [--team T] [--priority P] [--image URI] ...
   hyperpod-cdk team NAME [-c env=NAME] [--format text|json]
   hyperpod-cdk validate [-c env=NAME | --all]
-  hyperpod-cdk review [--env NAME | --all] [--against DIR] [--assembly DIR]
+  hyperpod-cdk review [--env NAME | --all] [--against REF|DIR|FILE] [--assembly DIR]
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
-  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME] [--from-account [--region R] [--profile P]]
   hyperpod-cdk accept [-c env=NAME] [--group G] [--render] [--from DIR] [--no-deep-health-check]
   hyperpod-cdk dashboards [-c env=NAME]
+  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME] [--from-account [--region R] [--profile P]]
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
 """
@@ -181,16 +181,21 @@ def _overlaps(a: Path, b: Path) -> bool:
 
 
 def cmd_review(args) -> int:
-    from cli import changes, review
+    from dataclasses import replace
+
+    from cli import changes, review, revision
     from cli.synth import synthesize
 
     cdk_json = find_cdk_json()
     context = load_context(cdk_json)
     out_root = Path(args.outdir) if args.outdir else cdk_json.parent / "cdk.out"
+    repo = revision.toplevel(cdk_json.parent)
+    main_branch = revision.default(repo)  # the default baseline in a git checkout with a main branch
     status = 0
     for env in _environments(args, context):
-        last_review = out_root / f"reviewed-{env}"  # the default baseline: what the previous review saw
-        against = args.against or ([str(last_review)] if (last_review / "manifest.json").exists() else [])
+        last_review = out_root / f"reviewed-{env}"  # elsewhere, the default baseline: what the previous review saw
+        fallback = [main_branch] if main_branch else ([str(last_review)] if (last_review / "manifest.json").exists() else [])
+        against = args.against or fallback
         if args.assembly:  # what `cdk synth` wrote (make synth): reviewed as it is
             outdir = Path(args.assembly)
             if not (outdir / "manifest.json").exists():
@@ -204,13 +209,20 @@ def cmd_review(args) -> int:
         baseline = None
         if against:
             names = None if (len(against) == 1 and Path(against[0]).is_dir()) else _stack_names(context, env)
+            if repo and len(against) == 1 and not Path(against[0]).exists() and revision.resolve(repo, against[0]):
+                print(f"synthesizing {env} as of {against[0]} in a temporary worktree, offline ...", file=sys.stderr, flush=True)
             try:
-                baseline = changes.load_baseline(against, names or [])
+                baseline = changes.load_baseline(against, names or [], repo=repo, env=env)
+                settings, _ = config.load_settings(context, env)
+                changes.check_environment(baseline, env, f"aws://{settings.account}/{settings.region}", _names_by_env(context))
             except changes.BaselineError as err:
                 raise CliError(str(err)) from None
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} (about a minute) ...", file=sys.stderr, flush=True)
             synthesize(context, env, outdir)
+        if baseline is not None and baseline.this_checkout:
+            print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
+            baseline = replace(changes.load_baseline([str(outdir)], []), description=baseline.description)
         print(f"reviewing {env}: changes, cost, exposure, cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
         report = review.build(outdir, against=baseline)
         text = review.to_markdown(report)
@@ -224,6 +236,17 @@ def cmd_review(args) -> int:
         print(f"(written to {', '.join(review.shown(str(w)) for w in written)})")
         status |= 0 if report["pass"] else 1
     return status
+
+
+def _names_by_env(context: dict) -> dict[str, list[str]]:
+    """Each environment's stack names, where its config loads: what tells one environment's baseline from another's."""
+    names = {}
+    for env in config.environment_names(context):
+        try:
+            names[env] = _stack_names(context, env)
+        except config.ConfigError:
+            continue
+    return names
 
 
 def _stack_names(context: dict, env: str) -> list[str]:
@@ -243,6 +266,25 @@ def cmd_preflight(args) -> int:
         raise CliError(str(err)) from None
     print(preflight.table(results))
     return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def cmd_upgrade_plan(args) -> int:
+    from cli import preflight, upgrade_plan
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    settings, _ = _settings(env_from(args))
+    source = upgrade_plan.OfflineVersions()
+    try:
+        if args.from_account:
+            source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
+        current, steps = upgrade_plan.build(settings, args.to, source)
+    except (upgrade_plan.Refused, preflight.NoCredentials) as err:
+        raise CliError(str(err)) from None
+    except (BotoCoreError, ClientError) as err:
+        raise CliError(preflight.failure_line(err, args.profile)) from None
+    sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name))
+    return 0
 
 
 def cmd_accept(args) -> int:
@@ -301,25 +343,6 @@ def cmd_dashboards(args) -> int:
         sys.stdout.write(dashboards.command(settings))
     except dashboards.NoGrafana as err:
         raise CliError(str(err)) from None
-    return 0
-
-
-def cmd_upgrade_plan(args) -> int:
-    from cli import preflight, upgrade_plan
-
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    settings, _ = _settings(env_from(args))
-    source = upgrade_plan.OfflineVersions()
-    try:
-        if args.from_account:
-            source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
-        current, steps = upgrade_plan.build(settings, args.to, source)
-    except (upgrade_plan.Refused, preflight.NoCredentials) as err:
-        raise CliError(str(err)) from None
-    except (BotoCoreError, ClientError) as err:
-        raise CliError(preflight.failure_line(err, args.profile)) from None
-    sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name))
     return 0
 
 
@@ -424,7 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
         examples=[
             "",
             "--env prod --against hyperpod-prod-hyperpod=deployed.json  # aws cloudformation get-template output",
-            "--env prod --against main.out  # an assembly synthesized from main",
+            "--env prod --against main  # main's app, synthesized in a temporary worktree (the default where main exists)",
+            "--env prod --against v1.4.0  # a tag, a commit, HEAD~1",
+            "--env prod --against main.out  # an assembly synthesized earlier",
             "--all",
             "--assembly cdk.out  # after cdk synth -c env=dev",
         ],
@@ -434,9 +459,10 @@ def build_parser() -> argparse.ArgumentParser:
     rev.add_argument(
         "--against",
         action="append",
-        metavar="DIR|[STACK=]FILE",
-        help="compare with an earlier cloud assembly, or with deployed templates (aws cloudformation get-template "
-        "--stack-name STACK > STACK.json; repeat per stack). Default: the last review of the environment",
+        metavar="REF|DIR|[STACK=]FILE",
+        help="compare with a git revision (its app synthesized offline in a temporary worktree), an earlier cloud "
+        "assembly, or deployed templates (aws cloudformation get-template --stack-name STACK > STACK.json; repeat per "
+        "stack). Default: main in a git checkout with a main branch, else the last review of the environment",
     )
     rev.add_argument("--outdir", help="where review-<env>/ and its .md/.json go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")
@@ -451,21 +477,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _env_args(pre)
     _aws_args(pre)
-
-    up = _command(
-        sub, "upgrade-plan", cmd_upgrade_plan,
-        help="print the ordered steps of a Kubernetes upgrade: versions, add-ons, migrations, AMI updates",
-        description="From the cluster's Kubernetes version to --to, one minor version per step: the add-on versions for "
-        "it, the task governance Kueue CRD migration where the add-on crosses it, the cdk.json change and commands, and "
-        "each instance group's HyperPod AMI update with its rolling batch. Read-only.",
-        examples=["--to 1.35", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
-    )
-    _env_args(up)
-    up.add_argument("--to", required=True, metavar="1.N", help="the Kubernetes version to reach")
-    up.add_argument("--from-account", action="store_true",
-                    help="read the cluster's version, its add-ons and the versions for each step from the account (EKS, read-only)")
-    up.add_argument("--region", help="default: the environment's region")
-    up.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
 
     acc = _command(
         sub, "accept", cmd_accept,
@@ -494,6 +505,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _env_args(dash)
 
+    up = _command(
+        sub, "upgrade-plan", cmd_upgrade_plan,
+        help="print the ordered steps of a Kubernetes upgrade: versions, add-ons, migrations, AMI updates",
+        description="From the cluster's Kubernetes version to --to, one minor version per step: the add-on versions for "
+        "it, the task governance Kueue CRD migration where the add-on crosses it, the cdk.json change and commands, and "
+        "each instance group's HyperPod AMI update with its rolling batch. Read-only.",
+        examples=["--to 1.35", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
+    )
+    _env_args(up)
+    up.add_argument("--to", required=True, metavar="1.N", help="the Kubernetes version to reach")
+    up.add_argument("--from-account", action="store_true",
+                    help="read the cluster's version, its add-ons and the versions for each step from the account (EKS, read-only)")
+    up.add_argument("--region", help="default: the environment's region")
+    up.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
     return parser
 
 

@@ -88,12 +88,17 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
     assert minutes <= unavoidable + 2.0, (minutes, unavoidable)
 
 
-def test_cli_review_compares_with_the_last_review_and_never_overwrites_its_baseline(synth, tmp_path, capsys):
+def test_outside_git_review_compares_with_the_last_review_and_never_overwrites_its_baseline(synth, tmp_path, capsys, monkeypatch):
     import shutil
     from importlib.resources import files
 
     import jsonschema
 
+    # A checkout without git (an unpacked release): no main to compare with.
+    project = tmp_path / "unpacked"
+    project.mkdir()
+    shutil.copy(ROOT / "cdk.json", project / "cdk.json")
+    monkeypatch.chdir(project)
     assembly = synth("dev").outdir
     assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--assembly", str(assembly)]) == 0
     first = capsys.readouterr()
@@ -184,3 +189,96 @@ def test_the_data_table_names_our_resources_and_counts_cdks_lambda_log_groups(sy
     assert "/LogGroup/Resource" not in text and "`hyperpod-dev-cluster/LifecycleBucket/Resource`" in text
     counted = sum(int(n) for n in re.findall(r": (\d+) log groups of CDK-built Lambdas", text))
     assert counted == len(lambda_logs)
+
+
+def test_in_a_git_checkout_main_is_the_default_baseline(tmp_path):
+    from cli import revision
+
+    repo = revision.toplevel(ROOT / "cli")
+    assert repo == ROOT and revision.default(repo) == "main"
+    assert revision.resolve(repo, "main") == revision.resolve(repo, "refs/heads/main") is not None
+    assert revision.resolve(repo, "no-such-branch") is None
+    assert revision.toplevel(tmp_path) is None and revision.default(None) is None
+
+
+def _review_cli(*args: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["review", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_baseline_of_another_environment_account_or_region_is_refused_in_one_line(synth, tmp_path):
+    import shutil
+
+    dev, prod = synth("dev").outdir, synth("prod").outdir
+    code, out, err = _review_cli("--env", "dev", "--assembly", str(dev), "--against", str(prod), "--outdir", str(tmp_path))
+    assert code == 2 and out == "" and "Traceback" not in err
+    (line,) = [l for l in err.splitlines() if not l.startswith("config: ")]
+    assert line == f"error: --against {prod}: a baseline of environment prod, not dev; compare dev with a baseline of dev"
+    # The same stacks deployed to another account: every stack would read as removed and added.
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(dev, elsewhere, ignore=shutil.ignore_patterns("asset.*"))
+    manifest = (elsewhere / "manifest.json").read_text()
+    (elsewhere / "manifest.json").write_text(manifest.replace("aws://111111111111/us-east-1", "aws://222222222222/us-east-1"))
+    code, out, err = _review_cli("--env", "dev", "--assembly", str(dev), "--against", str(elsewhere), "--outdir", str(tmp_path))
+    assert code == 2 and [l for l in err.splitlines() if not l.startswith("config: ")] == [
+        f"error: --against {elsewhere}: its stacks deploy to aws://222222222222/us-east-1, dev to aws://111111111111/us-east-1; "
+        "a baseline of another account or region compares nothing"
+    ]
+
+
+def test_the_embedded_cdk_diff_shows_no_asset_metadata_whatever_the_baseline(synth):
+    # `cdk synth` (and so a deployed template) carries aws:asset:path and aws:asset:property on every
+    # resource with a local asset; our in-process synth does not. Neither side's shows in the diff.
+    from cli import changes
+
+    s = synth("dev")
+    stack = f"{s.settings.prefix}-dev-cluster"
+    deployed = json.loads((s.outdir / f"{stack}.template.json").read_text())
+    marked = 0
+    for res in deployed["Resources"].values():
+        if res["Type"] == "AWS::Lambda::Function":
+            res.setdefault("Metadata", {}).update({"aws:asset:path": f"asset.{marked:064x}", "aws:asset:is-bundled": False,
+                                                   "aws:asset:property": "Code"})
+            marked += 1
+    assert marked >= 3
+    text = changes.cdk_diff(s.outdir, changes.Baseline("deployed", {stack: deployed}, whole_app=False), [stack])[stack]
+    assert "aws:asset" not in text and "[~]" not in text, text
+    assert changes.without_asset_metadata(deployed) == changes.without_asset_metadata(json.loads((s.outdir / f"{stack}.template.json").read_text()))
+
+
+def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypatch):
+    # The one end-to-end run of a git baseline (it synthesizes twice): a clone with one commit that raises dev's
+    # GPU nodes from 1 to 2, reviewed --against HEAD~1 in a worktree of the clone, offline.
+    import subprocess
+
+    from cli import cost, prices
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    for shared in (".venv", "node_modules"):
+        (clone / shared).symlink_to(ROOT / shared)
+    config = json.loads((clone / "cdk.json").read_text())
+    groups = config["context"]["environments"]["dev"]["hyperpod"]["instance_groups"]
+    (gpu,) = [g for g in groups if g["name"] == "gpu"]
+    gpu["count"] = 2
+    (clone / "cdk.json").write_text(json.dumps(config, indent=2) + "\n")
+    git = ["git", "-C", str(clone), "-c", "user.name=reviewer", "-c", "user.email=reviewer@example.com"]
+    subprocess.run([*git, "commit", "-q", "-am", "dev: two GPU nodes"], check=True)
+    base = subprocess.run([*git, "rev-parse", "HEAD~1"], capture_output=True, text=True, check=True).stdout.strip()
+    monkeypatch.chdir(clone)
+    code, out, err = _review_cli("--env", "dev", "--against", "HEAD~1")
+    assert code == 0, err
+    assert f"## What this change does (against HEAD~1 ({base[:12]}))" in out
+    assert "- **NODE COUNT**: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 2 node(s)" in out
+    # One node more at SageMaker's rate, and its samples into Managed Prometheus.
+    hourly = prices.SAGEMAKER_RATE[gpu["instance_type"]] + cost.SERIES_PER_NODE * 3600 / cost.SCRAPE_SECONDS / 1e7 * prices.PROMETHEUS_PER_10M_SAMPLES
+    assert f"- Cost: +${hourly:,.2f} an hour, +${hourly * prices.HOURS_PER_MONTH:,.0f} a month" in out
+    assert "- Quota: ml.g5.8xlarge for cluster usage: 1 -> 2 node(s) at deploy" in out
+    assert "aws:asset" not in out and "cdk diff hyperpod-dev-hyperpod" in out
+    worktrees = subprocess.run([*git, "worktree", "list"], capture_output=True, text=True, check=True).stdout
+    assert len(worktrees.strip().splitlines()) == 1  # the temporary worktree is gone

@@ -1,0 +1,98 @@
+"""A git revision as the review's baseline: that revision's own app and cdk.json, synthesized
+offline for the same environment in a temporary worktree, then compared with this checkout.
+
+The worktree borrows this checkout's .venv and node_modules (links, so nothing is installed)
+and is removed afterwards, whatever happens. In a git checkout with a `main` branch, `main`
+is the default baseline: what the change would merge into.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+DEFAULT_BRANCH = "main"
+# Links into the worktree: what synthesis needs that git does not track.
+SHARED = (".venv", "node_modules")
+# A synthesis of every stack takes about a minute on two cores; ten leaves room for a busy machine.
+SYNTH_TIMEOUT_SECONDS = 600
+
+# Run inside the worktree, by that revision's own code: its cli.synth composes its app.py.
+_SYNTH = """
+import json, sys
+from pathlib import Path
+from cli.synth import synthesize
+context = json.loads(Path("cdk.json").read_text())["context"]
+synthesize(context, sys.argv[1], Path(sys.argv[2]))
+"""
+
+
+class RevisionError(ValueError):
+    """A revision that cannot be synthesized as a baseline; the message is one line."""
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+
+
+def toplevel(folder: Path) -> Path | None:
+    """The root of the git checkout holding `folder`, or None (no git, or not a checkout)."""
+    if shutil.which("git") is None:
+        return None
+    done = _git(folder, "rev-parse", "--show-toplevel")
+    return Path(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def resolve(repo: Path, spec: str) -> str | None:
+    """The commit a revision names (a branch, a tag, a commit, HEAD~1), or None."""
+    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}")
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def default(repo: Path | None) -> str | None:
+    """`main` where the checkout has that branch."""
+    if repo is None:
+        return None
+    return DEFAULT_BRANCH if _git(repo, "show-ref", "--verify", "--quiet", f"refs/heads/{DEFAULT_BRANCH}").returncode == 0 else None
+
+
+def is_this_checkout(repo: Path, commit: str) -> bool:
+    """Whether the commit is HEAD and nothing is changed or added: the same app as this checkout."""
+    head = resolve(repo, "HEAD")
+    return head == commit and _git(repo, "status", "--porcelain").stdout.strip() == ""
+
+
+def synthesize(repo: Path, spec: str, commit: str, env: str, outdir: Path) -> None:
+    """Synthesize `env` as of `commit` into `outdir`. Raises RevisionError."""
+    with tempfile.TemporaryDirectory(prefix="hyperpod-review-") as tmp:
+        tree = Path(tmp) / "tree"
+        added = _git(repo, "worktree", "add", "--detach", str(tree), commit)
+        if added.returncode != 0:
+            raise RevisionError(f"--against {spec}: git worktree add failed: {_last_line(added.stderr)}")
+        try:
+            for name in SHARED:
+                if (repo / name).exists() and not (tree / name).exists():
+                    (tree / name).symlink_to(repo / name)
+            if not (tree / "cli" / "synth.py").exists():
+                raise RevisionError(f"--against {spec}: {commit[:12]} has no cli/synth.py to synthesize it with; pass an assembly instead")
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-c", _SYNTH, env, str(outdir)],
+                    cwd=tree, capture_output=True, text=True, env=dict(os.environ), timeout=SYNTH_TIMEOUT_SECONDS,
+                )
+            except subprocess.TimeoutExpired:
+                raise RevisionError(f"--against {spec}: synthesizing {commit[:12]} took over {SYNTH_TIMEOUT_SECONDS} s") from None
+            if done.returncode != 0:
+                raise RevisionError(f"--against {spec}: synthesizing {env} as of {commit[:12]} failed: {_last_line(done.stderr)}")
+        finally:
+            _git(repo, "worktree", "remove", "--force", str(tree))
+            _git(repo, "worktree", "prune")
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][-300:] if lines else "no output"
