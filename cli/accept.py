@@ -59,7 +59,6 @@ class NcclResult:
     rows: tuple[NcclRow, ...]
     avg_busbw: float | None
     out_of_bounds: int | None
-    hosts: dict[int, str]
     errors: tuple[str, ...]
 
     @property
@@ -70,14 +69,14 @@ class NcclResult:
 # What mpirun --tag-output ("[1,0]<stdout>:") or srun --label ("0: ") put before each line.
 _TAG = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\w+\s+\w+\s+-?\d+\s+\S+\s+\S+\s+([\d.]+)\s+(\d+|N/A)\s+\S+\s+\S+\s+([\d.]+)\s+(\d+|N/A)\s*$")
-_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
-_FAILURE = re.compile(r"(Test (?:NCCL |CUDA )?failure.*|NCCL WARN.*|.*NCCL error.*)")
+# How nccl-tests reports an error it stops on (its common.cu): "Test NCCL failure <file>:<line> '<why>'".
+_FAILURE = re.compile(r"(Test (?:NCCL |CUDA )?failure.*)")
 
 
 def parse_nccl(text: str) -> NcclResult:
     """nccl-tests' all_reduce_perf output, as mpirun prints it from the launcher or as a
-    Slurm run labels it: the sweep's rows, the closing summary, and which host each rank ran on."""
-    rows, hosts, errors = [], {}, []
+    Slurm run labels it: the sweep's rows, the closing summary and the error it stopped on."""
+    rows, errors = [], []
     avg = oob = None
     for raw in text.splitlines():
         line = _TAG.sub("", raw, count=1)
@@ -85,15 +84,13 @@ def parse_nccl(text: str) -> NcclResult:
             size, _, busbw, wrong, busbw_ip, wrong_ip = match.groups()
             bad = sum(int(w) for w in (wrong, wrong_ip) if w != "N/A")
             rows.append(NcclRow(int(size), float(busbw), float(busbw_ip), bad))
-        elif match := _RANK.match(line.strip()):
-            hosts[int(match.group(1))] = match.group(2)
         elif line.lstrip().startswith("# Avg bus bandwidth"):
             avg = float(line.split(":", 1)[1])
         elif line.lstrip().startswith("# Out of bounds values"):
             oob = int(line.split(":", 1)[1].split()[0])
         elif match := _FAILURE.search(line):
             errors.append(match.group(1).strip())
-    return NcclResult(tuple(rows), avg, oob, hosts, tuple(errors))
+    return NcclResult(tuple(rows), avg, oob, tuple(errors))
 
 
 # ------------------------------------------------------------------ DCGM output
@@ -398,6 +395,8 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
     holds all of its node's GPUs, so the two cannot run on a node at once."""
     report = Report(settings.env_name)
     chosen = [g for g in accepted_groups(settings) if not groups or g.name in groups]
+    if not chosen:
+        raise AcceptError(f"{settings.env_name} has no group of whole NVIDIA GPUs to prove (acceptance.instance_groups)")
     doc = cluster.nodes()
     fit = {}
     for group in chosen:

@@ -61,11 +61,11 @@ def test_the_eks_launcher_log_parses_through_mpiruns_tags():
     assert result.largest.busbw == 437.79 and result.avg_busbw == 52.9753 and result.out_of_bounds == 0
 
 
-def test_nccl_failures_and_rank_hosts_are_read():
-    text = ("#  Rank  0 Group  0 Pid    380 on hyperpod-i-0a1b2c3d4e5f60701 device  0 [0x53] NVIDIA H100 80GB HBM3\n"
+def test_the_error_nccl_tests_stops_on_fails_the_run_and_an_nccl_warning_does_not():
+    text = ("[1,8]<stdout>:hyperpod-i-0a1b2c3d4e5f60702:93:93 [0] NCCL INFO NCCL WARN-free line\n"
             "hyperpod-i-0a1b2c3d4e5f60702: Test NCCL failure common.cu:1005 'remote process exited or there was a network error'\n")
     result = accept.parse_nccl(text)
-    assert result.hosts == {0: "hyperpod-i-0a1b2c3d4e5f60701"}
+    assert accept.parse_nccl(P5 + "[1,3]<stdout>:host:9:9 [3] NCCL WARN NET/OFI something benign\n").errors == ()
     assert accept.judge_nccl(result, "ml.p5.48xlarge", 90) == (
         "fail", "NCCL test failed: Test NCCL failure common.cu:1005 'remote process exited or there was a network error'")
 
@@ -144,6 +144,29 @@ def test_the_recorded_prod_run_names_the_failing_node_and_the_missing_ones():
     assert by[("dcgm", "hyperpod-i-0a1b2c3d4e5f60701")].status == "pass"
     assert by[("dcgm", "hyperpod-i-0a1b2c3d4e5f60702")].detail.startswith("GPU Memory: Fail - All")
     assert not report.passed and report.failing_nodes == ["hyperpod-i-0a1b2c3d4e5f60702"]
+
+
+def test_a_recorded_deep_health_check_is_read_from_list_cluster_nodes(tmp_path):
+    import shutil
+
+    shutil.copytree(RECORDING, tmp_path / "run")
+    now = "2026-12-01T10:00:00+00:00"
+    (tmp_path / "run" / "list-cluster-nodes.json").write_text(json.dumps({"ClusterNodeSummaries": [
+        {"InstanceGroupName": "system", "InstanceId": "i-0c1d2e3f4a5b60601", "InstanceType": "ml.m5.8xlarge",
+         "LaunchTime": now, "InstanceStatus": {"Status": "Running"}},
+        {"InstanceGroupName": "gpu", "InstanceId": "i-0a1b2c3d4e5f60702", "InstanceType": "ml.p5.48xlarge",
+         "LaunchTime": now, "InstanceStatus": {"Status": "Failure", "Message": "made for this test"}}]}))
+    report = accept.run(_prod(), accept.Recording(tmp_path / "run"))
+    (check,) = [c for c in report.checks if c.check == "deep health check"]
+    assert (check.subject, check.status, check.detail) == ("hyperpod-i-0a1b2c3d4e5f60702", "fail", "Failure: made for this test")
+
+
+def test_a_config_without_a_gpu_group_has_nothing_to_prove():
+    settings = config.load_settings(CONTEXT, "dev")[0]
+    cpu_only = settings.hyperpod.model_copy(update={"instance_groups": (settings.instance_group("system"),)})
+    patched = settings.model_copy(update={"hyperpod": cpu_only})
+    with pytest.raises(accept.AcceptError, match="dev has no group of whole NVIDIA GPUs to prove"):
+        accept.run(patched, accept.Recording(RECORDING))
 
 
 def test_the_readme_shows_the_report_the_recorded_run_gives(capsys):
