@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import stat
 
@@ -322,6 +321,25 @@ def test_kubectl_is_driven_with_yaml_on_stdin_and_its_failure_is_one_line():
         refused.nodes()
 
 
+@pytest.mark.parametrize("kind, conditions, done", [
+    ("Job", [{"type": "Complete", "status": "True"}], True),
+    ("Job", [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}], True),
+    ("MPIJob", [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}], False),
+    ("MPIJob", [{"type": "Running", "status": "False"}, {"type": "Succeeded", "status": "True"}], True),
+])
+def test_a_check_has_finished_when_its_controller_says_it_succeeded_or_failed(kind, conditions, done):
+    # Job conditions Complete/Failed (batch/v1); MPIJob Succeeded/Failed (the MPI operator's v2beta1 status).
+    seen = []
+
+    class Out:
+        returncode, stderr = 0, ""
+        stdout = json.dumps({"status": {"conditions": conditions}})
+
+    kubectl = accept.Kubectl(run=lambda argv, **kw: seen.append(argv) or Out())
+    assert kubectl.finished({"kind": kind, "metadata": {"name": "dcgm-x"}}) is done
+    assert seen[0][:3] == ["kubectl", "get", "mpijobs.kubeflow.org" if kind == "MPIJob" else "jobs"]
+
+
 def _path_with(tmp_path, kubectl: str | None):
     folder = tmp_path / "bin"
     folder.mkdir()
@@ -377,4 +395,3 @@ def test_a_closed_network_refuses_public_images_before_touching_the_cluster(tmp_
     monkeypatch.chdir(tmp_path)
     assert cli.main(["accept", "-c", "env=dev"]) == 2
     assert "acceptance.nccl_image: public.ecr.aws/hpc-cloud/nccl-tests" in capsys.readouterr().err
-    assert os.listdir(tmp_path) == ["bin", "cdk.json"] or set(os.listdir(tmp_path)) == {"bin", "cdk.json"}
