@@ -197,3 +197,9 @@ def test_amtool_accepts_the_alert_manager_configuration(tmp_path):
     config_file.write_text(yaml.safe_load(alerting.alert_manager_definition(_prod()))["alertmanager_config"])
     result = subprocess.run([amtool, "check-config", str(config_file)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_readme_shows_the_mail_prod_would_send_for_aws_example_node_event():
+    rule = next(r for r in alerting.EVENT_RULES if r.id_ == "NodeHealth")
+    event = _with(EVENTS["node_health"], ("detail", "ClusterName"), _prod().hyperpod_cluster_name)
+    assert _transform(rule, event) in (ROOT / "README.md").read_text()
