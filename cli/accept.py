@@ -244,10 +244,10 @@ def suspects(pairs: dict[tuple[str, str], bool]) -> list[str]:
 class Kubectl:
     """The cluster through the user's kubectl and kubeconfig."""
 
-    def __init__(self, run: Callable = subprocess.run):
-        if shutil.which("kubectl") is None:
+    def __init__(self, run: Callable | None = None):
+        if run is None and shutil.which("kubectl") is None:
             raise AcceptError("kubectl is not on PATH; install it, or pass --from DIR (a recorded run)")
-        self._run = run
+        self._run = run or subprocess.run
 
     def _kubectl(self, *args: str, stdin: str | None = None) -> str:
         result = self._run(["kubectl", *args], input=stdin, capture_output=True, text=True)
