@@ -143,8 +143,8 @@ def lookup(name: str) -> InstanceType | None:
 @dataclass(frozen=True)
 class PublishedBusBandwidth:
     """What NCCL's all_reduce_perf reached over EFA on this type in a published run: the bus
-    bandwidth (GB/s, out-of-place) at the run's largest message. Bus bandwidth is normalised
-    for the rank count (nccl-tests' PERFORMANCE.md; the awsome README's "Understanding NCCL
+    bandwidth (GB/s, out-of-place) at the run's largest message. Bus bandwidth compares
+    "independently to the number of ranks used" (the awsome README's "Understanding NCCL
     Bandwidth"), so a two-node figure is the expectation for any number of nodes."""
 
     busbw_gbps: float
