@@ -13,9 +13,10 @@ from infra.config.base import Model, Problems
 if TYPE_CHECKING:
     from infra.config.settings import Settings
 
-# The awsome NCCL test image, as its EKS manifests name it on AWS's public gallery
-# (micro-benchmarks/nccl-tests/kubernetes/nccl-tests-gb200.yaml, and the README's pinned set:
-# CUDA 13.1.2, EFA installer 1.50.0, aws-ofi-nccl 1.21.1, NCCL 2.31.2-1, nccl-tests 2.20.0).
+# The awsome NCCL test image on AWS's public gallery, as its EKS manifest names it
+# (micro-benchmarks/nccl-tests/kubernetes/nccl-tests-gb200.yaml at commit c428b24) with the
+# README's pinned set: CUDA 13.1.2, EFA installer 1.50.0, aws-ofi-nccl 1.21.1, NCCL 2.31.2-1,
+# nccl-tests 2.20.0 (README at commit 0b55ba5; it says to use the tag once it is published).
 NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:cuda13.1.2-efa1.50.0-ofiv1.21.1-ncclv2.31.2-1-testsv2.20.0"
 # NVIDIA's DCGM container on NGC (nv-hostengine and dcgmi), a tag public GPU-cluster scripts run.
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
