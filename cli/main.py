@@ -481,8 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc = _command(
         sub, "accept", cmd_accept,
         help="prove the deployed GPU groups: NCCL over EFA, DCGM level 2, HyperPod's deep health check",
-        description="Run NCCL all_reduce_perf across every node of each GPU group and DCGM diagnostics (level 2) on each "
-        "node through kubectl, then HyperPod's on-demand deep health check through the SageMaker API; judge the bus "
+        description="Run DCGM diagnostics (level 2) on each node of each GPU group, then NCCL all_reduce_perf across all "
+        "its nodes over EFA, through kubectl; then HyperPod's on-demand deep health check through the SageMaker API; judge the bus "
         "bandwidth against the published figure for the instance type and name the nodes that fall short. Exit 1 on "
         "any failed check.",
         examples=["-c env=prod", "-c env=prod --group gpu --no-deep-health-check", "-c env=prod --render > acceptance.yaml",
