@@ -103,10 +103,11 @@ def rates_used(kinds: dict[str, str]) -> str:
     """What the instance lines were priced at, in words, for the headline."""
     floor = sorted(t for t, k in kinds.items() if k == "floor")
     listed = any(k == "sagemaker" for k in kinds.values())
+    listed_rates = f"SageMaker list rates ({prices.SAGEMAKER_AS_OF})"
     if not floor:
-        return f"SageMaker list rates ({prices.SAGEMAKER_AS_OF})"
-    where = f"EC2 floor for {', '.join(floor)}, whose SageMaker rate is not in the table: the bill is higher"
-    return f"SageMaker list rates ({prices.SAGEMAKER_AS_OF}); {where}" if listed else where
+        return listed_rates
+    where = f"the EC2 floor for {', '.join(floor)} (no SageMaker rate in the table; the bill is higher)"
+    return f"{listed_rates}, except {where}" if listed else where
 
 
 def delta(before: dict, after: dict) -> dict:

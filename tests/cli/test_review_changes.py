@@ -403,6 +403,6 @@ def test_every_priced_ml_type_is_a_sourced_sagemaker_rate_or_marked_as_the_ec2_f
     p5, m5 = estimate["lines"]
     assert p5["note"].startswith("EC2 On-Demand floor") and m5["note"].startswith("SageMaker list rate")
     headline = cost.markdown(estimate)[2]
-    assert f"instances at SageMaker list rates ({prices.SAGEMAKER_AS_OF}); EC2 floor for ml.p5.48xlarge" in headline
+    assert f"instances at SageMaker list rates ({prices.SAGEMAKER_AS_OF}), except the EC2 floor for ml.p5.48xlarge (" in headline
     one = StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups[1:]}}}}, [])
     assert "EC2 floor" not in cost.markdown(cost.estimate([one], "us-east-1"))[2]
