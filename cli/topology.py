@@ -183,10 +183,11 @@ def _gpu_words(row: dict) -> str:
 
 def mermaid(nodes: list[Node], cluster: str = "HyperPod cluster", full: bool | None = None) -> str:
     """A flowchart: cluster, layer-1, -2, -3, then either every node (`full`, the default up
-    to FULL_TREE_MAX_NODES nodes) or one box per layer-3 network node with its counts, the
-    boxes holding a node that cannot run work marked."""
+    to FULL_TREE_MAX_NODES nodes; top down) or one box per layer-3 network node with its
+    counts (left to right), the boxes holding a node that cannot run work marked."""
     full = len(nodes) <= FULL_TREE_MAX_NODES if full is None else full
-    lines = ["flowchart TD", f"  cluster[{_label(cluster)}]"]
+    # Left to right when aggregated: the layer-3 boxes stack in a column instead of a strip.
+    lines = ["flowchart TD" if full else "flowchart LR", f"  cluster[{_label(cluster)}]"]
     edges: list[str] = []
     declared: set[str] = set()
     degraded: list[str] = []

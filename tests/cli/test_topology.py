@@ -171,6 +171,7 @@ def _boxes(diagram: str) -> dict[str, str]:
 def test_the_default_diagram_is_one_box_per_layer_3_past_32_nodes_and_every_node_on_request():
     dumps, nodes = _nodes(66)
     d = topology.mermaid(nodes)
+    assert d.startswith("flowchart LR\n")  # the layer-3 boxes in a column, not a strip
     assert not [i for i in _labels(d) if i.startswith("node_")]  # no box per node
     rows = topology.summary(nodes)
     assert len(_boxes(d)) == len(rows)  # one per layer-3 network node, and one for the unlabelled
