@@ -150,7 +150,9 @@ def nccl_job(settings: Settings, group, nodes: Sequence[str], *, run: str | None
 
 def dcgm_job(settings: Settings, group, node: str) -> dict:
     """A Job on `node` holding all its GPUs, running DCGM's level-2 diagnostics once. The
-    image starts its own host engine; dcgmi exits non-zero when a test fails."""
+    pod starts its own host engine in its own network namespace (nv-hostengine daemonizes onto
+    127.0.0.1:5555), so one the node already runs is not disturbed; it runs as the image's root
+    user because "portions of diagnostics can require root" (NVIDIA's nv-hostengine reference)."""
     run = name("dcgm", node)
     gpus = {group.spec.accelerator_resource: group.spec.accelerators}
     pod = _pod(
