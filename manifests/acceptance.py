@@ -93,6 +93,8 @@ def _mpirun(group, nodes: int) -> list[str]:
     return [
         MPIRUN, "--allow-run-as-root", "--tag-output",
         "-np", str(nodes * spec.accelerators), "-N", str(spec.accelerators), "--bind-to", "none",
+        # The image's own PATH and LD_LIBRARY_PATH (its Dockerfile's ENV: Open MPI, EFA, the
+        # OFI plugin, NCCL) go to every rank.
         "-x", "PATH", "-x", "LD_LIBRARY_PATH", *[a for e in env for a in ("-x", e)],
         ALL_REDUCE_PERF, "-b", "8", "-e", str(message_bytes(group.instance_type)), "-f", "2", "-g", "1",
         "-c", "1", "-n", str(ITERATIONS),
