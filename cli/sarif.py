@@ -57,6 +57,34 @@ RULES: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+# What each kind of change callout means (the rule's short and full description).
+CHANGE_KINDS: dict[str, tuple[str, str]] = {
+    "REPLACED": ("A cluster, bucket or key is replaced", "CloudFormation replaces a stateful or central resource: a create-only "
+                 "property changes, so a new one is made and the old one deleted with what it holds."),
+    "REMOVED": ("A cluster, bucket or key is removed", "A stateful or central resource leaves the template and is deleted "
+                "(or retained, as its removal policy says)."),
+    "REPLACED WITH IT": ("Replaced because something it references is", "A resource whose create-only property references "
+                         "a replaced resource is replaced too, in this stack or another."),
+    "REFUSED": ("CloudFormation would refuse this update", "An export another deployed stack imports would change or "
+                "disappear; CloudFormation refuses the update of the exporting stack."),
+    "NODES REPLACED": ("Every node of an instance group is replaced", "The group's instance type, execution role, threads "
+                       "per core or subnets change: HyperPod replaces every node, and the jobs on them stop."),
+    "NODES ADDED": ("A new instance group", "An instance group is added: new nodes start, with their deep health checks."),
+    "NODES REMOVED": ("An instance group is removed", "An instance group leaves the cluster and its nodes are terminated."),
+    "NODE COUNT": ("An instance group's node count changes", "Nodes are added to or taken from an instance group."),
+    "MIGRATE FIRST": ("The task governance add-on needs a migration first", "The add-on's update crosses Kueue's CRD "
+                      "storage migration, which a plain update does not do."),
+    "STACK LEFT BEHIND": ("A stack leaves the app but stays deployed", "cdk deploy does not delete a stack that is no longer "
+                          "in the app; it has to be destroyed by hand."),
+    "NEW QUOTA": ("An instance type new to the cluster", "The change needs instances of a type the baseline did not use; "
+                  "the account's quota for a new type is often 0."),
+    "IAM ON ANY RESOURCE": ("New Write or Permissions management on '*'", "A role gains Write or Permissions management "
+                            "access on Resource '*'."),
+    "EXPOSURE": ("Exposure added or widened", "A public CIDR, an open security group rule or a public endpoint is added "
+                 "or widened."),
+    "JOB RESTARTS": ("The running job restarts", "The job's object or its group's nodes change, so the running job restarts."),
+}
+
 # A change callout's kind (the words before its colon) -> the config fields that may be behind
 # it, the first written in cdk.json wins; "{group}" is the instance group the callout names,
 # "{type}" the instance type.
@@ -271,6 +299,11 @@ def _finding(rule: str, level: str, message: str, place: Place, construct: str |
     return result
 
 
+def _qualified(stack: str, resource: str) -> str:
+    """A resource's construct path, which starts with its stack's name."""
+    return resource if resource.startswith(f"{stack}/") else f"{stack}/{resource}"
+
+
 def _field_in(text: str, places: Places) -> Place | None:
     """A config field path the text names (`eks.public_access_cidrs`), where cdk.json writes it."""
     for candidate in re.findall(r"\b[a-z_]+(?:\.[a-z_]+|\[[\w-]+\])+", text):
@@ -332,12 +365,12 @@ def findings(report: dict, places: Places | None = None) -> list[dict]:
     out += [
         _finding("exposure/public-endpoint", "warning" if any(c.endswith("/0") for c in e["cidrs"]) else "note",
                  f"public Kubernetes API endpoint admits {', '.join(e['cidrs'])}",
-                 places.field("eks.public_access_cidrs") or places.stack(e["stack"]), f"{e['stack']}/{e['resource']}")
+                 places.field("eks.public_access_cidrs") or places.stack(e["stack"]), _qualified(e["stack"], e["resource"]))
         for e in risk["public_endpoints"]
     ]
     out += [
         _finding("exposure/open-ingress", "warning", f"admits {r['cidr']} (outside the VPC) on {r['ports']}",
-                 places.stack(r["stack"]), f"{r['stack']}/{r['resource']}")
+                 places.stack(r["stack"]), _qualified(r["stack"], r["resource"]))
         for r in risk["open_ingress"]
     ]
     changes = report.get("changes") or {}
@@ -355,9 +388,9 @@ def _rule(rule_id: str, nag: dict[str, str], lint: dict[str, tuple[str, str]]) -
         help_ = f"Fix the template's construct, or accept the rule in cli/review.py with the reason. cfn-lint's rule list: {name}."
     elif family == "change":
         words = name.replace("-", " ")
-        short = f"A change the review calls out: {words}"
-        full = (f"Against its baseline, the change does something a template diff does not make plain ({words}); "
-                "the callout says what and where.")
+        short, full = CHANGE_KINDS.get(words.upper(), (f"A change the review calls out: {words}", ""))
+        full = (full + " " if full else "") + ("Against its baseline, the change does something a template diff does not "
+                                                "make plain; the callout says what and where.")
         help_ = "Read the callout in review-<env>.md under 'What this change does', and act on it before cdk deploy."
     else:  # a cdk-nag pack's rule, described by the synthesized assembly's validation report
         short = nag.get(name, f"{family} rule {name}")

@@ -210,4 +210,9 @@ def test_rules_carry_descriptions_and_help_from_their_source(reviews):
     # cfn-lint's own shortdesc of E3012, read from its rule as installed
     assert rules["cfn-lint/E3012"]["shortDescription"]["text"] == "Check resource properties values"
     assert "public_access_cidrs" in rules["exposure/public-endpoint"]["help"]["text"]
+    (endpoint,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "exposure/public-endpoint"]
+    (logical,) = endpoint["locations"][0]["logicalLocations"]
+    assert logical["fullyQualifiedName"].startswith("hyperpod-dev-cluster/") and logical["fullyQualifiedName"].count("hyperpod-dev-cluster") == 1
+    renamed = sarif.log(reviews["rename"], project=ROOT, env="dev")["runs"][0]["tool"]["driver"]["rules"]
+    assert {r["id"]: r["shortDescription"]["text"] for r in renamed}["change/refused"] == "CloudFormation would refuse this update"
     assert github_problems(log) == []
