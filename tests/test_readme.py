@@ -29,7 +29,8 @@ def test_the_review_example_has_every_section_the_review_writes(synth):
 
     report = review.build(synth("dev").outdir, with_lint=False)
     headings = [line for line in review.to_markdown(report).splitlines() if line.startswith("## ")]
-    example = README[README.index("<code>hyperpod-cdk review</code> on dev"):]
-    assert "## What this change does (against cdk.out/reviewed-dev)" in example and "```mermaid" in example
+    example = README[README.index("<code>hyperpod-cdk review --env prod</code>"):]
+    assert "## What this change does (against main (" in example and "```mermaid" in example
+    assert "Against the baseline:" in example and "- Cost: +$" in example
     for heading in headings:
         assert heading in example, heading
