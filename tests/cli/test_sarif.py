@@ -27,7 +27,12 @@ CHANGES = {
     "rename": {"hyperpod": {"cluster_name": "renamed-hp"}},
     "sample-job-off": {"sample_job": {"enabled": False}},
     "public-cidr": {"eks": {"public_access_cidrs": ["203.0.113.0/24"]}},
-    "gpu-count": {"hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 3}]}},
+    # Two more GPU nodes and a second team (test_review_changes.GROWN).
+    "gpu-count": {
+        "hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 3}]},
+        "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}]},
+                                 {"name": "ml-ops", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}]}]},
+    },
 }
 
 # GitHub's limits table (the page above): more than these and the upload is refused.
