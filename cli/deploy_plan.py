@@ -125,14 +125,33 @@ def _first_link(resource: dict) -> bool:
 
 def plan(stacks) -> tuple[float, list[Step]]:
     """stacks: cli.review.StackSummary in deploy order. (total minutes, critical path)."""
-    done: dict[str, list[Step]] = {}  # stack -> the critical path up to its last resource
+    done = _schedule(stacks)
+    longest = max(done.values(), key=_end, default=[])
+    return _end(longest), longest
 
-    def end(path: list[Step]) -> float:
-        return path[-1].end if path else 0.0
+
+def stack_spans(stacks) -> list[tuple[str, float, float]]:
+    """(stack, start, end) minutes of each stack in deploy order: where a stack sits in the
+    deploy, also one off the critical path (the operations stack beside the sample job)."""
+    done = _schedule(stacks)
+    spans = []
+    for stack in stacks:
+        start = max((_end(done[d]) for d in stack.depends_on if d in done), default=0.0)
+        spans.append((stack.name, start, max(start, _end(done[stack.name]))))
+    return spans
+
+
+def _end(path: list[Step]) -> float:
+    return path[-1].end if path else 0.0
+
+
+def _schedule(stacks) -> dict[str, list[Step]]:
+    """Each stack's critical path up to its last resource."""
+    done: dict[str, list[Step]] = {}  # stack -> the critical path up to its last resource
 
     for stack in stacks:
         # A stack starts once the latest of the stacks it depends on has finished.
-        base = max((done[d] for d in stack.depends_on if d in done), key=end, default=[])
+        base = max((done[d] for d in stack.depends_on if d in done), key=_end, default=[])
         resources = stack.resources
         continuous = _continuous(resources)
         nodes = node_minutes(resources)
@@ -142,11 +161,10 @@ def plan(stacks) -> tuple[float, list[Step]]:
             if lid not in paths:
                 refs = [r for r in sorted(_references(resources[lid])) if r in resources and r not in trail]
                 before = [visit(ref, trail + (lid,)) for ref in refs]
-                path = max(before, key=end, default=base)  # each starts from `base`
+                path = max(before, key=_end, default=base)  # each starts from `base`
                 res_type = resources[lid]["Type"]
-                paths[lid] = path + [Step(stack.name, lid, res_type, end(path), _minutes(resources[lid], continuous, nodes))]
+                paths[lid] = path + [Step(stack.name, lid, res_type, _end(path), _minutes(resources[lid], continuous, nodes))]
             return paths[lid]
 
-        done[stack.name] = max((visit(lid) for lid in resources), key=end, default=base)
-    longest = max(done.values(), key=end, default=[])
-    return end(longest), longest
+        done[stack.name] = max((visit(lid) for lid in resources), key=_end, default=base)
+    return done

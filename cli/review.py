@@ -132,6 +132,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     findings = lint(outdir, stacks) if with_lint else []
     roles = iam_audit.audit({s.name: s.template for s in stacks})
     total, path = deploy_plan.plan(stacks)
+    spans = deploy_plan.stack_spans(stacks)
     with_wildcards, role_count = iam_audit.wildcard_figure(roles)
     report = {
         "assembly": str(outdir),
@@ -184,6 +185,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         "deploy_plan": {
             "minutes": round(total),
             "hyperpod_nodes_minutes": round(max((deploy_plan.node_minutes(s.resources) for s in stacks), default=0)),
+            "stacks": [{"stack": name, "start": round(start, 1), "end": round(end, 1)} for name, start, end in spans],
             "critical_path": [
                 {"stack": st.stack, "resource": st.logical_id, "type": st.type, "start": round(st.start, 1), "minutes": st.minutes}
                 for st in path
@@ -328,6 +330,10 @@ def to_markdown(report: dict) -> str:
     ]
     for st in plan["critical_path"]:
         out.append(f"- minute {st['start']:.0f}: {st['type']} `{st['resource']}` in {st['stack']} (~{st['minutes']:.0f} min)")
+    if plan.get("stacks"):
+        out += ["", "Each stack, from the minute its dependencies are done to its own last resource: " + ", ".join(
+            f"{sp['stack']} {sp['start']:.0f}-{sp['end']:.0f}" for sp in plan["stacks"]
+        ) + "."]
     out += ["", "PASS" if report["pass"] else "FAIL", ""]
     return "\n".join(out)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from aws_cdk.assertions import Match
 
 from infra import alerting, cfn_schema
@@ -146,3 +147,9 @@ def test_review_counts_the_new_resources_and_places_the_stack_in_the_deploy_orde
     ops = next(st for st in report["stacks"] if st["name"] == "hyperpod-prod-operations")
     assert ops["by_type"]["AWS::Events::Rule"] == 3 and ops["by_type"]["AWS::APS::RuleGroupsNamespace"] == 1
     assert "hyperpod-prod-addons" in ops["imports_from"]
+    # The deploy plan places it: it starts when the addons stack is done, beside the sample job.
+    spans = {sp["stack"]: sp for sp in report["deploy_plan"]["stacks"]}
+    assert spans["hyperpod-prod-operations"]["start"] == spans["hyperpod-prod-addons"]["end"]
+    assert spans["hyperpod-prod-operations"]["end"] > spans["hyperpod-prod-operations"]["start"]
+    assert max(sp["end"] for sp in spans.values()) == pytest.approx(report["deploy_plan"]["minutes"], abs=0.5)
+    assert "hyperpod-prod-operations 1" in review.to_markdown(report)
