@@ -383,8 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--from", dest="from_file", metavar="FILE", help="node list JSON (default: kubectl get nodes -o json)")
     topo.add_argument("--pods", metavar="FILE", help="pod list JSON for the GPUs in use (`kubectl get pods -A -o json`; "
                       "default: the live cluster's, or none with --from)")
-    topo.add_argument("--full", action="store_true", help=f"Mermaid: every node, also past {topology.FULL_TREE_MAX_NODES} "
-                      "nodes (then one box per layer-3 network node)")
+    topo.add_argument("--full", action="store_true", help=f"Mermaid: draw every node (without it, past {topology.FULL_TREE_MAX_NODES} "
+                      "nodes, one box per layer-3 network node)")
     topo.add_argument("--tolerate", action="append", metavar="KEY", help="a taint key the work tolerates (a group's dedicated "
                       "taint): it does not make a node unschedulable; repeatable")
     topo.add_argument(
@@ -394,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Mermaid text, a page grouped by layer-3 network node, or a Markdown table for pull requests",
     )
     topo.add_argument("--output", metavar="FILE", help="write here instead of stdout")
-    topo.add_argument("--summary", action="store_true", help="per layer-3 network node: nodes, schedulable nodes, GPUs")
+    topo.add_argument("--summary", action="store_true", help="per layer-3 network node: nodes, schedulable nodes, their GPUs and free GPUs")
     topo.add_argument("--cluster-name", default="HyperPod cluster", help="label of the diagram's root")
 
     render = _command(
