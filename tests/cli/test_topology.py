@@ -211,3 +211,17 @@ def test_cli_reads_pods_beside_the_nodes_and_refuses_a_bad_pod_dump(tmp_path, ca
         assert cli.main(["topology", "--from", str(tmp_path / "nodes.json"), "--pods", str(tmp_path / bad)]) == 2
         err = capsys.readouterr().err
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and f"--pods {tmp_path / bad}" in err and says in err
+
+
+def test_without_dumps_it_reads_nodes_and_pods_from_the_current_kubectl_context(tmp_path, capsys, monkeypatch):
+    dumps = cluster(66)
+    (tmp_path / "nodes.json").write_text(json.dumps(dumps.nodes))
+    (tmp_path / "pods.json").write_text(json.dumps(dumps.pods))
+    kubectl = tmp_path / "bin" / "kubectl"  # answers `get nodes -o json` and `get pods -A -o json` as kubectl does
+    kubectl.parent.mkdir()
+    kubectl.write_text(f'#!/bin/sh\ncase "$*" in\n  "get nodes -o json") cat {tmp_path}/nodes.json ;;\n'
+                       f'  "get pods -A -o json") cat {tmp_path}/pods.json ;;\n  *) echo "unexpected: $*" >&2; exit 1 ;;\nesac\n')
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{kubectl.parent}:/usr/bin:/bin")
+    assert cli.main(["topology", "--summary"]) == 0
+    assert f"{sum(dumps.free.values())} free" in capsys.readouterr().out
