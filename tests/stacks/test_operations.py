@@ -5,6 +5,7 @@ addresses config names; prod has it, dev does not."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from aws_cdk.assertions import Match
@@ -153,3 +154,15 @@ def test_review_counts_the_new_resources_and_places_the_stack_in_the_deploy_orde
     assert spans["hyperpod-prod-operations"]["end"] > spans["hyperpod-prod-operations"]["start"]
     assert max(sp["end"] for sp in spans.values()) == pytest.approx(report["deploy_plan"]["minutes"], abs=0.5)
     assert "hyperpod-prod-operations 1" in review.to_markdown(report)
+
+
+def test_switching_operations_off_keeps_every_export_it_imports(synth):
+    """A strong reference's export goes with its consumer, and CloudFormation refuses the
+    producer's update while the deployed consumer still imports it (FACTS). dev, without the
+    operations stack, still exports what prod's operations stack imports (the same construct
+    paths, so the same names but for the environment)."""
+    prod, dev = synth("prod"), synth("dev")
+    imports = set(re.findall(r'"Fn::ImportValue": "([^"]+)"', json.dumps(prod.templates["operations"])))
+    assert imports
+    exported = {o["Export"]["Name"] for t in dev.templates.values() for o in t.get("Outputs", {}).values() if "Export" in o}
+    assert {name.replace("hyperpod-prod-", "hyperpod-dev-") for name in imports} <= exported
