@@ -299,6 +299,11 @@ def _finding(rule: str, level: str, message: str, place: Place, construct: str |
     return result
 
 
+def _stack_of(construct: str) -> str:
+    """The stack of a construct path (its first part)."""
+    return construct.split("/")[0]
+
+
 def _qualified(stack: str, resource: str) -> str:
     """A resource's construct path, which starts with its stack's name."""
     return resource if resource.startswith(f"{stack}/") else f"{stack}/{resource}"
@@ -338,10 +343,9 @@ def _callout(line: str, stacks: list[str], places: Places) -> dict:
 
 def findings(report: dict, places: Places | None = None) -> list[dict]:
     places = places or Places(Path.cwd(), None)
-    stack_of = lambda path: path.split("/")[0]  # noqa: E731 - a construct path starts with its stack
     out = [
         _finding(f"{e['pack']}/{e['rule']}", "error", f"{e['rule']} on {e['construct']} (unacknowledged)",
-                 places.stack(stack_of(e["construct"])), e["construct"])
+                 places.stack(_stack_of(e["construct"])), e["construct"])
         for e in report["nag"]["errors"]
     ]
     out += [
@@ -353,12 +357,12 @@ def findings(report: dict, places: Places | None = None) -> list[dict]:
     iam = report["iam"]
     out += [
         _finding("iam/unknown-action", "error", f"{u['action']} is not an action in the AWS Service Authorization Reference",
-                 places.stack(stack_of(u["role"])), u["role"])
+                 places.stack(_stack_of(u["role"])), u["role"])
         for u in iam["unknown_actions"]
     ]
     out += [
         _finding("iam/mutating-on-any-resource", "warning", f"{row['level']} access on Resource '*': {', '.join(row['actions'])}",
-                 places.stack(stack_of(row["role"])), row["role"])
+                 places.stack(_stack_of(row["role"])), row["role"])
         for row in iam["on_any_resource"]
     ]
     risk = report["risk"]
