@@ -52,6 +52,8 @@ class Step:
     after: str
     addons: list[AddonStep]
     warnings: list[str] = field(default_factory=list)
+    # EKS upgrade insights (UPGRADE_READINESS) for this version that are not PASSING; None: not asked.
+    insights: list[str] | None = None
     # None: may cross (the version before is unknown); True: crosses; False: does not.
     migration: bool | None = False
     migration_to: str | None = None
@@ -81,6 +83,12 @@ class OfflineVersions:
     def deployed(self, settings: Settings, addon: Addon) -> str | None:
         return addon.pinned
 
+    def offers(self, kubernetes: str) -> bool:
+        return True  # offline, aws-cdk-lib's newest version is the bound (EKS offered 1.37 in Dec 2026)
+
+    def insights(self, settings: Settings, kubernetes: str) -> list[str] | None:
+        return None
+
     def version_for(self, addon: Addon, kubernetes: str) -> tuple[str | None, str]:
         row = versions.offline_addon_release(addon.name, kubernetes)
         if row is None:
@@ -105,6 +113,24 @@ class AccountVersions:
                 f"no EKS cluster named {settings.eks_cluster_name} in {self.eks.meta.region_name}; "
                 "drop --from-account to plan from config"
             ) from None
+
+    def offers(self, kubernetes: str) -> bool:
+        found = self.eks.describe_cluster_versions(clusterVersions=[kubernetes]).get("clusterVersions", [])
+        return any(v.get("versionStatus", "UNSUPPORTED") != "UNSUPPORTED" for v in found)
+
+    def insights(self, settings: Settings, kubernetes: str) -> list[str] | None:
+        """EKS's upgrade-readiness insights for `kubernetes` that are not passing (deprecated APIs
+        in use, add-on or node version skew): what would break the control-plane upgrade."""
+        pages = self.eks.get_paginator("list_insights").paginate(
+            clusterName=settings.eks_cluster_name, filter={"categories": ["UPGRADE_READINESS"], "kubernetesVersions": [kubernetes]}
+        )
+        out = []
+        for page in pages:
+            for insight in page.get("insights", []):
+                status = insight.get("insightStatus", {})
+                if status.get("status") != "PASSING":
+                    out.append(f"{status.get('status', 'UNKNOWN')}: {insight.get('name', insight.get('id'))}: {status.get('reason', '')}".rstrip(": "))
+        return out
 
     def deployed(self, settings: Settings, addon: Addon) -> str | None:
         try:
@@ -147,6 +173,8 @@ def build(settings: Settings, target: str, source) -> tuple[str, list[Step]]:
             f"--to {target}: beyond {versions.fmt(_newest_supported())}, the newest Kubernetes version aws-cdk-lib {cdk}'s "
             "KubernetesVersion and kubectl layers offer; upgrade aws-cdk-lib first"
         )
+    if goal > now and not source.offers(target):
+        raise Refused(f"--to {target}: EKS does not offer Kubernetes {target} in this region (DescribeClusterVersions)")
     addons = addons_of(settings)
     deployed = {a.name: source.deployed(settings, a) for a in addons}
     steps, maybe_said = [], False
@@ -154,6 +182,8 @@ def build(settings: Settings, target: str, source) -> tuple[str, list[Step]]:
         before, after = f"1.{minor - 1}", f"1.{minor}"
         step = Step(before, after, [AddonStep(a, *source.version_for(a, after)) for a in addons])
         step.warnings = versions.support_warnings(after)
+        if minor == now[1] + 1:  # EKS judges readiness for the next version of the running cluster only
+            step.insights = source.insights(settings, after)
         _, _, package = versions.kubectl_layer_module(after)
         try:
             importlib.metadata.distribution(package)
@@ -246,6 +276,15 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         width = max(len(s.addon.name) for s in step.addons)
         for s in step.addons:
             out.append(f"    {s.addon.name:<{width}}  {s.version or '?':<22}  {s.source}")
+        if step.insights is None:
+            out.append(f"  before it: EKS's upgrade insights for {step.after} (deprecated APIs in use, version skew), once "
+                       f"the cluster runs {step.before}:")
+            out.append(f"       aws eks list-insights --region {settings.region} --cluster-name {settings.eks_cluster_name} "
+                       f"--filter '{json.dumps({'categories': ['UPGRADE_READINESS'], 'kubernetesVersions': [step.after]}, separators=(',', ':'))}'")
+        elif step.insights:
+            out += [f"  RESOLVE FIRST, EKS upgrade insight {line}" for line in step.insights]
+        else:
+            out.append(f"  EKS upgrade insights for {step.after}: all passing")
         out.append(f"  1. cdk.json, environments.{env}: merge")
         out.append("       " + json.dumps(cdk_json_change(settings, step), separators=(", ", ": ")))
         unknown = [s.addon.name for s in step.addons if s.version is None]

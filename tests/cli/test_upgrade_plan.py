@@ -140,7 +140,9 @@ def test_with_credentials_the_account_gives_the_version_the_add_ons_and_the_cros
     created = datetime.datetime(2026, 6, 1, tzinfo=datetime.timezone.utc)
     deployed = {"amazon-sagemaker-hyperpod-taskgovernance": "v1.3.0-eksbuild.1", "coredns": "v1.11.4-eksbuild.33"}
     responses = [("describe_cluster", {"cluster": {"name": cluster, "version": "1.34", "status": "ACTIVE", "createdAt": created}},
-                  {"name": cluster})]
+                  {"name": cluster}),
+                 ("describe_cluster_versions", {"clusterVersions": [{"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT"}]},
+                  {"clusterVersions": ["1.35"]})]
     for a in addons:
         params = {"clusterName": cluster, "addonName": a.name}
         if a.name in deployed:
@@ -154,6 +156,12 @@ def test_with_credentials_the_account_gives_the_version_the_add_ons_and_the_cros
         default = offered[0] if offered else ""
         responses.append(("describe_addon_versions", _versions(a.name, "1.35", offered, default) if offered else {"addons": []},
                           {"kubernetesVersion": "1.35", "addonName": a.name}))
+    responses.append(("list_insights", {"insights": [
+        {"id": "a1", "name": "Deprecated APIs removed in Kubernetes v1.35", "category": "UPGRADE_READINESS", "kubernetesVersion": "1.35",
+         "insightStatus": {"status": "ERROR", "reason": "Deprecated API usage detected within last 30 days"}},
+        {"id": "a2", "name": "Kubelet version skew", "category": "UPGRADE_READINESS", "kubernetesVersion": "1.35",
+         "insightStatus": {"status": "PASSING", "reason": "No issue detected"}}]},
+        {"clusterName": cluster, "filter": {"categories": ["UPGRADE_READINESS"], "kubernetesVersions": ["1.35"]}}))
     client, stub = _eks(responses)
     current, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.AccountVersions(client))
     stub.assert_no_pending_responses()
@@ -168,6 +176,21 @@ def test_with_credentials_the_account_gives_the_version_the_add_ons_and_the_cros
     assert step.migration is True and step.migration_to == "v1.6.0-eksbuild.1"
     text = upgrade_plan.to_text(settings, current, "1.35", steps, "the account (DescribeAddonVersions)")
     assert "2. MIGRATE FIRST: the task governance add-on goes to v1.6.0-eksbuild.1" in text
+    # EKS's upgrade insights: what is not passing comes first, what passes is left out.
+    assert step.insights == ["ERROR: Deprecated APIs removed in Kubernetes v1.35: Deprecated API usage detected within last 30 days"]
+    assert "RESOLVE FIRST, EKS upgrade insight ERROR: Deprecated APIs removed" in text and "Kubelet version skew" not in text
+
+
+def test_with_credentials_a_version_eks_does_not_offer_is_refused():
+    settings = _settings()
+    created = datetime.datetime(2026, 6, 1, tzinfo=datetime.timezone.utc)
+    client, _ = _eks([
+        ("describe_cluster", {"cluster": {"name": settings.eks_cluster_name, "version": "1.33", "createdAt": created}},
+         {"name": settings.eks_cluster_name}),
+        ("describe_cluster_versions", {"clusterVersions": []}, {"clusterVersions": ["1.34"]}),
+    ])
+    with pytest.raises(upgrade_plan.Refused, match="EKS does not offer Kubernetes 1.34 in this region"):
+        upgrade_plan.build(settings, "1.34", upgrade_plan.AccountVersions(client))
 
 
 def test_with_credentials_a_missing_cluster_is_one_line():
