@@ -402,7 +402,7 @@ def _rule(rule_id: str, nag: dict[str, str], lint: dict[str, tuple[str, str]]) -
         help_ = "Fix the construct, or acknowledge the finding with its reason where the construct is built."
     return {
         "id": rule_id,
-        "name": re.sub(r"[^A-Za-z0-9]+", "-", rule_id).strip("-"),
+        "name": re.sub(r"[^A-Za-z0-9]+", "-", rule_id).strip("-")[:255],  # GitHub shows at most 255
         "shortDescription": {"text": short[:1024]},
         "fullDescription": {"text": full[:1024]},
         "help": {"text": help_},
