@@ -130,6 +130,19 @@ def mig_memory_gb(profile: str) -> int:
     return int(profile.split(".", 1)[1].removesuffix("gb"))
 
 
+# Memory of one GPU without MIG, GB (EC2 accelerated-computing instance specifications: g5's
+# A10G 24 GB, g6's L4 24 GB, g6e's L40S 48 GB). A GPU with MIG has its whole-GPU profile's.
+_GPU_MEMORY_GB = {"A10G": 24, "L4": 24, "L40S": 48}
+
+
+def gpu_memory_gb(accelerator: str) -> int | None:
+    """One GPU's memory: A100 40, A100-80GB and H100 80, H200 141, B200 180, GB200 186."""
+    profiles = MIG_PROFILES.get(accelerator)
+    if profiles:
+        return max(mig_memory_gb(p) for p in profiles)
+    return _GPU_MEMORY_GB.get(accelerator)
+
+
 CATALOGUE: MappingProxyType[str, InstanceType] = MappingProxyType({t.name: t for t in _TYPES})
 
 # The observability add-on's collectors need a node of at least this size (4xlarge: 16 vCPUs).

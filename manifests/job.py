@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from infra import catalogue, naming
 from infra.config import SampleJobSettings, Settings
+from infra.config.sample_job import job_model
 from manifests import autoscaling
 from training import log_format, model_shape
 
@@ -38,7 +39,8 @@ LOCAL_MOUNT = "/local"
 # The FSx for Lustre claim every team namespace gets (fsx.enabled), and where pods see it.
 FSX_CLAIM = "fsx"
 FSX_MOUNT = naming.FSX_MOUNT
-SEQ_LEN = {"llama3.1-8b": 8192, "tiny": 256}
+# What the config's memory check sized the job with.
+SEQ_LEN = model_shape.JOB_SEQ_LEN
 # The image's user (training/Dockerfile): a high UID that exists on no node.
 RUN_AS_UID = 10001
 # Log rules (seconds). The AWS training-operator usage page allows 600 s for the first loss
@@ -53,8 +55,9 @@ CHECKPOINT_CADENCE_S = 600
 # log windows) the job is faulted and restarted off the slow node. Eager FSDP reaches ~30%.
 MIN_MFU = 0.10
 THROUGHPUT_POINTS = 50
-# SIGTERM, then this long to save before SIGKILL (the agent's --shutdown-timeout; the pod's
-# grace period adds a margin on top).
+# SIGTERM, then this long to save before SIGKILL (the agent's --shutdown-timeout, whose own
+# default is 15 s; train.py's --stop-timeout, the budget its stop watchdog keeps under; the
+# elastic policy's graceful shutdown; the pod's grace period adds a margin on top).
 SHUTDOWN_S = 300
 # train.py's speed options the job turns on (full activation checkpointing: it fits 40 GB A100s).
 SPEED_FLAGS = ("--compile", "--fused-optimizer", "--fsdp-units=tuned")
@@ -111,11 +114,13 @@ def throughput_floor(settings: Settings) -> int | None:
     job = settings.sample_job
     spec = settings.instance_group(job.instance_group).spec
     peak = model_shape.peak_tflops(spec.accelerator)
-    if job.model == "tiny" or not peak:
+    model = job_model(settings)
+    if model == "tiny" or not peak:
         return None
-    preset = model_shape.PRESETS[job.model]
+    preset = model_shape.PRESETS[model]
+    # At the fewest nodes: an elastic job scaled up only clears the floor more easily.
     devices = job.nodes * spec.accelerators
-    flops = model_shape.flops_per_token(preset, preset.vocab, SEQ_LEN[job.model])
+    flops = model_shape.flops_per_token(preset, preset.vocab, SEQ_LEN[model])
     return int(MIN_MFU * peak * 1e12 * devices / flops)
 
 
@@ -153,6 +158,7 @@ def _topology_annotations(settings: Settings) -> dict:
 
 def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> list[str]:
     job = settings.sample_job
+    model = job_model(settings)
     return [
         "hyperpodrun",
         f"--nnodes={nodes}",
@@ -165,14 +171,17 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         "--shutdown-signal=SIGTERM",
         f"--shutdown-timeout={SHUTDOWN_S}",
         "/workspace/train.py",
-        f"--model={job.model}",
+        f"--model={model}",
         f"--tokenizer={job.tokenizer}",
         *_data_args(job),
-        f"--seq-len={SEQ_LEN[job.model]}",
+        f"--seq-len={SEQ_LEN[model]}",
+        f"--batch-size={model_shape.JOB_BATCH}",
         f"--max-steps={job.max_steps}",
         f"--checkpoint-dir={checkpoint_uri}",
         f"--checkpoint-interval={job.checkpoint_interval_steps}",
         f"--keep-checkpoints={job.keep_checkpoints}",
+        # The stop watchdog ends a stop that cannot save before the agent's SIGKILL.
+        f"--stop-timeout={SHUTDOWN_S}",
         *SPEED_FLAGS,
     ]
 
@@ -295,15 +304,22 @@ def build(settings: Settings, *, image: str) -> dict:
     if tolerations:
         pod_spec["tolerations"] = tolerations
     template_metadata = {"labels": dict(labels), "annotations": {**_topology_annotations(settings), **CHECKOV_SKIPS}}
+    replicas = {"name": "pods", "replicas": job.nodes, "spares": 0, "template": {"metadata": template_metadata, "spec": pod_spec}}
+    elastic = {}
+    if job.max_nodes is not None:
+        # Elastic training (training operator v1.2+): the operator scales the job between
+        # nodes and max_nodes, stopping it (a save) and restarting it on the new world;
+        # train.py re-divides the data position over the new ranks. The fields as the hyp
+        # CLI's PyTorchJobConfig.to_domain writes them.
+        replicas["maxReplicas"] = job.max_nodes
+        elastic = {"elasticPolicy": {"minReplicas": job.nodes, "maxReplicas": job.max_nodes, "gracefulShutdownTimeoutInSeconds": SHUTDOWN_S}}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": job.name, "namespace": namespace(settings), "labels": labels},
         "spec": {
             "nprocPerNode": str(gpus),
-            "replicaSpecs": [
-                {"name": "pods", "replicas": job.nodes, "spares": 0, "template": {"metadata": template_metadata, "spec": pod_spec}}
-            ],
+            "replicaSpecs": [replicas],
             "runPolicy": {
                 "jobMaxRetryCount": 10,
                 "cleanPodPolicy": "None",
@@ -313,6 +329,7 @@ def build(settings: Settings, *, image: str) -> dict:
                 "restartPolicy": {"numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600, "maxFullJobRestarts": 2},
                 "logMonitoringConfiguration": log_rules(settings),
             },
+            **elastic,
         },
     }
 

@@ -99,3 +99,49 @@ def flops_per_token(preset: Preset, vocab: int, seq_len: int) -> float:
 def mfu(tokens_per_s: float, preset: Preset, vocab: int, seq_len: int, devices: int, peak: float) -> float:
     """Model FLOPs utilisation; tokens_per_s over all `devices`, `peak` in TFLOPS per device."""
     return tokens_per_s * flops_per_token(preset, vocab, seq_len) / (devices * peak * 1e12)
+
+
+# What the sample job trains with (manifests/job.py passes them; the config's memory check
+# sizes the job with them): the 8B at its pretraining context, the tiny preset at its longest.
+JOB_SEQ_LEN = MappingProxyType({"llama3.1-8b": 8192, "tiny": 256})
+JOB_BATCH = 1  # sequences per GPU per step
+
+# Bytes per parameter of the training state, whatever the sharding: fp32 weights and
+# gradients, and AdamW's two fp32 moments (train.py's optimizer, and FSDP's sharded fp32
+# master weights under bf16 mixed precision).
+STATE_BYTES_PER_PARAMETER = 16
+
+
+def memory_per_gpu(preset: Preset, vocab: int, *, seq_len: int, batch: int, ranks: int, compute_bytes: int = 2,
+                   checkpointed: bool = True) -> dict[str, float]:
+    """Bytes one GPU holds at its peak when train.py trains `preset` as the job runs it: FSDP
+    full sharding over `ranks`, the embedding and the head their own units (--fsdp-units
+    tuned), bf16 compute (`compute_bytes`) and, `checkpointed`, full activation
+    checkpointing. An estimate, by parts:
+
+    state        16 B per parameter, sharded over the ranks.
+    gathered     the largest FSDP unit (a decoder layer, or the embedding or head) gathered
+                 in the compute dtype, the next one prefetched, and its unsharded gradient
+                 (compute dtype, then fp32 to reduce).
+    activations  each decoder layer's input (what checkpointing keeps), one layer's
+                 activations (recomputed in backward; all of them without checkpointing),
+                 counted per token as the tensors a LLaMA layer saves: the two RMSNorms'
+                 inputs and outputs (and their fp32 statistics), q, k and v before and after
+                 RoPE, the attention and projection outputs, the SwiGLU's gate, up, SiLU and
+                 product; then the logits in the compute dtype and in fp32, and their fp32
+                 gradient.
+
+    Leaves out the CUDA context, NCCL's buffers and the allocator's fragmentation, which
+    the fit check keeps a margin for."""
+    h, kv = preset.hidden, preset.kv_heads * preset.head_dim
+    total, _ = parameters(preset, vocab)
+    tokens = batch * seq_len
+    per_layer = (total - 2 * vocab * h - h) // preset.layers
+    largest_unit = max(per_layer, vocab * h)
+    layer_activations = tokens * ((9 * h + 3 * kv + 4 * preset.intermediate) * compute_bytes + 2 * 4 * h)
+    kept = preset.layers * tokens * h * compute_bytes + layer_activations if checkpointed else preset.layers * layer_activations
+    return {
+        "state": STATE_BYTES_PER_PARAMETER * total / ranks,
+        "gathered": largest_unit * (2 * compute_bytes + compute_bytes + 4),
+        "activations": kept + tokens * vocab * (compute_bytes + 4 + 4),
+    }

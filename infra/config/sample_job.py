@@ -30,7 +30,11 @@ class SampleJobSettings(Model):
     priority: Optional[str] = None
     instance_group: str
     nodes: int = Field(default=1, ge=1)
-    model: Literal["llama3.1-8b", "tiny"] = "llama3.1-8b"
+    # Elastic training (training operator v1.2+): the job starts on `nodes` and the operator
+    # may scale it up to this many and back, resuming from a checkpoint each time.
+    max_nodes: Optional[int] = Field(default=None, ge=1)
+    # Unset: the 8B where it fits the job's GPUs (job_model), else tiny.
+    model: Optional[Literal["llama3.1-8b", "tiny"]] = None
     image_uri: Optional[str] = None
     dataset: DatasetSettings = DatasetSettings()
     # Ungated by default. The real LLaMA 3.1 tokenizer (meta-llama/Llama-3.1-8B) is gated: name
@@ -79,6 +83,11 @@ def check_sample_job(s: Settings, p: Problems):
             p.error("sample_job.efa_per_node", job.efa_per_node, f"does not match {spec.name}, which has {spec.efa_interfaces} EFA interfaces")
     if job.gpu_partition is not None and group is not None and catalogue.lookup(group.instance_type):
         _check_partition(job, group, p)
+    if job.max_nodes is not None:
+        _check_elastic(s, group, p)
+    problem = memory_problem(s, job_model(s))
+    if problem:
+        p.error("sample_job.model", job_model(s), problem)
     team_names = [t.name for t in s.governance.teams]
     if job.team is not None and job.team not in team_names:
         p.error("sample_job.team", job.team, f"is not a team; teams: {', '.join(team_names) or '(none)'}")
@@ -133,22 +142,60 @@ def check_sample_job(s: Settings, p: Problems):
             p.error("sample_job.hf_token_secret", job.hf_token_secret, f"is not a Secrets Manager secret name: 1-{rule['maxLength']} ASCII letters, digits and /_+=.@-")
         elif re.search(r"-[A-Za-z0-9]{6}$", job.hf_token_secret):
             p.error("sample_job.hf_token_secret", job.hf_token_secret, "ends in a hyphen and six characters, which Secrets Manager reads as an ARN suffix; give the name without it")
-    if job.model == "llama3.1-8b" and not job.tokenizer.startswith("meta-llama/Llama-3"):
+    if job_model(s) == "llama3.1-8b" and not job.tokenizer.startswith("meta-llama/Llama-3"):
         p.warn(
             f"sample_job.tokenizer: {job.tokenizer} is not the LLaMA 3 tokenizer, so the 8B model's 128,256-row "
             "embedding shrinks to its vocabulary; for the real model name meta-llama/Llama-3.1-8B and hf_token_secret"
         )
 
 
-# Bytes per parameter the job holds on its GPU, whatever the sharding: fp32 weights and
-# gradients and AdamW's two fp32 moments (train.py's optimizer), activations not counted.
-STATE_BYTES_PER_PARAMETER = 16
+# The share of a GPU's memory the estimate may fill: the rest is for the CUDA context, NCCL's
+# buffers and the allocator's fragmentation, which model_shape.memory_per_gpu leaves out.
+FIT_MARGIN = 0.9
+
+
+def job_model(s: Settings) -> str:
+    """sample_job.model, or where unset the 8B where it fits the job's GPUs, else tiny."""
+    if s.sample_job.model:
+        return s.sample_job.model
+    return "tiny" if memory_problem(s, "llama3.1-8b") else "llama3.1-8b"
+
+
+def memory_problem(s: Settings, model: str) -> str | None:
+    """Why `model` does not fit the memory of the job's GPU (or MIG slice) as train.py runs it,
+    sharded over the job's ranks at its fewest nodes: the estimate, by parts, in words. None
+    where it fits, or where the group or its GPU is not known (other checks say so)."""
+    from training import model_shape
+
+    job = s.sample_job
+    group = s.instance_group(job.instance_group)
+    spec = catalogue.lookup(group.instance_type) if group is not None else None
+    if spec is None or not spec.is_accelerated:
+        return None
+    if job.gpu_partition is not None:
+        if job.gpu_partition not in group.mig_slices:
+            return None
+        memory, ranks, where = catalogue.mig_memory_gb(job.gpu_partition), 1, f"a {job.gpu_partition} slice"
+    else:
+        memory, ranks, where = catalogue.gpu_memory_gb(spec.accelerator), job.nodes * spec.accelerators, f"{spec.name}'s {spec.accelerator}"
+    if memory is None:
+        return None
+    preset = model_shape.PRESETS[model]
+    seq_len, batch = model_shape.JOB_SEQ_LEN[model], model_shape.JOB_BATCH
+    parts = {k: v / 1e9 for k, v in model_shape.memory_per_gpu(preset, preset.vocab, seq_len=seq_len, batch=batch, ranks=ranks).items()}
+    needed = sum(parts.values())
+    if needed <= FIT_MARGIN * memory:
+        return None
+    return (
+        f"needs about {needed:.0f} GB per GPU at sequence {seq_len} x batch {batch} over {ranks} rank{'s' * (ranks > 1)} "
+        f"(weights, gradients and Adam states {parts['state']:.0f} GB sharded, gathered FSDP units {parts['gathered']:.0f} GB, "
+        f"activations {parts['activations']:.0f} GB), more than {FIT_MARGIN:.0%} of {where}'s {memory} GB; "
+        "use model tiny, or more nodes or GPUs with more memory"
+    )
 
 
 def _check_partition(job: SampleJobSettings, group, p: Problems) -> None:
-    """A slice the group has, for a job of one process that fits in it."""
-    from training import model_shape
-
+    """A slice the group has, for a job of one process (memory_problem sizes it)."""
     slices = group.mig_slices
     if job.gpu_partition not in slices:
         has = f"is cut into {', '.join(slices)}" if slices else "has no mig_profile"
@@ -156,13 +203,31 @@ def _check_partition(job: SampleJobSettings, group, p: Problems) -> None:
         return
     if job.nodes != 1:
         p.error("sample_job.nodes", job.nodes, "must be 1 on a MIG slice: a slice runs one process, and NCCL does not span slices")
-    preset = model_shape.PRESETS[job.model]
-    state_gb = model_shape.parameters(preset, preset.vocab)[0] * STATE_BYTES_PER_PARAMETER / 1e9
-    memory = catalogue.mig_memory_gb(job.gpu_partition)
-    if state_gb > memory:
+
+
+def _check_elastic(s: Settings, group, p: Problems) -> None:
+    job = s.sample_job
+    if job.max_nodes <= job.nodes:
         p.error(
-            "sample_job.model",
-            job.model,
-            f"needs about {state_gb:.0f} GB for its fp32 weights, gradients and Adam states alone, more than a "
-            f"{job.gpu_partition} slice's {memory} GB; use model tiny on a slice",
+            "sample_job.max_nodes",
+            job.max_nodes,
+            f"must be more than nodes ({job.nodes}): the job starts on nodes and may scale up to max_nodes; unset, its size is fixed",
         )
+    elif group is not None and job.max_nodes > group.ceiling:
+        p.error("sample_job.max_nodes", job.max_nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
+    if job.gpu_partition is not None:
+        p.error("sample_job.max_nodes", job.max_nodes, "cannot scale a job on a MIG slice (gpu_partition), which is one process on one node")
+    if job.checkpoint_to == "local":
+        p.error("sample_job.checkpoint_to", "local", "must be s3 or fsx for an elastic job (max_nodes): a node added or removed needs every rank's shards")
+    version = s.addons.training_operator.version
+    if version and tuple(int(x) for x in version[1:].split("-")[0].split(".")) < ELASTIC_OPERATOR:
+        p.error(
+            "addons.training_operator.version",
+            version,
+            f"has no elastic training, which sample_job.max_nodes asks for; use v{'.'.join(map(str, ELASTIC_OPERATOR))} or newer",
+        )
+
+
+# The first training operator release with elastic training (AWS docs, "Using elastic
+# training in Amazon SageMaker HyperPod": training operator v1.2 and above).
+ELASTIC_OPERATOR = (1, 2, 0)

@@ -309,9 +309,35 @@ def _agent_option(option: str) -> str:
     return next(a.split("=", 1)[1] for a in command if a.startswith(f"{option}="))
 
 
+def _agent_default(option: str):
+    """The default of one of hyperpodrun's own options, read from its source (run.py)."""
+    import ast
+    import tarfile
+
+    from tests.manifests.test_agent_contract import SDIST
+
+    with tarfile.open(SDIST) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("src/hyperpod_elastic_agent/run.py"))
+        tree = ast.parse(tar.extractfile(member).read())
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add_argument"
+                and n.args and getattr(n.args[0], "value", None) == option)
+    return next(ast.literal_eval(k.value) for k in call.keywords if k.arg == "default")
+
+
 def test_the_stop_watchdog_ends_a_stop_before_the_agents_sigkill():
     train = _train_module()
-    assert 0 < train.STOP_MARGIN_S < train.parse_args([]).stop_timeout <= int(_agent_option("--shutdown-timeout"))
+    shutdown = int(_agent_option("--shutdown-timeout"))
+    # The agent's own default leaves a save no time; the job passes its own, to the agent
+    # and to train.py alike.
+    assert _agent_default("--shutdown-timeout") == 15 < shutdown
+    job = _job_train_args()
+    assert job.stop_timeout == shutdown
+    # The watchdog ends a stop that cannot save STOP_MARGIN_S before the agent's SIGKILL,
+    # and the pod's grace period outlasts both.
+    assert 0 < train.STOP_MARGIN_S and max(1.0, job.stop_timeout - train.STOP_MARGIN_S) < shutdown
+    settings, _ = config.load_settings(CONTEXT, "prod")
+    pod = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] > shutdown
 
 
 def test_each_signal_the_agent_stops_workers_with_saves_at_the_next_step_and_exits(workdir, tmp_path):
