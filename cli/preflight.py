@@ -334,6 +334,48 @@ def check_existing_vpc_endpoints(settings: Settings, aws: Clients) -> list[Resul
     return results
 
 
+def check_volume_key(settings: Settings, aws: Clients) -> list[Result]:
+    """A key named in hyperpod.volume_encryption.kms_key_arn, as HyperPod's customer managed key
+    page (smcluster-cmk) needs it: enabled, symmetric, and a key policy with no
+    encryption-context condition (HyperPod passes none) that lets the execution role in, through
+    the account's IAM policies (the stack grants the role on the key) or by name."""
+    enc = settings.hyperpod.volume_encryption
+    if enc is None or not enc.kms_key_arn:
+        return []
+    check, kms = "volume key", aws("kms")
+    try:
+        key = kms.describe_key(KeyId=enc.kms_key_arn)["KeyMetadata"]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) not in ("NotFoundException", "AccessDeniedException"):
+            raise
+        return [Result(check, "fail", f"{enc.kms_key_arn} cannot be read here ({_error_code(err)})",
+                       "create the key, or give one these credentials can describe")]
+    if key.get("KeyState") != "Enabled" or key.get("KeySpec", "SYMMETRIC_DEFAULT") != "SYMMETRIC_DEFAULT":
+        return [Result(check, "fail", f"{enc.kms_key_arn} is {key.get('KeyState')}, {key.get('KeySpec')}",
+                       "EBS takes an enabled symmetric key (SYMMETRIC_DEFAULT)")]
+    import json as _json
+
+    policy = _json.loads(kms.get_key_policy(KeyId=enc.kms_key_arn, PolicyName="default")["Policy"])
+    statements = policy.get("Statement", [])
+    statements = statements if isinstance(statements, list) else [statements]
+    if any("EncryptionContext" in _json.dumps(s.get("Condition", {})) for s in statements if s.get("Effect") == "Allow"):
+        return [Result(check, "fail", "its key policy scopes a grant by encryption context, which HyperPod does not pass",
+                       "drop the kms:EncryptionContext conditions (HyperPod's customer managed key page)")]
+    root = f"arn:{key['Arn'].split(':')[1]}:iam::{settings.account}:root"
+
+    def principals(s):
+        aws_ = s.get("Principal", {}).get("AWS", []) if isinstance(s.get("Principal"), dict) else []
+        return aws_ if isinstance(aws_, list) else [aws_]
+
+    delegates = any(s.get("Effect") == "Allow" and (root in principals(s) or settings.account in principals(s))
+                    and s.get("Action") in ("kms:*", ["kms:*"]) and not s.get("Condition") for s in statements)
+    if delegates:
+        return [Result(check, "pass", f"{key['KeyId']}: enabled, symmetric; its policy lets IAM policies grant it (the stack grants the execution role)")]
+    return [Result(check, "warn", f"{key['KeyId']}: its policy does not let IAM policies grant it",
+                   "let the execution role kms:CreateGrant (kms:GrantIsForAWSResource) and kms:DescribeKey via "
+                   f"sagemaker.{settings.region}.amazonaws.com in the key policy, once the hyperpod stack has created the role")]
+
+
 # ------------------------------------------------------------------ drift: the deployed cluster against config
 # Karpenter, node recovery, auto-patching and hands on the console change a cluster outside its
 # templates. Each line says whether the difference is expected (pass, with why), one to look at
@@ -517,6 +559,7 @@ CHECKS = (
     check_addon_versions,
     check_admins,
     check_named_resources,
+    check_volume_key,
     check_retained_names,
     check_existing_vpc_endpoints,
     check_bootstrap,
