@@ -109,6 +109,9 @@ def load_baseline(specs: list[str], stack_names: list[str], *, repo: Path | None
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep:
+            if not Path(spec).exists():
+                where = "a git revision" if repo is not None else "a git revision (this is no git checkout)"
+                raise BaselineError(f"--against {spec}: neither {where}, an assembly folder nor a template file")
             path = spec
             name = Path(spec).name.removesuffix(".json").removesuffix(".template")
         if name not in stack_names:

@@ -229,6 +229,10 @@ def test_a_baseline_of_another_environment_account_or_region_is_refused_in_one_l
         f"error: --against {elsewhere}: its stacks deploy to aws://222222222222/us-east-1, dev to aws://111111111111/us-east-1; "
         "a baseline of another account or region compares nothing"
     ]
+    code, out, err = _review_cli("--env", "dev", "--assembly", str(dev), "--against", "no-such-branch", "--outdir", str(tmp_path))
+    assert code == 2 and [l for l in err.splitlines() if not l.startswith("config: ")] == [
+        "error: --against no-such-branch: neither a git revision, an assembly folder nor a template file"
+    ]
 
 
 def test_the_embedded_cdk_diff_shows_no_asset_metadata_whatever_the_baseline(synth):
