@@ -61,9 +61,9 @@ def default(repo: Path | None) -> str | None:
 
 
 def is_this_checkout(repo: Path, commit: str) -> bool:
-    """Whether the commit is HEAD and nothing is changed or added: the same app as this checkout."""
+    """Whether the commit is HEAD and no tracked file is changed: the same app as this checkout."""
     head = resolve(repo, "HEAD")
-    return head == commit and _git(repo, "status", "--porcelain").stdout.strip() == ""
+    return head == commit and _git(repo, "status", "--porcelain", "--untracked-files=no").stdout.strip() == ""
 
 
 def synthesize(repo: Path, spec: str, commit: str, env: str, outdir: Path) -> None:

@@ -286,3 +286,12 @@ def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypat
     assert "aws:asset" not in out and "cdk diff hyperpod-dev-hyperpod" in out
     worktrees = subprocess.run([*git, "worktree", "list"], capture_output=True, text=True, check=True).stdout
     assert len(worktrees.strip().splitlines()) == 1  # the temporary worktree is gone
+    # On main itself with a clean tree, main is this checkout: nothing to synthesize twice.
+    from cli import changes
+
+    same = changes.load_baseline(["main"], [], repo=clone, env="dev")
+    assert same.this_checkout and same.description.startswith("main (") and "the same revision as this checkout" in same.description
+    (clone / "cdk.json").write_text((clone / "cdk.json").read_text().replace('"count": 2', '"count": 3', 1))
+    from cli import revision
+
+    assert not revision.is_this_checkout(clone, revision.resolve(clone, "main"))

@@ -406,3 +406,19 @@ def test_every_priced_ml_type_is_a_sourced_sagemaker_rate_or_marked_as_the_ec2_f
     assert f"instances at SageMaker list rates ({prices.SAGEMAKER_AS_OF}), except the EC2 floor for ml.p5.48xlarge (" in headline
     one = StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups[1:]}}}}, [])
     assert "EC2 floor" not in cost.markdown(cost.estimate([one], "us-east-1"))[2]
+
+
+def test_a_private_endpoint_made_public_is_called_out_and_made_private_is_information():
+    from cli import deltas
+
+    def stacks(public: bool):
+        vpc = {"EndpointPublicAccess": public, "EndpointPrivateAccess": True} | ({"PublicAccessCidrs": ["198.51.100.0/24"]} if public else {})
+        eks = {"Type": "AWS::EKS::Cluster", "Metadata": {"aws:cdk:path": "c/Cluster"}, "Properties": {"ResourcesVpcConfig": vpc, "Version": "1.35"}}
+        return [StackSummary("c", {"Resources": {"Cluster": eks}}, [])]
+
+    opened = deltas.compare(stacks(False), stacks(True), "us-east-1", {})
+    assert opened["callouts"] == ["EXPOSURE: the Kubernetes API endpoint `c/Cluster` becomes public, admitting 198.51.100.0/24"]
+    closed = deltas.compare(stacks(True), stacks(False), "us-east-1", {})
+    assert closed["callouts"] == [] and closed["lines"]["exposure"] == [
+        "Exposure narrowed: the Kubernetes API endpoint `c/Cluster` is no longer public (admitted 198.51.100.0/24)"
+    ]
