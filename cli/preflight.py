@@ -303,6 +303,42 @@ def check_named_resources(settings: Settings, aws: Clients) -> list[Result]:
     return results
 
 
+def check_operations_topic(settings: Settings, aws: Clients) -> list[Result]:
+    """An existing operations topic (operations.notifications.topic_arn) exists and its policy
+    lets this config's publishers publish; the stack grants them only on a topic it creates."""
+    import json
+
+    from infra import alerting
+
+    arn = settings.operations.notifications.topic_arn
+    if not arn:
+        return []
+    name = f"topic {arn.rsplit(':', 1)[1]}"
+    try:
+        attrs = aws("sns").get_topic_attributes(TopicArn=arn)["Attributes"]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) not in ("NotFound", "NotFoundException"):
+            raise
+        return [Result(name, "fail", f"{arn} does not exist", "create it, or fix operations.notifications.topic_arn")]
+    admitted = set()
+    for st in json.loads(attrs.get("Policy") or "{}").get("Statement", []):
+        actions = st.get("Action", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        services = st.get("Principal", {}).get("Service", []) if isinstance(st.get("Principal"), dict) else []
+        services = [services] if isinstance(services, str) else services
+        if st.get("Effect") == "Allow" and any(a.lower() in ("sns:publish", "sns:*") for a in actions):
+            admitted |= set(services)
+    missing = sorted(alerting.publishers(settings) - admitted)
+    if missing:
+        return [Result(name, "fail", f"its policy does not let {', '.join(missing)} publish",
+                       "add an sns:Publish statement per service (README, Operations: an existing topic)")]
+    key = attrs.get("KmsMasterKeyId")
+    if key:
+        return [Result(name, "warn", f"is encrypted with {key}",
+                       f"its key policy must let {', '.join(sorted(alerting.publishers(settings)))} use kms:GenerateDataKey* and kms:Decrypt")]
+    return [Result(name, "pass", f"exists; its policy admits {', '.join(sorted(alerting.publishers(settings)))}")]
+
+
 def check_existing_vpc_endpoints(settings: Settings, aws: Clients) -> list[Result]:
     """An endpoint the existing VPC already has fails the one the network stack would add: a
     second S3 gateway on the same route table, or a second interface endpoint with private DNS
@@ -562,6 +598,7 @@ CHECKS = (
     check_volume_key,
     check_retained_names,
     check_existing_vpc_endpoints,
+    check_operations_topic,
     check_bootstrap,
     *DRIFT_CHECKS,
 )

@@ -107,6 +107,17 @@ def topic_arn(settings: Settings) -> str:
     return f"arn:{naming.partition(settings.region)}:sns:{settings.region}:{settings.account}:{name}"
 
 
+def publishers(settings: Settings) -> set[str]:
+    """The service principals that publish to the operations topic in this config: EventBridge's
+    rules always, Managed Prometheus' alert manager and CloudWatch's FSx alarm with alerts."""
+    out = {"events.amazonaws.com"}
+    if settings.operations.alerts.enabled:
+        out.add("aps.amazonaws.com")
+        if settings.fsx.enabled and settings.fsx.existing is None:
+            out.add("cloudwatch.amazonaws.com")
+    return out
+
+
 @dataclass(frozen=True)
 class AlertRule:
     """One Prometheus alerting rule and the metric it reads (which a test finds in the
