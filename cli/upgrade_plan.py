@@ -295,7 +295,9 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
             head = "MIGRATE FIRST" if step.migration else "IF task governance is at v1.3.x, MIGRATE FIRST"
             out.append(f"  2. {head}: the task governance add-on goes to {step.migration_to or 'a version for ' + step.after}, "
                        f"past {versions.TASK_GOVERNANCE_CRD_MIGRATION}, whose Kueue CRDs drop v1alpha1 "
-                       f"({versions.TASK_GOVERNANCE_UPGRADE_PAGE}):")
+                       f"({versions.TASK_GOVERNANCE_UPGRADE_PAGE}). The page recommends the HyperPod console's upgrade option, "
+                       "which migrates the CRDs itself, then deploy with the pin; by hand, which deletes and re-creates every "
+                       "Kueue object from a backup:")
             out.append(f"     a. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[0]}")
             out.append(f"     b. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[1]}")
             out.append(f"     c. deploy, which updates the add-on: {deploy}")
