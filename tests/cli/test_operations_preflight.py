@@ -5,24 +5,10 @@ from __future__ import annotations
 
 import json
 
-import boto3
-import pytest
-from moto import mock_aws
-
 from cli import preflight
 from infra import config
+from tests.cli.test_preflight import aws  # noqa: F401  (the moto account the preflight tests use)
 from tests.conftest import patched_context
-
-REGION = "us-east-1"
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("MOTO_ACCOUNT_ID", "111111111111")
-    with mock_aws():
-        yield preflight.Clients(boto3.Session(region_name=REGION), REGION)
 
 
 def _settings(topic_arn: str, alerts: bool = True):
