@@ -139,10 +139,17 @@ def acknowledge_eks_internals(cluster) -> None:
         "EKS requires the AWS-managed AmazonEKSClusterPolicy on the cluster service role",
         f"AwsSolutions-IAM4[{_MANAGED}AmazonEKSClusterPolicy]",
     )
-    provider = cluster.node.find_child("KubectlProvider")
+    acknowledge_kubectl_provider(cluster.node.find_child("KubectlProvider"))
+
+
+def acknowledge_kubectl_provider(provider) -> None:
+    """The kubectl provider aws_eks_v2 builds, for a cluster of ours or one imported."""
+    stack = cdk.Stack.of(provider)
     handler = provider.node.find_child("Handler")
     handler_id = stack.get_logical_id(handler.node.default_child)
-    condition_id = stack.get_logical_id(handler.node.find_child("HasEcrPublic"))
+    # Beside the role it grants to: the function's own role, or (a role given) the role's scope.
+    found = handler.node.try_find_child("HasEcrPublic") or stack.node.try_find_child("HasEcrPublic")
+    condition_id = stack.get_logical_id(found)
     ecr_public = (
         '{"Fn::If":["' + condition_id + '",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
         '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}'

@@ -171,8 +171,12 @@ class AcceleratorsReady(ChainedWait):
             resource_type="Custom::HyperPodAcceleratorsReady",
             properties={
                 "ClusterName": cluster.cluster_name,
-                "Endpoint": cluster.cluster_endpoint,
-                "CertificateAuthority": cluster.cluster_certificate_authority_data,
+                # An existing cluster is imported by name: the check asks DescribeCluster.
+                **(
+                    {"Endpoint": cluster.cluster_endpoint, "CertificateAuthority": cluster.cluster_certificate_authority_data}
+                    if isinstance(cluster, eks.Cluster)
+                    else {}
+                ),
                 "Groups": {
                     name: {"Count": str(count), "Resources": {r: str(n) for r, n in sorted(resources.items())}}
                     for name, (count, resources) in sorted(groups.items())
@@ -189,6 +193,8 @@ class AcceleratorsReady(ChainedWait):
                 "security_groups": [security_group],
             },
         )
+        if not isinstance(cluster, eks.Cluster):
+            self.is_complete.add_to_role_policy(iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn]))
         # An access entry maps the check's role to a Kubernetes group that may list nodes:
         # no EKS access policy (the narrowest, AmazonEKSViewPolicy, cannot read nodes).
         access = eks.CfnAccessEntry(

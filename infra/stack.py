@@ -37,9 +37,11 @@ class PlatformStack(cdk.Stack):
         """Export `values` whether or not a stack imports them today. A strong reference
         exports only while its consumer is in the app: switching an optional stack off
         would remove an export its deployed stack still imports, and CloudFormation
-        refuses that update ("export in use")."""
+        refuses that update ("export in use"). A literal (an existing cluster's name) is
+        written into its consumers as it is, and has nothing to export."""
         for value in values:
-            self.export_value(value)
+            if cdk.Token.is_unresolved(value):
+                self.export_value(value)
 
     @property
     def availability_zones(self) -> list[str]:

@@ -27,7 +27,7 @@ class AddonsStack(PlatformStack):
             scope=self,
             settings=settings,
             cluster=cluster.cluster,
-            pod_identity_agent=cluster.core_addons["eks-pod-identity-agent"],
+            pod_identity_agent=cluster.pod_identity_agent,
             hyperpod_cluster_arn=hyperpod.cluster.attr_cluster_arn,
             file_system=storage.read_file_system(self, settings) if settings.fsx.enabled else None,
         )

@@ -1,6 +1,9 @@
 """`<prefix>-<env>-cluster`: the EKS control plane HyperPod orchestrates through, with what
 must be in it before any node: the core add-ons and the HyperPod dependencies chart, and
-the lifecycle scripts the nodes run at boot."""
+the lifecycle scripts the nodes run at boot.
+
+With eks.existing_cluster the control plane is not created but imported, and only what
+HyperPod needs goes onto it (see `_existing_cluster`)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from addons.base import overwrite_conflicts
 from infra import catalogue, chart, compliance, naming, versions
@@ -41,8 +45,54 @@ def _endpoint_access(settings: Settings) -> eks.EndpointAccess:
 
 class ClusterStack(PlatformStack):
     def __init__(self, scope: Construct, *, settings: Settings, network: NetworkStack):
-        super().__init__(scope, "cluster", settings=settings, description="EKS control plane for HyperPod")
+        existing = settings.uses_existing_cluster
+        super().__init__(
+            scope,
+            "cluster",
+            settings=settings,
+            description=f"HyperPod's share of EKS cluster {settings.eks_cluster_name}" if existing else "EKS control plane for HyperPod",
+        )
         self.network = network
+        if existing:
+            self.cluster = self._existing_cluster()
+            self._admin_access_entries()
+            self.core_addons = self._missing_core_addons()
+        else:
+            self._new_cluster()
+        # What add-ons that use Pod Identity wait for: ours, or the agent the cluster runs.
+        self.pod_identity_agent: IConstruct = self.core_addons.get("eks-pod-identity-agent", self.cluster)
+        self.bucket_key = self.data_key("DataKey", "data", "Encrypts the lifecycle and checkpoint buckets and the image mirror")
+        # In the cluster, before any node, beside the core add-ons rather than after them
+        # (a stack waits for the whole of the one before it).
+        values = chart_values(settings)
+        self.dependencies_chart = self._dependencies_chart(values)
+        if existing:
+            self.dependencies_chart.node.add_dependency(*self.kubectl_reaches_cluster)
+        if settings.mirrors_chart_images:
+            from stacks.image_mirror import mirror_chart_images
+
+            # The chart's pods pull from the copies, so the copies come first.
+            self.dependencies_chart.node.add_dependency(*mirror_chart_images(self, settings, values, self.bucket_key))
+        # What HyperPod's nodes read at boot, built while the control plane is.
+        self.access_logs = self.access_log_bucket("AccessLogsBucket")
+        self.lifecycle_bucket = self.data_bucket(
+            "LifecycleBucket",
+            self.bucket_key,
+            self.access_logs,
+            "lifecycle-bucket/",
+            bucket_name=settings.lifecycle_bucket_name,
+        )
+        self.lifecycle_uri, self.lifecycle_scripts = lifecycle.deploy_scripts(self, self.lifecycle_bucket)
+        # Shared storage in the GPU AZ, encrypted with the data key (fsx.enabled).
+        self.file_system = storage.shared_file_system(self, settings, network, self.bucket_key) if settings.fsx.enabled else None
+        if existing:
+            compliance.acknowledge_kubectl_provider(self.kubectl_provider)
+        else:
+            compliance.acknowledge_eks_internals(self.cluster)
+        self._outputs()
+
+    def _new_cluster(self) -> None:
+        settings, network = self.settings, self.network
         self.secrets_key = self.data_key("SecretsKey", "eks-secrets", "EKS envelope encryption of Kubernetes secrets")
         # Created ahead of the cluster so it gets our retention and key, not EKS's never-expire default.
         self.control_plane_logs = self.log_group(
@@ -83,30 +133,9 @@ class ClusterStack(PlatformStack):
             cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", settings.eks.authentication_mode)
         self._admin_access_entries()
         self.core_addons = self._core_addons()
-        self.bucket_key = self.data_key("DataKey", "data", "Encrypts the lifecycle and checkpoint buckets and the image mirror")
-        # In the cluster, before any node, beside the core add-ons rather than after them
-        # (a stack waits for the whole of the one before it).
-        values = chart_values(settings)
-        self.dependencies_chart = self._dependencies_chart(values)
-        if settings.mirrors_chart_images:
-            from stacks.image_mirror import mirror_chart_images
 
-            # The chart's pods pull from the copies, so the copies come first.
-            self.dependencies_chart.node.add_dependency(*mirror_chart_images(self, settings, values, self.bucket_key))
-        # What HyperPod's nodes read at boot, built while the control plane is.
-        self.access_logs = self.access_log_bucket("AccessLogsBucket")
-        self.lifecycle_bucket = self.data_bucket(
-            "LifecycleBucket",
-            self.bucket_key,
-            self.access_logs,
-            "lifecycle-bucket/",
-            bucket_name=settings.lifecycle_bucket_name,
-        )
-        self.lifecycle_uri, self.lifecycle_scripts = lifecycle.deploy_scripts(self, self.lifecycle_bucket)
-        # Shared storage in the GPU AZ, encrypted with the data key (fsx.enabled).
-        self.file_system = storage.shared_file_system(self, settings, network, self.bucket_key) if settings.fsx.enabled else None
-        compliance.acknowledge_eks_internals(self.cluster)
-
+    def _outputs(self) -> None:
+        settings, network = self.settings, self.network
         cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "EksClusterArn", value=self.cluster.cluster_arn)
         kubeconfig = settings.kubeconfig_command
@@ -116,7 +145,7 @@ class ClusterStack(PlatformStack):
             # (or any host there) with our security group, which the control plane admits.
             f" from inside the VPC (stack {network.stack_name}, outputs VpcId and EfaSecurityGroupId; for example an "
             "AWS CloudShell VPC environment in one of its private subnets with that security group)"
-            if settings.eks.endpoint_access == "private"
+            if settings.eks.endpoint_access == "private" and not settings.uses_existing_cluster
             else ""
         )
         cdk.CfnOutput(
@@ -127,9 +156,7 @@ class ClusterStack(PlatformStack):
         )
 
     def _admin_access_entries(self) -> None:
-        admin = eks.AccessPolicy.from_access_policy_name(
-            "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
-        )
+        admin = _cluster_admin()
         for arn in self.settings.eks.admin_principal_arns:
             # Keyed by the principal, not its position, so reordering the list replaces nothing.
             eks.AccessEntry(
@@ -139,6 +166,102 @@ class ClusterStack(PlatformStack):
                 principal=arn,
                 access_policies=[admin],
             )
+
+    def _existing_cluster(self) -> eks.ICluster:
+        """The cluster by name, with a kubectl provider of this stack's own, and nothing of the
+        control plane created. The references, property by property:
+        - VPC and subnets: both take the existing ones by ID (quick setup VpcId and
+          EksPrivateSubnetIds; awsome existing_vpc_id, existing_private_subnet_ids); so does
+          network.existing_vpc, which validation requires here.
+        - Security group: both put the nodes in the existing cluster's group and add their rules
+          to it (quick setup security-group-template with SecurityGroupId; awsome security_group
+          module with existing_security_group_id, adding the self, Lustre and egress rules it
+          lacks). Ours differs: the nodes keep the network stack's EFA group, whose self rules
+          this project owns, and each group admits the other in one rule apiece, so the only
+          change to the customer's group is one ingress rule this stack removes on teardown.
+        - Core add-ons: neither installs vpc-cni, kube-proxy, CoreDNS or the Pod Identity agent
+          on an existing cluster (they live in the EKS stack/module it replaces); nor does this,
+          except the agent where eks.existing_cluster.install_pod_identity_agent asks for it.
+          preflight checks the VPC CNI version and the agent.
+        - Helm chart: both install it on the existing cluster; so does this stack.
+        - Access: the quick setup gives its Helm Lambda's role an access entry with
+          AmazonEKSClusterAdminPolicy; this stack does the same for its kubectl Lambda, unless
+          kubectl_role_arn names a role that has one. (awsome runs Helm as the user.)
+        - cert-manager: the awsome Terraform installs it either way; here it stays an add-on of
+          the addons stack, as with a new cluster."""
+        settings, network = self.settings, self.network
+        ec = settings.eks.existing_cluster
+        attributes = dict(cluster_name=ec.name, cluster_security_group_id=ec.security_group_id, vpc=network.vpc)
+        # The provider needs a cluster to be built for, and the imported cluster needs the
+        # provider: a first handle without one breaks the circle.
+        handle = eks.Cluster.from_cluster_attributes(self, "ExistingClusterHandle", **attributes)
+        role = iam.Role.from_role_arn(self, "KubectlRole", ec.kubectl_role_arn, mutable=False) if ec.kubectl_role_arn else None
+        self.kubectl_provider = eks.KubectlProvider(
+            self,
+            "KubectlProvider",
+            cluster=handle,
+            kubectl_layer=kubectl_layer(self, settings.eks.version),
+            private_subnets=network.eks_subnets,
+            # Our group, not the customer's: the rule below lets it reach the API server.
+            security_groups=[network.efa_security_group],
+            role=role,
+        )
+        cluster = eks.Cluster.from_cluster_attributes(self, "Cluster", **attributes, kubectl_provider=self.kubectl_provider)
+        self.kubectl_reaches_cluster = self._connect_security_groups(ec.security_group_id)
+        if role is None:
+            self.kubectl_reaches_cluster.append(
+                eks.AccessEntry(
+                    self,
+                    "KubectlProviderAccess",
+                    cluster=cluster,
+                    principal=self.kubectl_provider.role.role_arn,
+                    access_policies=[_cluster_admin()],
+                )
+            )
+        return cluster
+
+    def _connect_security_groups(self, cluster_group_id: str) -> list[IConstruct]:
+        """All traffic each way between the nodes' EFA group and the cluster's group: nodes and
+        the kubectl Lambda call the API server (443), the control plane calls kubelets and
+        webhooks on the nodes, and pods on HyperPod nodes reach CoreDNS and services on the
+        cluster's other nodes, which carry the cluster group (EKS admits all traffic within
+        it, and managed node groups join it)."""
+        ours = self.network.efa_security_group.security_group_id
+        rules = [
+            ec2.CfnSecurityGroupIngress(
+                self, "ClusterGroupFromHyperPodNodes", group_id=cluster_group_id, source_security_group_id=ours,
+                ip_protocol="-1", description="HyperPod nodes and this environment's kubectl Lambda (hyperpod-cdk)",
+            ),
+            ec2.CfnSecurityGroupIngress(
+                self, "HyperPodNodesFromClusterGroup", group_id=ours, source_security_group_id=cluster_group_id,
+                ip_protocol="-1", description="The EKS control plane and the cluster's other nodes",
+            ),
+        ]
+        for rule in rules:
+            compliance.acknowledge(
+                rule,
+                "Its source is a security group, not an address range: only the cluster's interfaces or ours can use it",
+                "NIST.800.53.R5-EC2RestrictedCommonPorts",
+            )
+        return rules
+
+    def _missing_core_addons(self) -> dict[str, eks.Addon]:
+        """On an existing cluster, only the Pod Identity agent, and only when asked: it runs
+        its own vpc-cni, kube-proxy and CoreDNS, which a second, managed copy would take over."""
+        if not self.settings.eks.existing_cluster.install_pod_identity_agent:
+            return {}
+        agent = eks.Addon(
+            self,
+            "PodIdentityAgent",
+            cluster=self.cluster,
+            addon_name="eks-pod-identity-agent",
+            addon_version=self.settings.eks.core_addons.pod_identity_agent.version,
+            configuration_values=self.settings.eks.core_addons.pod_identity_agent.configuration_values or None,
+            # Other workloads on a shared cluster may come to rely on it.
+            preserve_on_delete=True,
+        )
+        overwrite_conflicts(agent)
+        return {"eks-pod-identity-agent": agent}
 
     def _dependencies_chart(self, values: dict) -> eks.HelmChart:
         source = self.settings.hyperpod.helm_chart
@@ -245,6 +368,10 @@ def chart_values(settings: Settings) -> dict:
     if settings.mirrors_chart_images:
         ours = deep_merge(ours, chart.mirror_values(settings, ours))
     return deep_merge(ours, settings.hyperpod.helm_chart.values)
+
+
+def _cluster_admin() -> eks.AccessPolicy:
+    return eks.AccessPolicy.from_access_policy_name("AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)
 
 
 def _pin(addon: eks.Addon, pinned: CoreAddon) -> None:

@@ -107,6 +107,11 @@ CAPABILITIES = {
         },
     },
 }
+# HyperPod joins an EKS cluster this project does not create, in that cluster's VPC.
+CAPABILITIES["existing-cluster"] = {
+    "network": CAPABILITIES["existing-vpc"]["network"],
+    "eks": {"existing_cluster": {"name": "platform-shared", "security_group_id": "sg-0a1b2c3d4e5f60719"}},
+}
 
 
 def patched_context(env: str, patch: dict) -> dict:

@@ -1,4 +1,5 @@
-"""The EKS control plane: version, endpoint access, admins, logging and the core add-ons."""
+"""The EKS control plane: version, endpoint access, admins, logging and the core add-ons; or
+an existing cluster HyperPod joins instead (`existing_cluster`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,25 @@ class CoreAddons(Model):
     pod_identity_agent: CoreAddon = CoreAddon()
 
 
+class ExistingCluster(Model):
+    """An EKS cluster this project does not create: HyperPod joins it. Only what synth needs,
+    with no AWS call; `hyperpod-cdk preflight` holds it against HyperPod's prerequisites.
+    Its VPC and subnets are network.existing_vpc's."""
+
+    name: str
+    # The cluster security group EKS made with it (DescribeCluster
+    # resourcesVpcConfig.clusterSecurityGroupId): the control plane's interfaces carry it.
+    security_group_id: str = Field(pattern=r"^sg-[0-9a-f]{8,17}$")
+    # A role the kubectl Lambda runs as, which already has an access entry with cluster admin
+    # and trusts lambda.amazonaws.com. Left out, the stack creates the Lambda's role and gives
+    # it that access entry (AmazonEKSClusterAdminPolicy), as the quick setup does for its Helm
+    # Lambda on a cluster it did not create.
+    kubectl_role_arn: Optional[str] = None
+    # The EKS Pod Identity agent add-on, for a cluster that lacks it (preflight tells); left
+    # on the cluster when this environment is destroyed.
+    install_pod_identity_agent: bool = False
+
+
 class EksSettings(Model):
     version: str = Field(default=versions.DEFAULT_EKS_VERSION, pattern=r"^1\.\d{1,2}$")
     cluster_name: Optional[str] = None
@@ -40,6 +60,7 @@ class EksSettings(Model):
     admin_principal_arns: tuple[str, ...] = ()
     logging: tuple[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"], ...] = LOG_TYPES
     core_addons: CoreAddons = CoreAddons()
+    existing_cluster: Optional[ExistingCluster] = None
 
     @field_validator("admin_principal_arns")
     @classmethod
@@ -58,6 +79,8 @@ class EksSettings(Model):
 
 
 def check_eks(s: Settings, p: Problems):
+    if s.eks.existing_cluster:
+        check_existing_cluster(s, p)
     for i, arn in enumerate(s.eks.admin_principal_arns):
         if arn.split(":")[1] != naming.partition(s.region):
             p.error(f"eks.admin_principal_arns[{i}]", arn, f"is in partition {arn.split(':')[1]}; {s.region} is in {naming.partition(s.region)}")
@@ -78,9 +101,11 @@ def check_eks(s: Settings, p: Problems):
         importlib.metadata.distribution(package)
     except importlib.metadata.PackageNotFoundError:
         p.error("eks.version", s.eks.version, f"needs the kubectl layer package: pip install {package}")
-    check_endpoint_access(s, p)
     for arn in duplicates(s.eks.admin_principal_arns):
         p.error("eks.admin_principal_arns", arn, "is listed twice")
+    if s.eks.existing_cluster:
+        return  # the rest is about a control plane this project creates
+    check_endpoint_access(s, p)
     if not s.eks.admin_principal_arns:
         # CloudFormation's role creates the cluster: with access entries only, nobody else
         # could run kubectl after the deploy.
@@ -143,3 +168,41 @@ def check_endpoint_access(s: Settings, p: Problems) -> None:
             f"cannot be restricted to {', '.join(cidrs)}: without a private endpoint the nodes and the kubectl provider reach "
             "the API from the NAT addresses; use 'public_and_private' to restrict the public side",
         )
+
+
+# What an existing cluster already decides: given with one, each would silently do nothing.
+NOT_FOR_AN_EXISTING_CLUSTER = ("cluster_name", "authentication_mode", "endpoint_access", "public_access_cidrs", "logging")
+_ROLE_ARN = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/[\w+=,.@/-]+$")
+
+
+def check_existing_cluster(s: Settings, p: Problems) -> None:
+    from infra import cfn_schema
+
+    ec, where = s.eks.existing_cluster, "eks.existing_cluster"
+    if not s.network.existing_vpc:
+        p.error(
+            where, ec.name,
+            "needs network.existing_vpc: the cluster's VPC and private subnets (for the kubectl Lambda and the gates), "
+            "which this project then does not create",
+        )
+    rule = cfn_schema.resource("AWS::EKS::Cluster")["properties"]["Name"]  # EKS's own name rule
+    if not cfn_schema.matches(rule, ec.name):
+        p.error(f"{where}.name", ec.name, f"is not an EKS cluster name: {rule['pattern']}, {rule['minLength']}-{rule['maxLength']} characters")
+    for field in NOT_FOR_AN_EXISTING_CLUSTER:
+        if field in s.eks.model_fields_set:
+            p.error(f"eks.{field}", getattr(s.eks, field), f"has no effect with {where}, whose control plane is already set; leave it out")
+    for name in ("vpc_cni", "kube_proxy", "coredns"):
+        if name in s.eks.core_addons.model_fields_set:
+            p.error(f"eks.core_addons.{name}", name, f"is not installed on {where}, which runs its own; leave it out")
+    if "pod_identity_agent" in s.eks.core_addons.model_fields_set and not ec.install_pod_identity_agent:
+        p.error("eks.core_addons.pod_identity_agent", "pod_identity_agent", f"is installed only with {where}.install_pod_identity_agent true")
+    if ec.kubectl_role_arn is not None:
+        arn = _ROLE_ARN.match(ec.kubectl_role_arn)
+        if not arn:
+            p.error(f"{where}.kubectl_role_arn", ec.kubectl_role_arn, "is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+        elif arn.group(1) != naming.partition(s.region) or arn.group(2) != s.account:
+            # A Lambda function's execution role is a role of its own account.
+            p.error(
+                f"{where}.kubectl_role_arn", ec.kubectl_role_arn,
+                f"must be a role of account {s.account} in partition {naming.partition(s.region)}: the kubectl Lambda runs as it",
+            )

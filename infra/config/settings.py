@@ -54,6 +54,8 @@ class Settings(Model):
     # Derived names, so every consumer uses the same ones.
     @property
     def eks_cluster_name(self) -> str:
+        if self.eks.existing_cluster:
+            return self.eks.existing_cluster.name
         return self.eks.cluster_name or naming.default_eks_cluster_name(self.prefix, self.env_name)
 
     @property
@@ -111,6 +113,11 @@ class Settings(Model):
         return self.network.existing_vpc is not None
 
     @property
+    def uses_existing_cluster(self) -> bool:
+        """HyperPod joins an EKS cluster this project does not create (eks.existing_cluster)."""
+        return self.eks.existing_cluster is not None
+
+    @property
     def mirrors_chart_images(self) -> bool:
         asked = self.hyperpod.helm_chart.mirror_images
         return asked if asked is not None else self.network.closed
@@ -135,7 +142,7 @@ def check_names(s: Settings, p: Problems):
     if not naming.K8S_LABEL.match(s.env_name) or len(s.env_name) > 20:
         p.error("env", s.env_name, "must be lowercase letters, digits and hyphens, at most 20 characters")
     eks_name = s.eks_cluster_name
-    if not naming.EKS_CLUSTER_NAME.match(eks_name):
+    if not s.uses_existing_cluster and not naming.EKS_CLUSTER_NAME.match(eks_name):  # an existing one: check_existing_cluster
         p.error("eks.cluster_name", eks_name, "must match [0-9A-Za-z][A-Za-z0-9-_]*, 1-100 characters")
     hp_name = s.hyperpod_cluster_name
     if not naming.SAGEMAKER_NAME.match(hp_name):

@@ -135,6 +135,19 @@ def shortfall(groups: dict[str, dict], nodes: list[dict]) -> list[str]:
     return lines
 
 
+def cluster_address(props: dict, client=None) -> tuple[str, str]:
+    """The API server's URL and CA: from the template for a cluster the stacks create; for an
+    existing cluster, which the template knows by name only, from DescribeCluster."""
+    if props.get("Endpoint"):
+        return props["Endpoint"], props["CertificateAuthority"]
+    if client is None:
+        import botocore.session
+
+        client = botocore.session.get_session().create_client("eks", region_name=props["Region"])
+    cluster = client.describe_cluster(name=props["ClusterName"])["cluster"]
+    return cluster["endpoint"], cluster["certificateAuthority"]["data"]
+
+
 def on_event(event, _context):
     return chain.start(event, event["ResourceProperties"]["ClusterName"])
 
@@ -143,7 +156,8 @@ def is_complete(event, _context, api: KubernetesApi | None = None, now=time.time
     props = event["ResourceProperties"]
     name, groups = props["ClusterName"], props["Groups"]
     if api is None:
-        api = KubernetesApi(props["Endpoint"], props["CertificateAuthority"], lambda: eks_token(name, props["Region"]))
+        endpoint, authority = cluster_address(props)
+        api = KubernetesApi(endpoint, authority, lambda: eks_token(name, props["Region"]))
 
     def check() -> list[str]:
         return shortfall(groups, api.nodes(f"{GROUP_LABEL} in ({','.join(sorted(groups))})"))
