@@ -459,8 +459,13 @@ def check_drift_nodes(settings: Settings, aws: Clients) -> list[Result]:
         return [_drift("cluster", "pass", f"no HyperPod cluster {settings.hyperpod_cluster_name} deployed yet: nothing to compare")]
     deployed = {g["InstanceGroupName"]: g for g in cluster.get("InstanceGroups", [])}
     listed: dict[str, int] = {}
+    states: dict[str, dict[str, int]] = {}  # group -> node status other than Running -> nodes
     for node in _nodes(settings, aws):
-        listed[node["InstanceGroupName"]] = listed.get(node["InstanceGroupName"], 0) + 1
+        group = node["InstanceGroupName"]
+        listed[group] = listed.get(group, 0) + 1
+        status = node.get("InstanceStatus", {}).get("Status", "Running")
+        if status != "Running":
+            states.setdefault(group, {})[status] = states.setdefault(group, {}).get(status, 0) + 1
     results = []
     for group in settings.hyperpod.instance_groups:
         check = f"{group.name} nodes"
@@ -489,6 +494,12 @@ def check_drift_nodes(settings: Settings, aws: Clients) -> list[Result]:
                                   f"{settings.hyperpod_cluster_name}"))
         else:
             results.append(_drift(check, "pass", f"{nodes} of {target} node(s), as config says"))
+        if states.get(group.name):
+            # ClusterInstanceStatus: Pending, DeepHealthCheckInProgress, SystemUpdating are passing states; Failure is not.
+            shown = ", ".join(f"{n} {s}" for s, n in sorted(states[group.name].items()))
+            last = results[-1]
+            status = "warn" if "Failure" in states[group.name] and last.status == "pass" else last.status
+            results[-1] = Result(last.check, status, f"{last.detail}; not Running: {shown}", last.action, last.section)
     for name in sorted(set(deployed) - {g.name for g in settings.hyperpod.instance_groups}):
         results.append(_drift(f"{name} nodes", "warn", "deployed, not in config: added outside the templates",
                               "add it to hyperpod.instance_groups to keep it, or remove it: aws sagemaker update-cluster "

@@ -37,9 +37,9 @@ def _group(name, itype, current, target, status, release):
             "ImageVersionStatus": status, "CurrentImageReleaseVersion": release}
 
 
-def _node(group, itype, i, image_status="UpToDate"):
+def _node(group, itype, i, image_status="UpToDate", status="Running"):
     return {"InstanceGroupName": group, "InstanceId": f"i-0{group[:3]}{i:013d}", "InstanceType": itype, "LaunchTime": LAUNCHED,
-            "InstanceStatus": {"Status": "Running"}, "ImageVersionStatus": image_status}
+            "InstanceStatus": {"Status": status}, "ImageVersionStatus": image_status}
 
 
 def deployed_account(settings: config.Settings) -> dict:
@@ -61,7 +61,8 @@ def deployed_account(settings: config.Settings) -> dict:
     sm.add_response("list_cluster_nodes", {"NextToken": "page-2", "ClusterNodeSummaries": [
         _node("system", "ml.m5.4xlarge", 1), _node("gpu", "ml.g5.8xlarge", 1), _node("gpu", "ml.g5.8xlarge", 2, "SecurityUpdateRequired")]},
         {"ClusterName": name})
-    sm.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [_node("gpu", "ml.g5.8xlarge", 3), _node("debug", "ml.m5.4xlarge", 1)]},
+    sm.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [_node("gpu", "ml.g5.8xlarge", 3, status="DeepHealthCheckInProgress"),
+                                                                   _node("debug", "ml.m5.4xlarge", 1)]},
                     {"ClusterName": name, "NextToken": "page-2"})
     eks, ek = _client("eks")
     running = {"coredns": "v1.13.2-eksbuild.4", "amazon-sagemaker-hyperpod-training-operator": "v1.2.1-eksbuild.1"}
@@ -101,6 +102,22 @@ def results():
 def test_a_karpenter_scaled_group_is_expected_to_differ_from_its_count(results):
     gpu = results["drift gpu nodes"]
     assert gpu.status == "pass" and "Karpenter-scaled from 0 to 4" in gpu.detail and "expected" in gpu.detail
+    assert "not Running: 1 DeepHealthCheckInProgress" in gpu.detail  # a passing state: still pass
+
+
+def test_a_failed_node_turns_an_expected_count_into_one_to_look_at():
+    settings = config.load_settings(patched_context("dev", {}), "dev")[0]
+    sagemaker, sm = _client("sagemaker")
+    sm.add_response("describe_cluster", {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdef012345",
+                                         "ClusterName": settings.hyperpod_cluster_name, "ClusterStatus": "InService",
+                                         "InstanceGroups": [_group("system", "ml.m5.4xlarge", 1, 1, "UpToDate", "1.0.0"),
+                                                            _group("gpu", "ml.g5.8xlarge", 1, 1, "UpToDate", "1.0.0")]})
+    sm.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [_node("system", "ml.m5.4xlarge", 1),
+                                                                   _node("gpu", "ml.g5.8xlarge", 1, status="Failure")]})
+    sm.activate()
+    results = {r.check: r for r in preflight.check_drift_nodes(settings, preflight.Clients(None, REGION, {"sagemaker": sagemaker}))}
+    assert results["drift system nodes"].status == "pass"
+    assert results["drift gpu nodes"].status == "warn" and "not Running: 1 Failure" in results["drift gpu nodes"].detail
 
 
 def test_a_count_changed_outside_the_templates_is_not(results):
