@@ -185,17 +185,26 @@ def check_existing_cluster(s: Settings, p: Problems) -> None:
             "needs network.existing_vpc: the cluster's VPC and private subnets (for the kubectl Lambda and the gates), "
             "which this project then does not create",
         )
-    rule = cfn_schema.resource("AWS::EKS::Cluster")["properties"]["Name"]  # EKS's own name rule
+    rule = cfn_schema.resource("AWS::EKS::Cluster")["properties"]["Name"]
+    # The schema's pattern (and botocore's) has no end anchor; CreateCluster's reference says
+    # the name "can contain only alphanumeric characters, hyphens, and underscores".
+    rule = {**rule, "pattern": rule["pattern"].removesuffix("$") + "$"}
     if not cfn_schema.matches(rule, ec.name):
-        p.error(f"{where}.name", ec.name, f"is not an EKS cluster name: {rule['pattern']}, {rule['minLength']}-{rule['maxLength']} characters")
+        p.error(
+            f"{where}.name", ec.name,
+            f"is not an EKS cluster name: letters, digits, '-' and '_', starting with a letter or digit, "
+            f"{rule['minLength']}-{rule['maxLength']} characters",
+        )
     for field in NOT_FOR_AN_EXISTING_CLUSTER:
         if field in s.eks.model_fields_set:
             p.error(f"eks.{field}", getattr(s.eks, field), f"has no effect with {where}, whose control plane is already set; leave it out")
     for name in ("vpc_cni", "kube_proxy", "coredns"):
         if name in s.eks.core_addons.model_fields_set:
-            p.error(f"eks.core_addons.{name}", name, f"is not installed on {where}, which runs its own; leave it out")
+            given = getattr(s.eks.core_addons, name).model_dump(exclude_unset=True)
+            p.error(f"eks.core_addons.{name}", given, f"configures an add-on this project does not install on {where}, which runs its own; leave it out")
     if "pod_identity_agent" in s.eks.core_addons.model_fields_set and not ec.install_pod_identity_agent:
-        p.error("eks.core_addons.pod_identity_agent", "pod_identity_agent", f"is installed only with {where}.install_pod_identity_agent true")
+        given = s.eks.core_addons.pod_identity_agent.model_dump(exclude_unset=True)
+        p.error("eks.core_addons.pod_identity_agent", given, f"applies only with {where}.install_pod_identity_agent true")
     if ec.kubectl_role_arn is not None:
         arn = _ROLE_ARN.match(ec.kubectl_role_arn)
         if not arn:
