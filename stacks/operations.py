@@ -12,6 +12,8 @@ same publishers). The stack deploys after the addons stack, whose workspace it r
 
 from __future__ import annotations
 
+import hashlib
+
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -46,8 +48,11 @@ class OperationsStack(PlatformStack):
             self.topic = sns.Topic.from_topic_arn(self, "Topic", ops.notifications.topic_arn)
         else:
             self.topic = self._topic()
-        for i, email in enumerate(ops.notifications.emails):
-            sns.CfnSubscription(self, f"Email{i}", topic_arn=self.topic.topic_arn, protocol="email", endpoint=email)
+        for email in ops.notifications.emails:
+            # Named by the address, not its place in the list: removing one address must not
+            # replace (and so re-confirm) the subscriptions after it.
+            digest = hashlib.sha256(email.lower().encode()).hexdigest()[:10]
+            sns.CfnSubscription(self, f"Email{digest}", topic_arn=self.topic.topic_arn, protocol="email", endpoint=email)
         self.rules = {rule.id_: self._event_rule(rule) for rule in alerting.event_rules(settings)}
         self.rule_groups = None
         if ops.alerts.enabled:

@@ -70,6 +70,19 @@ def test_prod_mails_the_example_address(synth):
     )
 
 
+GIVEN_TOPIC = "arn:aws:sns:us-east-1:111111111111:team-chatbot"
+# One variant of prod for both tests below: an existing topic, and an address before prod's.
+EXISTING_TOPIC_TWO_ADDRESSES = {"operations": {"notifications": {"topic_arn": GIVEN_TOPIC, "emails": ["oncall@example.com", "ops@example.com"]}}}
+
+
+def test_removing_an_address_keeps_the_other_subscriptions(synth):
+    """A subscription's id comes from its address: the others keep theirs (no re-confirmation)."""
+    two = synth("prod", EXISTING_TOPIC_TWO_ADDRESSES)
+    ids = {r["Properties"]["Endpoint"]: k for k, r in two.resources("operations", "AWS::SNS::Subscription").items()}
+    [(one_id, one)] = synth("prod").resources("operations", "AWS::SNS::Subscription").items()
+    assert ids["ops@example.com"] == one_id and one["Properties"]["Endpoint"] == "ops@example.com"
+
+
 def test_each_event_rule_is_the_tested_pattern_and_writes_one_line_to_the_topic(synth):
     s = synth("prod")
     rules = s.resources("operations", "AWS::Events::Rule")
@@ -129,13 +142,13 @@ def test_without_fsx_there_is_no_capacity_alarm(synth):
 
 
 def test_an_existing_topic_takes_the_place_of_ours(synth):
-    given = "arn:aws:sns:us-east-1:111111111111:team-chatbot"
-    s = synth("prod", {"operations": {"notifications": {"topic_arn": given}}})
+    given = GIVEN_TOPIC
+    s = synth("prod", EXISTING_TOPIC_TWO_ADDRESSES)
     assert s.resources("operations", "AWS::SNS::Topic") == {}
     assert s.resources("operations", "AWS::KMS::Key") == {}
     for rule in s.resources("operations", "AWS::Events::Rule").values():
         assert rule["Properties"]["Targets"][0]["Arn"] == given
-    assert _only(s.resources("operations", "AWS::SNS::Subscription"))["Properties"]["TopicArn"] == given
+    assert [r["Properties"]["TopicArn"] for r in s.resources("operations", "AWS::SNS::Subscription").values()] == [given, given]
     assert given in _only(s.resources("addons", "AWS::APS::Workspace"))["Properties"]["AlertManagerDefinition"]
 
 
