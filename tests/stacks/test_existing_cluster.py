@@ -1,0 +1,151 @@
+"""An existing EKS cluster (eks.existing_cluster): HyperPod joins it, and nothing of its
+control plane is created; only what HyperPod needs goes onto it."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk.assertions import Match
+
+from infra.handlers import accelerators
+from tests.conftest import CAPABILITIES
+
+NAME = CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"]["name"]
+CLUSTER_GROUP = CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"]["security_group_id"]
+# Its own kubectl role and the Pod Identity agent installed: the other way to reach the cluster.
+OWN_ROLE = "arn:aws:iam::111111111111:role/platform-kubectl"
+WITH_OWN_ROLE = {**CAPABILITIES["existing-cluster"], "eks": {"existing_cluster": {
+    **CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"], "kubectl_role_arn": OWN_ROLE, "install_pod_identity_agent": True}}}
+
+
+def _types(s, suffix: str) -> set[str]:
+    return {r["Type"] for r in s.templates[suffix]["Resources"].values()}
+
+
+def test_nothing_of_the_control_plane_is_created(synth):
+    s = synth("existing-cluster")
+    cluster = _types(s, "cluster")
+    assert "AWS::EKS::Cluster" not in cluster and "AWS::EKS::Addon" not in cluster
+    # No secrets key and no control-plane log group: the cluster's own settings stand.
+    aliases = [r["Properties"]["AliasName"] for r in s.resources("cluster", "AWS::KMS::Alias").values()]
+    assert aliases == ["alias/hyperpod-dev-data"]
+    groups = [r["Properties"].get("LogGroupName") for r in s.resources("cluster", "AWS::Logs::LogGroup").values()]
+    assert not any(isinstance(g, str) and g.startswith("/aws/eks/") for g in groups)
+    # Nor anything in the other stacks that creates an EKS cluster.
+    assert all("AWS::EKS::Cluster" not in _types(s, suffix) for suffix in s.templates)
+
+
+def test_the_chart_and_every_kubernetes_object_go_onto_the_existing_cluster(synth):
+    s = synth("existing-cluster")
+    s.template("cluster").has_resource_properties(
+        "Custom::AWSCDK-EKS-HelmChart", {"ClusterName": NAME, "Namespace": "kube-system"}
+    )
+    for suffix in s.templates:
+        for kind in ("Custom::AWSCDK-EKS-KubernetesResource", "Custom::AWSCDK-EKS-HelmChart", "AWS::EKS::Addon",
+                     "AWS::EKS::AccessEntry", "AWS::EKS::PodIdentityAssociation"):
+            for resource in s.resources(suffix, kind).values():
+                assert resource["Properties"]["ClusterName"] == NAME, (suffix, kind)
+    (hyperpod,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    assert hyperpod["Properties"]["Orchestrator"]["Eks"]["ClusterArn"] == f"arn:aws:eks:us-east-1:111111111111:cluster/{NAME}"
+
+
+def test_the_kubectl_lambda_gets_cluster_admin_by_an_access_entry_before_the_chart(synth):
+    """As the quick setup's helm-chart-template gives its Helm Lambda (HelmCustomResourceAccessEntry)."""
+    s = synth("existing-cluster")
+    entries = {
+        k: r for k, r in s.resources("cluster", "AWS::EKS::AccessEntry").items()
+        if isinstance(r["Properties"]["PrincipalArn"], dict)
+    }
+    (entry_id, entry), = entries.items()
+    role = entry["Properties"]["PrincipalArn"]["Fn::GetAtt"][0]
+    assert s.templates["cluster"]["Resources"][role]["Metadata"]["aws:cdk:path"].startswith("hyperpod-dev-cluster/KubectlProvider/Handler/")
+    assert entry["Properties"]["AccessPolicies"] == [{
+        "AccessScope": {"Type": "cluster"},
+        "PolicyArn": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"]]},
+    }]
+    (chart,) = s.resources("cluster", "Custom::AWSCDK-EKS-HelmChart").values()
+    assert entry_id in chart["DependsOn"]
+
+
+def test_the_nodes_group_and_the_clusters_group_admit_each_other_and_the_chart_waits_for_it(synth):
+    s = synth("existing-cluster")
+    rules = s.resources("cluster", "AWS::EC2::SecurityGroupIngress")
+    ours = Match.object_like({"Fn::ImportValue": Match.string_like_regexp("EfaSecurityGroup")})
+    t = s.template("cluster")
+    t.has_resource_properties("AWS::EC2::SecurityGroupIngress", {"GroupId": CLUSTER_GROUP, "SourceSecurityGroupId": ours, "IpProtocol": "-1"})
+    t.has_resource_properties("AWS::EC2::SecurityGroupIngress", {"GroupId": ours, "SourceSecurityGroupId": CLUSTER_GROUP, "IpProtocol": "-1"})
+    (chart,) = s.resources("cluster", "Custom::AWSCDK-EKS-HelmChart").values()
+    assert set(rules) <= set(chart["DependsOn"])
+    # The customer's group gets that one rule and nothing else of ours.
+    touching = [r for suffix in s.templates for r in s.resources(suffix, "AWS::EC2::SecurityGroupIngress").values()
+                if r["Properties"]["GroupId"] == CLUSTER_GROUP]
+    assert len(touching) == 1
+    assert not any(r["Properties"].get("GroupId") == CLUSTER_GROUP for suffix in s.templates
+                   for r in s.resources(suffix, "AWS::EC2::SecurityGroupEgress").values())
+
+
+def test_the_kubectl_lambda_runs_in_the_clusters_subnets_with_the_nodes_group(synth):
+    s = synth("existing-cluster")
+    handlers = [r for k, r in s.resources("cluster", "AWS::Lambda::Function").items()
+                if s.templates["cluster"]["Resources"][k]["Metadata"]["aws:cdk:path"].startswith("hyperpod-dev-cluster/KubectlProvider/")]
+    assert handlers
+    private = CAPABILITIES["existing-cluster"]["network"]["existing_vpc"]["private_subnet_ids"]
+    for handler in handlers:
+        vpc = handler["Properties"]["VpcConfig"]
+        assert vpc["SubnetIds"] == private
+        assert json.dumps(vpc["SecurityGroupIds"]).count("EfaSecurityGroup") == 1
+
+
+def test_no_core_add_on_is_installed_and_add_ons_wait_for_the_clusters_own_agent(synth):
+    s = synth("existing-cluster")
+    names = {r["Properties"]["AddonName"] for suffix in s.templates for r in s.resources(suffix, "AWS::EKS::Addon").values()}
+    assert not names & {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+    assert {"cert-manager", "amazon-sagemaker-hyperpod-training-operator"} <= names
+
+
+def test_a_kubectl_role_of_its_own_gets_no_access_entry_and_the_agent_is_installed_only_when_asked(synth):
+    s = synth("dev", WITH_OWN_ROLE)
+    assert not [r for r in s.resources("cluster", "AWS::EKS::AccessEntry").values() if isinstance(r["Properties"]["PrincipalArn"], dict)]
+    handler = next(r for k, r in s.resources("cluster", "AWS::Lambda::Function").items()
+                   if s.templates["cluster"]["Resources"][k]["Metadata"]["aws:cdk:path"] == "hyperpod-dev-cluster/KubectlProvider/Handler/Resource")
+    assert handler["Properties"]["Role"] == OWN_ROLE
+    (agent,) = s.resources("cluster", "AWS::EKS::Addon").values()
+    # Kept on the cluster when this environment goes: other workloads may rely on it by then.
+    assert agent["Properties"]["AddonName"] == "eks-pod-identity-agent" and agent["Properties"]["PreserveOnDelete"] is True
+
+
+def test_the_accelerator_gate_asks_describe_cluster_where_the_cluster_is_known_by_name(synth):
+    s = synth("existing-cluster")
+    (gate,) = [r for r in s.resources("hyperpod", "Custom::HyperPodAcceleratorsReady").values()]
+    assert gate["Properties"]["ClusterName"] == NAME
+    assert "Endpoint" not in gate["Properties"] and "CertificateAuthority" not in gate["Properties"]
+    s.template("hyperpod").has_resource_properties("AWS::IAM::Policy", {"PolicyDocument": {"Statement": Match.array_with([
+        Match.object_like({"Action": "eks:DescribeCluster", "Resource": f"arn:aws:eks:us-east-1:111111111111:cluster/{NAME}"})
+    ])}})
+    # A cluster of ours hands the gate its endpoint and CA, and grants no DescribeCluster.
+    dev = synth("dev")
+    (ours,) = dev.resources("hyperpod", "Custom::HyperPodAcceleratorsReady").values()
+    assert "Endpoint" in ours["Properties"]
+
+
+def test_the_gate_reads_an_existing_clusters_address_from_describe_cluster():
+    from botocore.session import get_session
+    from botocore.stub import Stubber
+
+    client = get_session().create_client("eks", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "describe_cluster",
+            {"cluster": {"name": NAME, "endpoint": "https://ABC.gr7.us-east-1.eks.amazonaws.com", "certificateAuthority": {"data": "Q0E="}}},
+            {"name": NAME},
+        )
+        props = {"ClusterName": NAME, "Region": "us-east-1"}
+        assert accelerators.cluster_address(props, client) == ("https://ABC.gr7.us-east-1.eks.amazonaws.com", "Q0E=")
+    # Given in the template, the template's values are used and nothing is asked.
+    assert accelerators.cluster_address({**props, "Endpoint": "https://x", "CertificateAuthority": "Y"}, object()) == ("https://x", "Y")
+
+
+def test_the_outputs_name_the_existing_cluster(synth):
+    outputs = synth("existing-cluster").templates["cluster"]["Outputs"]
+    assert outputs["EksClusterName"]["Value"] == NAME
+    assert f"--name {NAME}" in outputs["UpdateKubeconfigCommand"]["Value"]
