@@ -189,7 +189,7 @@ def cmd_review(args) -> int:
     cdk_json = find_cdk_json()
     context = load_context(cdk_json)
     out_root = Path(args.outdir) if args.outdir else cdk_json.parent / "cdk.out"
-    repo = revision.toplevel(cdk_json.parent)
+    repo = cdk_json.parent if revision.toplevel(cdk_json.parent) else None  # git runs here; the checkout may be wider
     main_branch = revision.default(repo)  # the default baseline in a git checkout with a main branch
     status = 0
     for env in _environments(args, context):

@@ -67,22 +67,27 @@ def is_this_checkout(repo: Path, commit: str) -> bool:
 
 
 def synthesize(repo: Path, spec: str, commit: str, env: str, outdir: Path) -> None:
-    """Synthesize `env` as of `commit` into `outdir`. Raises RevisionError."""
+    """Synthesize `env` as of `commit` into `outdir`. `repo`: the folder of cdk.json, which may
+    lie below the checkout's root. Raises RevisionError."""
+    top = toplevel(repo)
+    if top is None:
+        raise RevisionError(f"--against {spec}: {repo} is not in a git checkout")
     with tempfile.TemporaryDirectory(prefix="hyperpod-review-") as tmp:
         tree = Path(tmp) / "tree"
+        project = tree / repo.resolve().relative_to(top.resolve())
         added = _git(repo, "worktree", "add", "--detach", str(tree), commit)
         if added.returncode != 0:
             raise RevisionError(f"--against {spec}: git worktree add failed: {_last_line(added.stderr)}")
         try:
             for name in SHARED:
-                if (repo / name).exists() and not (tree / name).exists():
-                    (tree / name).symlink_to(repo / name)
-            if not (tree / "cli" / "synth.py").exists():
+                if (repo / name).exists() and not (project / name).exists():
+                    (project / name).symlink_to((repo / name).resolve())
+            if not (project / "cli" / "synth.py").exists():
                 raise RevisionError(f"--against {spec}: {commit[:12]} has no cli/synth.py to synthesize it with; pass an assembly instead")
             try:
                 done = subprocess.run(
                     [sys.executable, "-c", _SYNTH, env, str(outdir)],
-                    cwd=tree, capture_output=True, text=True, env=dict(os.environ), timeout=SYNTH_TIMEOUT_SECONDS,
+                    cwd=project, capture_output=True, text=True, env=dict(os.environ), timeout=SYNTH_TIMEOUT_SECONDS,
                 )
             except subprocess.TimeoutExpired:
                 raise RevisionError(f"--against {spec}: synthesizing {commit[:12]} took over {SYNTH_TIMEOUT_SECONDS} s") from None
