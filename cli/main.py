@@ -441,7 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "review", cmd_review,
         help="synthesize and print the review report (also cdk.out/review-<env>.md and .json)",
         description="Synthesize offline, then report what the change does (callouts, deltas per section, then cdk diff) "
-        "against main in a git checkout (else the last review) or --against, the stacks and the exports between them, the estimated cost, risk and exposure, IAM "
+        "against main in a git checkout (else the last review) or --against, the stacks and the exports between them, "
+        "the estimated cost, risk and exposure, IAM "
         "access by documented level, cdk-nag and cfn-lint findings and an estimated deploy plan. Writes "
         "review-<env>.md, .json and .sarif. Exits 1 on a nag or lint error, an unknown IAM action or a refused change.",
         examples=[
