@@ -110,6 +110,10 @@ def _uncovered(stacks: list[StackSummary]) -> dict[str, tuple[int, int]]:
             share = entry.get("Count")
             if share is None and entry.get("Accelerators") and kind.accelerators:
                 share = entry["Accelerators"] / kind.accelerators
+            partition = entry.get("AcceleratorPartition") or {}
+            per_gpu = kind.mig_profiles.get(str(partition.get("Type", "")).removeprefix("mig-"))
+            if share is None and per_gpu and partition.get("Count"):
+                share = partition["Count"] / (per_gpu * kind.accelerators)  # as if every GPU were cut this way
             if share is None and entry.get("VCpu"):
                 share = entry["VCpu"] / kind.vcpus
             covered[kind.name] = covered.get(kind.name, 0) + (share or 0)

@@ -422,3 +422,22 @@ def test_a_private_endpoint_made_public_is_called_out_and_made_private_is_inform
     assert closed["callouts"] == [] and closed["lines"]["exposure"] == [
         "Exposure narrowed: the Kubernetes API endpoint `c/Cluster` is no longer public (admitted 198.51.100.0/24)"
     ]
+
+
+def test_nodes_no_team_quota_covers_count_quotas_by_nodes_accelerators_and_mig_slices():
+    # A p5 node: 8 H100s, each cut into seven 1g.10gb slices at most (NVIDIA's MIG profile table, infra.catalogue).
+    from cli import deltas
+
+    def stacks(nodes: int, *quotas: dict):
+        cluster = {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": [
+            {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "InstanceCount": nodes}]}}
+        teams = {f"Q{i}": {"Type": "AWS::SageMaker::ComputeQuota", "Properties": {"ComputeQuotaConfig": {
+            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", **q}]}}} for i, q in enumerate(quotas)}
+        return [StackSummary("hp", {"Resources": {"C": cluster, **teams}}, [])]
+
+    one_node, eight_gpus, fifty_six_slices = {"Count": 1}, {"Accelerators": 8}, {"AcceleratorPartition": {"Type": "mig-1g.10gb", "Count": 56}}
+    before, after = stacks(3, one_node, eight_gpus), stacks(4, one_node, eight_gpus, fifty_six_slices)
+    assert deltas.compare(before, after, "us-east-1", {})["lines"]["quotas"][-1] == (
+        "Team quotas: 1 of 4 ml.p5.48xlarge node(s) in no team's quota (was 1 of 3)")
+    assert deltas.compare(stacks(3), stacks(4), "us-east-1", {})["lines"]["quotas"] == [
+        "Quota: ml.p5.48xlarge for cluster usage: 3 -> 4 node(s) at deploy"]  # no teams: nothing to cover
