@@ -8,7 +8,10 @@ instance-hour (aws.amazon.com/sagemaker-ai/pricing). SAGEMAKER_RATE holds the ra
 could source, each with where it was read (SAGEMAKER_SOURCES); the pricing page renders its
 tables client-side, so they were read as the AWS Price List API gives them (service
 AmazonSageMaker, on-demand, training usage), from public price tables that pin the API's
-figures, where two agree or one names the API as its source. A type without a sourced
+figures, where two agree or one names the API as its source. The public tables disagree on
+P4d, P4de and P5 (rates from before and after the June 2025 reduction), and none was found for
+ml.m5.8xlarge, ml.m5.16xlarge, ml.c5.18xlarge, ml.t3.2xlarge, Trainium or the other GPU types
+here: those stay at the floor. A type without a sourced
 SageMaker rate is priced at the EC2 On-Demand Linux rate of the same hardware (INSTANCE_FLOOR)
 and marked as a floor: SageMaker's rate is at or above it (ml.g5.8xlarge: $3.06 against EC2's
 $2.448). P4d, P4de and P5 floors are the prices after EC2's June 2025 reduction (retrieved
@@ -29,11 +32,20 @@ _PRICE_LIST_TABLES = (
     "AWS Price List API (AmazonSageMaker, on-demand training) as pinned by two public price tables that agree "
     "(a SageMaker workshop's INSTANCE_RATES and a training service's TRAINING_COST_PER_HOUR)"
 )
+_THREE_TABLES = (
+    "SageMaker's on-demand rates as three public SageMaker price tables give them alike (a cost estimator's, an "
+    "endpoint cost table's, a cloud job cost model's)"
+)
 _PRICE_LIST_SYNCED = "AWS Price List API (AmazonSageMaker, on-demand training) as synced into a public training service's rate table"
 SAGEMAKER_RATE = {
     "ml.m5.xlarge": 0.23,
     "ml.m5.2xlarge": 0.461,
     "ml.m5.4xlarge": 0.922,
+    "ml.m5.12xlarge": 2.765,
+    "ml.m5.24xlarge": 5.53,
+    "ml.c5.4xlarge": 0.816,
+    "ml.c5.9xlarge": 1.836,
+    "ml.t3.xlarge": 0.20,
     "ml.g5.8xlarge": 3.06,
     "ml.g5.12xlarge": 7.09,
     "ml.g5.24xlarge": 10.18,
@@ -48,6 +60,8 @@ SAGEMAKER_SOURCES = {
     **{t: _PRICE_LIST_TABLES for t in ("ml.m5.xlarge", "ml.m5.2xlarge", "ml.m5.4xlarge", "ml.g5.8xlarge", "ml.g5.12xlarge",
                                         "ml.g5.24xlarge", "ml.g5.48xlarge", "ml.g6.12xlarge", "ml.g6.48xlarge")},
     **{t: _PRICE_LIST_SYNCED for t in ("ml.g6.8xlarge", "ml.g6e.12xlarge", "ml.g6e.48xlarge")},
+    **{t: _THREE_TABLES for t in ("ml.m5.12xlarge", "ml.m5.24xlarge", "ml.c5.4xlarge", "ml.c5.9xlarge")},
+    "ml.t3.xlarge": "SageMaker's on-demand rate as two public SageMaker price tables give it (a workshop's, an endpoint cost table's)",
 }
 
 
