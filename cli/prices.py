@@ -9,9 +9,9 @@ could source, each with where it was read (SAGEMAKER_SOURCES); the pricing page 
 tables client-side, so they were read as the AWS Price List API gives them (service
 AmazonSageMaker, on-demand, training usage), from public price tables that pin the API's
 figures, where two agree or one names the API as its source. The public tables disagree on
-P4d, P4de and P5 (rates from before and after the June 2025 reduction), and none was found for
-ml.m5.8xlarge, ml.m5.16xlarge, ml.c5.18xlarge, ml.t3.2xlarge, Trainium or the other GPU types
-here: those stay at the floor. A type without a sourced
+P4d, P4de and P5 (rates from before and after the June 2025 reduction) and on ml.t3.2xlarge,
+one gives ml.c5.18xlarge, and none was found for ml.m5.8xlarge, ml.m5.16xlarge, Trainium or the
+other GPU types here: those stay at the floor. A type without a sourced
 SageMaker rate is priced at the EC2 On-Demand Linux rate of the same hardware (INSTANCE_FLOOR)
 and marked as a floor: SageMaker's rate is at or above it (ml.g5.8xlarge: $3.06 against EC2's
 $2.448). P4d, P4de and P5 floors are the prices after EC2's June 2025 reduction (retrieved
