@@ -111,6 +111,8 @@ def check_quotas(settings: Settings, aws: Clients) -> list[Result]:
 
 
 def check_eks_name(settings: Settings, aws: Clients) -> list[Result]:
+    if settings.uses_existing_cluster:
+        return []  # it must exist: check_existing_cluster
     name, ours = settings.eks_cluster_name, settings.stack_name("cluster")
     try:
         cluster = aws("eks").describe_cluster(name=name)["cluster"]
@@ -164,6 +166,8 @@ def _addons_to_create(settings: Settings) -> dict[str, str | None]:
         "coredns": core.coredns.version,
         "eks-pod-identity-agent": core.pod_identity_agent.version,
     }
+    if settings.uses_existing_cluster:  # it runs its own; the agent only where asked for
+        wanted = {"eks-pod-identity-agent": core.pod_identity_agent.version} if settings.eks.existing_cluster.install_pod_identity_agent else {}
     for addon in registry.plan(settings):
         if isinstance(addon, ManagedAddon):
             wanted[addon.eks_name] = addon.config.version
@@ -224,10 +228,9 @@ def check_bootstrap(settings: Settings, aws: Clients) -> list[Result]:
 def retained_names(settings: Settings) -> list[tuple[str, str, str]]:
     """(kind, name, stack) of each kept resource whose name config fixes: what an earlier
     deploy of this environment may have left behind after `cdk destroy`."""
-    out = [
-        ("bucket", settings.lifecycle_bucket_name, settings.stack_name("cluster")),
-        ("log group", f"/aws/eks/{settings.eks_cluster_name}/cluster", settings.stack_name("cluster")),
-    ]
+    out = [("bucket", settings.lifecycle_bucket_name, settings.stack_name("cluster"))]
+    if not settings.uses_existing_cluster:  # an existing cluster's log group is its own
+        out.append(("log group", f"/aws/eks/{settings.eks_cluster_name}/cluster", settings.stack_name("cluster")))
     if settings.network.flow_logs:
         out.append(("log group", f"/{settings.prefix}/{settings.env_name}/vpc-flow-logs", settings.stack_name("network")))
     if settings.sample_job.enabled and settings.sample_job.checkpoint_to == "s3":
@@ -594,6 +597,133 @@ def check_drift_chart(settings: Settings, aws: Clients) -> list[Result]:
                    "the next deploy installs it)")]
 
 
+def _semver(version: str) -> tuple[int, int, int] | None:
+    import re
+
+    found = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(n) for n in found.groups()) if found else None
+
+
+def check_existing_cluster(settings: Settings, aws: Clients) -> list[Result]:
+    """eks.existing_cluster against HyperPod's EKS prerequisites, and against what the deploy
+    will create on it: one line per requirement, each failure with what to do."""
+    from addons import registry
+    from addons.base import ManagedAddon
+    from infra import versions
+
+    ec = settings.eks.existing_cluster
+    if ec is None:
+        return []
+    eks, name = aws("eks"), ec.name
+    try:
+        cluster = eks.describe_cluster(name=name)["cluster"]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) != "ResourceNotFoundException":
+            raise
+        return [Result("EKS cluster", "fail", f"no EKS cluster named {name} in {aws.region}", "fix eks.existing_cluster.name (aws eks list-clusters)")]
+    results = [
+        Result("EKS cluster", "pass", f"{name} is {cluster.get('status', 'UNKNOWN')}")
+        if cluster.get("status") == "ACTIVE"
+        else Result("EKS cluster", "warn", f"{name} is {cluster.get('status', 'UNKNOWN')}", "deploy once it is ACTIVE")
+    ]
+    hyperpod = next(r for r in versions.COMPONENT_RANGES if r.component.startswith("SageMaker HyperPod"))
+    running = cluster.get("version", "")
+    if running != settings.eks.version:
+        results.append(Result("EKS cluster version", "fail", f"{name} runs Kubernetes {running}, config says {settings.eks.version}",
+                              f"set eks.version to \"{running}\": the kubectl layer and the add-on versions follow it"))
+    elif not hyperpod.oldest <= versions.parse(running) <= hyperpod.newest:
+        results.append(Result("EKS cluster version", "fail",
+                              f"{running} is outside what HyperPod supports ({versions.fmt(hyperpod.oldest)}-{versions.fmt(hyperpod.newest)})",
+                              f"upgrade {name} into that range ({hyperpod.source})"))
+    else:
+        results.append(Result("EKS cluster version", "pass", f"{running}, which HyperPod supports"))
+    mode = cluster.get("accessConfig", {}).get("authenticationMode", "CONFIG_MAP")
+    results.append(
+        Result("EKS authentication mode", "pass", mode)
+        if mode in ("API", "API_AND_CONFIG_MAP")
+        else Result("EKS authentication mode", "fail", f"{mode}: HyperPod and access entries need API or API_AND_CONFIG_MAP",
+                    f"aws eks update-cluster-config --name {name} --access-config authenticationMode=API_AND_CONFIG_MAP")
+    )
+    vpc_config, ev = cluster.get("resourcesVpcConfig", {}), settings.network.existing_vpc
+    if ev is not None and vpc_config.get("vpcId") != ev.vpc_id:
+        results.append(Result("EKS cluster VPC", "fail", f"{name} is in {vpc_config.get('vpcId')}, network.existing_vpc is {ev.vpc_id}",
+                              "set network.existing_vpc to the cluster's VPC"))
+    group = vpc_config.get("clusterSecurityGroupId")
+    if group != ec.security_group_id:
+        results.append(Result("EKS cluster security group", "fail", f"{name}'s cluster security group is {group}, config says {ec.security_group_id}",
+                              f"set eks.existing_cluster.security_group_id to {group}"))
+    installed = set(eks.list_addons(clusterName=name).get("addons", []))
+    # VPC CNI: the only CNI HyperPod supports, at a minimum version.
+    floor = ".".join(map(str, versions.VPC_CNI_MIN_FOR_HYPERPOD))
+    if "vpc-cni" in installed:
+        cni = eks.describe_addon(clusterName=name, addonName="vpc-cni")["addon"]["addonVersion"]
+        results.append(
+            Result("VPC CNI", "pass", f"{cni} (HyperPod needs {floor} or later)")
+            if (_semver(cni) or (0, 0, 0)) >= versions.VPC_CNI_MIN_FOR_HYPERPOD
+            else Result("VPC CNI", "fail", f"{cni} is older than {floor}, which HyperPod needs ({versions.VPC_CNI_SOURCE})",
+                        f"aws eks update-addon --cluster-name {name} --addon-name vpc-cni --addon-version <{floor} or later>")
+        )
+    else:
+        results.append(Result("VPC CNI", "warn", f"not an EKS add-on on {name}: a self-managed aws-node must be {floor} or later",
+                              "kubectl -n kube-system get daemonset aws-node -o jsonpath='{..image}'"))
+    agent = "eks-pod-identity-agent"
+    if ec.install_pod_identity_agent:
+        results.append(
+            Result("Pod Identity agent", "fail", f"already installed on {name}: a second CreateAddon fails", "set eks.existing_cluster.install_pod_identity_agent false")
+            if agent in installed
+            else Result("Pod Identity agent", "pass", "not installed yet; the deploy installs it")
+        )
+    else:
+        results.append(
+            Result("Pod Identity agent", "pass", f"installed on {name}")
+            if agent in installed
+            else Result("Pod Identity agent", "fail", f"missing on {name}: the training operator, observability and the job's role need it",
+                        f"set eks.existing_cluster.install_pod_identity_agent true, or aws eks create-addon --cluster-name {name} --addon-name {agent}")
+        )
+    for addon in registry.plan(settings):
+        if isinstance(addon, ManagedAddon) and addon.eks_name in installed:
+            results.append(Result(f"add-on {addon.eks_name}", "fail", f"already installed on {name}: the addons stack's CreateAddon fails",
+                                  f"delete it from the cluster first (aws eks delete-addon --preserve keeps its workloads), or switch addons.{addon.key} off"))
+    entries = set(eks.list_access_entries(clusterName=name).get("accessEntries", []))
+    for arn in settings.eks.admin_principal_arns:
+        if arn in entries:
+            results.append(Result(f"access entry {arn.rsplit('/', 1)[-1]}", "fail", f"{arn} already has an access entry on {name}: a second one fails",
+                                  "leave it out of eks.admin_principal_arns (it has access already)"))
+    if ec.kubectl_role_arn and ec.kubectl_role_arn not in entries:
+        results.append(Result("kubectl role", "fail", f"{ec.kubectl_role_arn} has no access entry on {name}: the chart's install would be refused",
+                              f"aws eks create-access-entry --cluster-name {name} --principal-arn {ec.kubectl_role_arn}, then associate "
+                              "AmazonEKSClusterAdminPolicy; or leave kubectl_role_arn out and the stack makes one"))
+    return results
+
+
+def check_existing_subnets(settings: Settings, aws: Clients) -> list[Result]:
+    """Each existing HyperPod subnet has a free address for every node and, to run pods at
+    EKS's max-pods density, one per pod (the VPC CNI gives each pod a subnet address)."""
+    from infra import catalogue
+    from infra.config.network import _max_pods
+
+    subnets = [sn for sn in settings.network.hyperpod_subnets if sn.subnet_id]
+    if not subnets:
+        return []
+    free = {s["SubnetId"]: s["AvailableIpAddressCount"] for s in aws("ec2").describe_subnets(SubnetIds=[sn.subnet_id for sn in subnets])["Subnets"]}
+    default_az = settings.network.hyperpod_subnets[0].availability_zone
+    results = []
+    for sn in subnets:
+        groups = [g for g in settings.hyperpod.instance_groups if (g.availability_zone or default_az) == sn.availability_zone]
+        nodes = sum(g.ceiling for g in groups)
+        dense = sum(g.ceiling * (1 + _max_pods(g.spec.vcpus)) for g in groups if catalogue.lookup(g.instance_type))
+        have, check = free.get(sn.subnet_id, 0), f"subnet {sn.subnet_id}"
+        if have < nodes:
+            results.append(Result(check, "fail", f"{have} free addresses for {nodes} nodes in {sn.availability_zone}",
+                                  "free addresses there, or give a larger subnet in network.hyperpod_subnets"))
+        elif have < dense:
+            results.append(Result(check, "warn", f"{have} free addresses; {nodes} nodes at EKS's max-pods density need {dense}",
+                                  "pods beyond that stay Pending; a larger subnet avoids it"))
+        else:
+            results.append(Result(check, "pass", f"{have} free addresses for {nodes} nodes and their pods"))
+    return results
+
+
 DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check_drift_chart)
 
 CHECKS = (
@@ -601,6 +731,8 @@ CHECKS = (
     check_zones,
     check_quotas,
     check_eks_name,
+    check_existing_cluster,
+    check_existing_subnets,
     check_hyperpod_name,
     check_eks_version,
     check_addon_versions,

@@ -124,6 +124,12 @@ TASK_GOVERNANCE_MIGRATION_STEPS = (
 )
 
 
+# The VPC CNI a cluster must run for HyperPod to join it ("SageMaker HyperPod requires the
+# Amazon VPC CNI plugin version 1.18.3 or later"; the only CNI it supports).
+VPC_CNI_MIN_FOR_HYPERPOD = (1, 18, 3)
+VPC_CNI_SOURCE = "AWS docs page sagemaker-hyperpod-eks-prerequisites, Networking (seen 2026-12)"
+
+
 @dataclass(frozen=True)
 class TrainingOperatorRelease:
     version: str

@@ -1,0 +1,128 @@
+"""preflight with eks.existing_cluster: the cluster against HyperPod's EKS prerequisites (AWS
+docs page sagemaker-hyperpod-eks-prerequisites: Kubernetes version, authentication mode API or
+API_AND_CONFIG_MAP, VPC CNI 1.18.3 or later) and against what the deploy will create on it;
+EKS answers from a botocore Stubber with the service model's response shapes."""
+
+from __future__ import annotations
+
+import boto3
+from botocore.stub import Stubber
+
+from cli import preflight
+from infra import config
+from tests.conftest import CAPABILITIES, patched_context
+
+REGION = "us-east-1"
+EXISTING = CAPABILITIES["existing-cluster"]
+NAME = EXISTING["eks"]["existing_cluster"]["name"]
+GROUP = EXISTING["eks"]["existing_cluster"]["security_group_id"]
+VPC = EXISTING["network"]["existing_vpc"]["vpc_id"]
+HYPERPOD_SUBNET = EXISTING["network"]["hyperpod_subnets"][0]["subnet_id"]
+ADMIN = "arn:aws:iam::111111111111:role/Admin"
+
+
+def _settings(eks: dict | None = None, **top):
+    patch = config.deep_merge(EXISTING, {"eks": eks or {}, **top})
+    return config.load_settings(patched_context("dev", patch), "dev")[0]
+
+
+def _eks(*, version="1.33", mode="API", vpc=VPC, group=GROUP, addons=("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"),
+         cni="v1.19.2-eksbuild.1", entries=(), found=True):
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    if not found:
+        stub.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found", 404, expected_params={"name": NAME})
+        stub.activate()
+        return client
+    stub.add_response("describe_cluster", {"cluster": {
+        "name": NAME, "version": version, "status": "ACTIVE", "accessConfig": {"authenticationMode": mode},
+        "resourcesVpcConfig": {"vpcId": vpc, "clusterSecurityGroupId": group, "subnetIds": ["subnet-0a1b2c3d4e5f60711"]},
+    }}, {"name": NAME})
+    stub.add_response("list_addons", {"addons": list(addons)}, {"clusterName": NAME})
+    if "vpc-cni" in addons:
+        stub.add_response("describe_addon", {"addon": {"addonName": "vpc-cni", "clusterName": NAME, "addonVersion": cni}},
+                          {"clusterName": NAME, "addonName": "vpc-cni"})
+    stub.add_response("list_access_entries", {"accessEntries": list(entries)}, {"clusterName": NAME})
+    stub.activate()
+    return client
+
+
+def _check(settings, eks_client):
+    results = preflight.check_existing_cluster(settings, preflight.Clients(None, REGION, {"eks": eks_client}))
+    return {r.check: r for r in results}
+
+
+def test_a_cluster_that_meets_every_prerequisite_passes_one_line_each():
+    results = _check(_settings(), _eks())
+    assert {c: r.status for c, r in results.items()} == {
+        "EKS cluster": "pass", "EKS cluster version": "pass", "EKS authentication mode": "pass", "VPC CNI": "pass", "Pod Identity agent": "pass",
+    }
+
+
+def test_each_missing_prerequisite_is_one_line_that_says_what_to_do():
+    results = _check(
+        _settings(),
+        _eks(version="1.31", mode="CONFIG_MAP", vpc="vpc-0fffffffffffffff0", group="sg-0fffffffffffffff0",
+             addons=("vpc-cni", "cert-manager"), cni="v1.18.1-eksbuild.3", entries=(ADMIN,)),
+    )
+    failed = {c for c, r in results.items() if r.status == "fail"}
+    assert failed == {
+        "EKS cluster version", "EKS authentication mode", "EKS cluster VPC", "EKS cluster security group", "VPC CNI",
+        "Pod Identity agent", "add-on cert-manager", "access entry Admin",
+    }
+    for check in failed:
+        assert results[check].action and "\n" not in results[check].detail + results[check].action
+    assert "set eks.version to \"1.31\"" in results["EKS cluster version"].action
+    assert "authenticationMode=API_AND_CONFIG_MAP" in results["EKS authentication mode"].action
+    assert "1.18.3" in results["VPC CNI"].detail
+    assert "install_pod_identity_agent true" in results["Pod Identity agent"].action
+
+
+def test_a_version_config_and_cluster_agree_on_is_still_held_to_hyperpods_range():
+    (version,) = [r for c, r in _check(_settings({"version": "1.35"}), _eks(version="1.35")).items() if c == "EKS cluster version"]
+    assert version.status == "fail" and "1.28-1.33" in version.detail
+
+
+def test_a_self_managed_cni_is_a_warning_naming_the_command_that_shows_its_image():
+    cni = _check(_settings(), _eks(addons=("eks-pod-identity-agent",)))["VPC CNI"]
+    assert cni.status == "warn" and "aws-node" in cni.action
+
+
+def test_an_agent_to_install_must_not_be_there_yet_and_a_kubectl_role_needs_its_entry():
+    role = "arn:aws:iam::111111111111:role/platform-kubectl"
+    s = _settings({"existing_cluster": {"install_pod_identity_agent": True, "kubectl_role_arn": role}})
+    results = _check(s, _eks())
+    assert results["Pod Identity agent"].status == "fail" and "install_pod_identity_agent false" in results["Pod Identity agent"].action
+    assert results["kubectl role"].status == "fail" and "create-access-entry" in results["kubectl role"].action
+    fine = _check(s, _eks(addons=("vpc-cni",), entries=(role,)))
+    assert fine["Pod Identity agent"].status == "pass" and "kubectl role" not in fine
+
+
+def test_no_such_cluster_is_one_failure():
+    assert [(r.check, r.status) for r in _check(_settings(), _eks(found=False)).values()] == [("EKS cluster", "fail")]
+
+
+def _subnets(free: int):
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_response("describe_subnets", {"Subnets": [{"SubnetId": HYPERPOD_SUBNET, "AvailableIpAddressCount": free}]},
+                      {"SubnetIds": [HYPERPOD_SUBNET]})
+    stub.activate()
+    return client
+
+
+def test_a_hyperpod_subnet_needs_an_address_per_node_and_should_have_one_per_pod():
+    s = _settings()  # dev: one m5.4xlarge (16 vCPUs: 110 pods) and one g5.8xlarge (32 vCPUs: 250 pods)
+    by_free = {free: preflight.check_existing_subnets(s, preflight.Clients(None, REGION, {"ec2": _subnets(free)}))[0]
+               for free in (1, 300, 362)}
+    assert by_free[1].status == "fail" and "1 free addresses for 2 nodes" in by_free[1].detail
+    assert by_free[300].status == "warn" and "need 362" in by_free[300].detail
+    assert by_free[362].status == "pass"
+
+
+def test_what_a_new_cluster_would_check_or_keep_is_left_out():
+    s = _settings()
+    assert preflight.check_eks_name(s, preflight.Clients(None, REGION, {})) == []
+    assert "vpc-cni" not in preflight._addons_to_create(s) and "eks-pod-identity-agent" not in preflight._addons_to_create(s)
+    assert not [n for kind, n, _ in preflight.retained_names(s) if n.startswith("/aws/eks/")]
+    assert preflight.check_existing_cluster(config.load_settings(patched_context("dev", {}), "dev")[0], None) == []
