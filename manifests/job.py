@@ -182,6 +182,9 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         f"--keep-checkpoints={job.keep_checkpoints}",
         # The stop watchdog ends a stop that cannot save before the agent's SIGKILL.
         f"--stop-timeout={SHUTDOWN_S}",
+        # Training waits only for the copy to host memory, not for the write (the 8B's 96 GB:
+        # on the CPU bench, 2.5 s instead of 11 s per save of 2.5 GB).
+        "--async-checkpoint",
         *SPEED_FLAGS,
     ]
 

@@ -84,6 +84,13 @@ def parse_args(argv=None):
     p.add_argument("--checkpoint-dir", default=None, help="local path or s3://bucket/prefix")
     p.add_argument("--checkpoint-interval", type=int, default=50)
     p.add_argument("--keep-checkpoints", type=int, default=3, help="complete checkpoints kept; older ones are deleted")
+    p.add_argument(
+        "--async-checkpoint",
+        action="store_true",
+        help="write checkpoints in the background (torch.distributed.checkpoint.async_save): training waits only while "
+        "the state is copied to host memory; the save completes (manifest, 'checkpoint saved' line) at the first step "
+        "boundary after every rank's files are written. The last save and a stop's save stay synchronous",
+    )
     p.add_argument("--log-interval", type=int, default=10, help="steps per tokens/s window, printed together at its end")
     p.add_argument(
         "--stop-timeout",
@@ -728,16 +735,33 @@ def choose_checkpoint(base: str | None, rank: int) -> tuple[int, str | None]:
     return choice[0]
 
 
-def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, keep: int) -> str:
+def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, keep: int, *, background=None):
+    """Every rank's shards of the weights and optimizer state and its data position, then
+    rank 0's manifest: returns the complete checkpoint's path. With `background` (a gloo
+    group of every rank, for the writer's own collectives) the state is copied to host
+    memory and written by a thread: returns that write's Future, and complete_checkpoint
+    writes the manifest once every rank's future is done."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     ckpt = _join(base, f"step_{step:08d}")
     model_sd, optim_sd = get_state_dict(model, optimizer)
     writer, _ = _writer_reader(ckpt)
+    _fs(ckpt).makedirs(ckpt, exist_ok=True)
+    save_data_state(ckpt, stream, rank)  # small, and of this very step
+    if background is not None:
+        return dcp.async_save({"model": model_sd, "optim": optim_sd}, storage_writer=writer, process_group=background)
     dcp.save({"model": model_sd, "optim": optim_sd}, storage_writer=writer)
-    save_data_state(ckpt, stream, rank)
     dist.barrier()  # every rank's shards are written before the manifest says so
+    complete_checkpoint(base, step, rank, keep)
+    dist.barrier()
+    return ckpt
+
+
+def complete_checkpoint(base: str, step: int, rank: int, keep: int) -> str:
+    """Rank 0 lists what every rank wrote in the manifest, then prunes. Call once every
+    rank's write of `step` is done."""
+    ckpt = _join(base, f"step_{step:08d}")
     if rank == 0:
         fs = _fs(ckpt)
         files = {
@@ -749,7 +773,6 @@ def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, k
         fs.pipe_file(tmp, json.dumps({"step": step, "files": files}).encode())
         fs.mv(tmp, _join(ckpt, MANIFEST))
         prune_checkpoints(base, keep)
-    dist.barrier()
     return ckpt
 
 
@@ -821,18 +844,19 @@ def load_data_state(ckpt: str, stream, rank: int, world: int) -> str | None:
 # ---------------------------------------------------------------- training
 
 
-def step_verdict(loss, grad_norm, stop: StopRequest, world: int, device) -> tuple[float, float, list[int]]:
+def step_verdict(loss, grad_norm, stop: StopRequest, world: int, device, writing: bool = False) -> tuple[float, float, list[int], int]:
     """The step's one host sync, before the optimizer step: one all-reduce of the loss, the
-    gradient norm and the stop signals each rank got. Returns the mean loss, the norm (the
-    same on every rank: clip_grad_norm_ reduces it over the shards) and the signals asked
-    anywhere, so every rank takes the same decision on the same step."""
+    gradient norm, the stop signals each rank got and whether its background save is still
+    writing. Returns the mean loss, the norm (the same on every rank: clip_grad_norm_
+    reduces it over the shards), the signals asked anywhere and the ranks still writing, so
+    every rank takes the same decision on the same step."""
     if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP, already replicated
         grad_norm = grad_norm.full_tensor()
-    asked = torch.tensor([float(stop.signum == s) for s in StopRequest.SIGNALS], dtype=torch.float64)
-    verdict = torch.cat([torch.stack([loss.detach().double(), grad_norm.detach().double()]), asked.to(device)])
+    flags = torch.tensor([float(stop.signum == s) for s in StopRequest.SIGNALS] + [float(writing)], dtype=torch.float64)
+    verdict = torch.cat([torch.stack([loss.detach().double(), grad_norm.detach().double()]), flags.to(device)])
     dist.all_reduce(verdict)  # SUM (gloo has no AVG); float64, so large finite values stay finite
-    total_loss, total_norm, *counts = verdict.tolist()
-    return total_loss / world, total_norm / world, [s for s, n in zip(StopRequest.SIGNALS, counts) if n]
+    total_loss, total_norm, *counts, writers = verdict.tolist()
+    return total_loss / world, total_norm / world, [s for s, n in zip(StopRequest.SIGNALS, counts) if n], int(writers)
 
 
 def state_is_finite(model, optimizer, device) -> bool:
@@ -924,6 +948,10 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     )
 
     model.train()
+    # A gloo group of its own for the background writer's collectives, which run in its
+    # thread beside the training's on the default group.
+    background = dist.new_group(backend="gloo") if args.async_checkpoint and args.checkpoint_dir else None
+    writing = None  # (step, future, seconds training waited) of a background save not yet complete
     saved = stop.saved = start
     in_a_row = skipped = 0
     pending: list[tuple[int, float, float] | str] = []  # loss lines wait for their window's tokens/s
@@ -953,6 +981,19 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
             pass  # a broken group: the process ends anyway
         return code
 
+    def complete_background_save(wait: bool) -> None:
+        """The background save's manifest and line: at once when every rank's write is done
+        (the step verdict says so), or after waiting for it (wait: a stop, the end)."""
+        nonlocal writing, saved
+        step_, future, waited = writing
+        writing = None
+        future.result()  # its exception, if the write failed
+        if wait:
+            dist.barrier()
+        path = complete_checkpoint(args.checkpoint_dir, step_, rank, args.keep_checkpoints)
+        saved = stop.saved = step_
+        log(CHECKPOINT_LINE.format(step=step_, path=path, seconds=waited), local_rank=local_rank)
+
     def stopped_without_save(signum: int, why: str, error: Exception) -> int:
         why = f"{why} ({str(error).splitlines()[0][:200]})"
         return finish(NO_SAVE_STOP_LINE.format(signal=signal.Signals(signum).name, why=why, saved=saved), 128 + signum)
@@ -963,7 +1004,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         try:
-            loss_value, norm, asked = step_verdict(loss, grad_norm, stop, world, device)
+            loss_value, norm, asked, writers = step_verdict(loss, grad_norm, stop, world, device, writing is not None and not writing[1].done())
         except RuntimeError as error:  # a peer gone: gloo raises, NCCL's watchdog aborts
             if not stop.signum:
                 raise
@@ -980,8 +1021,13 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
             pending.append(SKIPPED_LINE.format(step=step, loss=loss_value, norm=norm, in_a_row=in_a_row, total=skipped))
         optimizer.zero_grad(set_to_none=True)
         scheduler.step()
+        if writing is not None and not writers:
+            flush()
+            complete_background_save(wait=False)
         if in_a_row >= args.max_nonfinite_steps:
             flush()
+            if writing is not None:  # its state was finite: finish it before stopping
+                complete_background_save(wait=True)
             line = NONFINITE_STOP_LINE.format(count=in_a_row, first=step - in_a_row + 1, last=step, saved=saved)
             return finish(line, 3)
         stopping = bool(asked)
@@ -992,20 +1038,30 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         signum = (stop.signum or asked[0]) if stopping else None
         if save_now:
             t0 = time.perf_counter()
+            # The last save and a stop's are complete before the process ends.
+            in_background = background is not None and not stopping and step != args.max_steps
             try:
+                if writing is not None:  # the last one still writing: this one waits for it
+                    complete_background_save(wait=True)
                 finite = state_is_finite(model, optimizer, device)
                 if finite:
-                    path = save_checkpoint(args.checkpoint_dir, step, model, optimizer, stream, rank, args.keep_checkpoints)
+                    path = save_checkpoint(args.checkpoint_dir, step, model, optimizer, stream, rank, args.keep_checkpoints,
+                                           background=background if in_background else None)
             except RuntimeError as error:  # a peer gone mid-save
                 if not stopping:
                     raise
                 return stopped_without_save(signum, f"the save at step={step} failed", error)
             if not finite:
                 return finish(UNSAFE_STATE_LINE.format(step=step, saved=saved), 3)
-            saved = stop.saved = step
-            log(CHECKPOINT_LINE.format(step=step, path=path, seconds=time.perf_counter() - t0), local_rank=local_rank)
+            if in_background:
+                writing = (step, path, time.perf_counter() - t0)
+            else:
+                saved = stop.saved = step
+                log(CHECKPOINT_LINE.format(step=step, path=path, seconds=time.perf_counter() - t0), local_rank=local_rank)
         if stopping:
             return finish(SIGNAL_STOP_LINE.format(signal=signal.Signals(signum).name, step=step, saved=saved), 128 + signum)
+    if writing is not None:
+        complete_background_save(wait=True)
     log(f"training finished step={args.max_steps}", local_rank=local_rank)
     dist.barrier()
     dist.destroy_process_group()

@@ -30,10 +30,11 @@ def workdir(tmp_path_factory):
 
 
 def _torchrun(work: Path, max_steps: int) -> subprocess.CompletedProcess:
-    # The job's shuffle (its buffer and seed): a resume must reproduce the losses all the same.
+    # The job's shuffle (its buffer and seed) and background saves: a resume must reproduce
+    # the losses all the same.
     job = _job_train_args()
     extra = [f"--checkpoint-dir={work / 'ckpt'}", "--checkpoint-interval=10", "--keep-checkpoints=2",
-             f"--shuffle-buffer={job.shuffle_buffer}", f"--seed={job.seed}"]
+             f"--shuffle-buffer={job.shuffle_buffer}", f"--seed={job.seed}", *(["--async-checkpoint"] if job.async_checkpoint else [])]
     cmd = bench_train.train_command(TRAIN, work, max_steps=max_steps, extra=extra)
     result = subprocess.run(cmd, cwd=work, env=bench_train.offline_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -478,12 +479,14 @@ def _job_train_args() -> "argparse.Namespace":
     return _train_module().parse_args(command[command.index("/workspace/train.py") + 1 :])
 
 
-@pytest.mark.parametrize("data", ["documents", "synthetic"])
+@pytest.mark.parametrize("data", ["documents", "synthetic", "documents, saved in the background"])
 def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, tmp_path, data):
     """An uninterrupted run, and one that dies at step 21 (an exception, as a lost node) and
     resumes from its step-16 checkpoint, with the job's shuffle buffer and seed over four
     shards of 50 documents: the buffer holds every document, and the second pass starts
-    after the resume. Every loss and every weight and optimizer tensor must be equal."""
+    after the resume. Every loss and every weight and optimizer tensor must be equal. Saved
+    in the background (--async-checkpoint), the interrupted run's checkpoints must hold the
+    very state of their step, though training went on while they were written."""
     import torch
     import torch.distributed as dist
 
@@ -499,6 +502,8 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
               f"--seed={job.seed}", *source)
     code, whole = _train_in_process(workdir, *common, f"--checkpoint-dir={tmp_path / 'whole'}")
     assert code == 0, whole[-2000:]
+    if "background" in data:
+        common += ("--async-checkpoint",)
 
     train = _train_module()
     real, steps = train.next_token_loss, iter(range(1, 100))
@@ -515,7 +520,7 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
     code, resumed = _train_in_process(workdir, *common, f"--checkpoint-dir={tmp_path / 'killed'}")
     assert code == 0 and f"resumed from {tmp_path / 'killed' / 'step_00000016'} at step=16" in resumed, resumed[-2000:]
     assert "replaying" not in resumed
-    if data == "documents":  # the resumed part runs into the second pass
+    if data.startswith("documents"):  # the resumed part runs into the second pass
         state = json.loads((tmp_path / "killed" / "step_00000028" / "data_rank00000.json").read_text())
         assert state["epoch"] == 1 and json.loads((tmp_path / "killed" / "step_00000016" / "data_rank00000.json").read_text())["epoch"] == 0
     expected, got = _losses(whole), _losses(resumed)
@@ -525,6 +530,12 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
     b = _saved_tensors(tmp_path / "killed" / "step_00000028", tmp_path / "killed")
     assert sorted(a) == sorted(b) and len(a) > 40
     assert [k for k in a if not torch.equal(a[k], b[k])] == []
+    if "background" in data:
+        saved_lines = [l for l in resumed.splitlines() if l.startswith("checkpoint saved")]
+        assert [int(re.search(r"step=(\d+)", l).group(1)) for l in saved_lines] == [24, 28]
+        c = _saved_tensors(tmp_path / "whole" / "step_00000024", tmp_path / "whole")
+        d = _saved_tensors(tmp_path / "killed" / "step_00000024", tmp_path / "killed")
+        assert [k for k in c if not torch.equal(c[k], d[k])] == []  # written while steps 25-27 trained
 
 
 def test_a_two_rank_checkpoint_resumes_on_one_rank_and_other_files_are_refused_with_one_line(first_run, workdir, tmp_path):
