@@ -152,7 +152,8 @@ class ClusterStack(PlatformStack):
             self,
             "KubectlAccess",
             description="How the admin principals reach the cluster after deploy",
-            value=f"As {' or '.join(settings.eks.admin_principal_arns)}{where}: {kubeconfig} && kubectl get nodes",
+            value=f"As {' or '.join(settings.eks.admin_principal_arns) or 'a principal that has access to ' + settings.eks_cluster_name}"
+            f"{where}: {kubeconfig} && kubectl get nodes",
         )
 
     def _admin_access_entries(self) -> None:

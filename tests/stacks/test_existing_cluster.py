@@ -15,7 +15,8 @@ CLUSTER_GROUP = CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"]["sec
 # Its own kubectl role and the Pod Identity agent installed: the other way to reach the cluster.
 OWN_ROLE = "arn:aws:iam::111111111111:role/platform-kubectl"
 WITH_OWN_ROLE = {**CAPABILITIES["existing-cluster"], "eks": {"existing_cluster": {
-    **CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"], "kubectl_role_arn": OWN_ROLE, "install_pod_identity_agent": True}}}
+    **CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"], "kubectl_role_arn": OWN_ROLE, "install_pod_identity_agent": True},
+    "admin_principal_arns": []}}
 
 
 def _types(s, suffix: str) -> set[str]:
@@ -109,6 +110,9 @@ def test_a_kubectl_role_of_its_own_gets_no_access_entry_and_the_agent_is_install
     handler = next(r for k, r in s.resources("cluster", "AWS::Lambda::Function").items()
                    if s.templates["cluster"]["Resources"][k]["Metadata"]["aws:cdk:path"] == "hyperpod-dev-cluster/KubectlProvider/Handler/Resource")
     assert handler["Properties"]["Role"] == OWN_ROLE
+    # No new admins listed: the output still says who can reach the cluster.
+    access = s.templates["cluster"]["Outputs"]["KubectlAccess"]["Value"]
+    assert access.startswith(f"As a principal that has access to {NAME}: aws eks update-kubeconfig")
     (agent,) = s.resources("cluster", "AWS::EKS::Addon").values()
     # Kept on the cluster when this environment goes: other workloads may rely on it by then.
     assert agent["Properties"]["AddonName"] == "eks-pod-identity-agent" and agent["Properties"]["PreserveOnDelete"] is True
