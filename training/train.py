@@ -13,10 +13,12 @@ no loss line, so the rules' loss clocks keep running; a few in a row stop the jo
 SIGUSR1 (the agent's graceful stop) and SIGTERM save at the next step boundary and exit;
 where that cannot happen in the agent's stop timeout, the job exits without a save.
 
-Checkpoints are sharded (torch.distributed.checkpoint), one directory per save. A save is
-complete only when rank 0 has written its manifest listing every file and its size, after
-all ranks finished; resume takes the newest complete one, so a partial or truncated
-checkpoint is never picked.
+Checkpoints are sharded (torch.distributed.checkpoint), one directory per save, with each
+rank's data position (its shuffle buffer too), so a resume continues exactly, on the same
+world size or, re-divided, on another. A save is complete only when rank 0 has written its
+manifest listing every file and its size, after all ranks finished; resume takes the newest
+complete one, so a partial or truncated checkpoint is never picked. --async-checkpoint
+writes in the background and completes the save at a later step boundary.
 """
 
 from __future__ import annotations

@@ -348,8 +348,10 @@ def test_each_signal_the_agent_stops_workers_with_saves_at_the_next_step_and_exi
     try:
         for name in signals:  # both at once: the startups overlap
             ckpt = tmp_path / name
-            cmd = _single(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}",
-                          "--checkpoint-interval=100000")
+            # SIGUSR1's run saves in the background at every step, as the job does at its
+            # interval: the stop comes while a save is being written, and waits for it.
+            saves = ["--async-checkpoint", "--checkpoint-interval=1"] if name == "SIGUSR1" else ["--checkpoint-interval=100000"]
+            cmd = _single(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}", *saves)
             runs[name] = subprocess.Popen(cmd, cwd=workdir, env=_single_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         for name, proc in runs.items():
             sent = None
@@ -365,6 +367,10 @@ def test_each_signal_the_agent_stops_workers_with_saves_at_the_next_step_and_exi
             (stopped,) = [l for l in rest.splitlines() if l.startswith("training stopped")]
             step = int(re.fullmatch(rf"training stopped on {name} after step=(\d+); checkpoint step=\1", stopped).group(1))
             assert (tmp_path / name / f"step_{step:08d}" / "_COMPLETE.json").exists()
+            if name == "SIGUSR1":  # the save before the stop's completed too, before it
+                lines = rest.splitlines()
+                before = [l for l in lines[: lines.index(stopped)] if l.startswith(f"checkpoint saved step={step - 1} ")]
+                assert before and (tmp_path / name / f"step_{step - 1:08d}" / "_COMPLETE.json").exists(), rest[-2000:]
             assert exited < 10, exited
     finally:
         for proc in runs.values():
