@@ -724,6 +724,45 @@ def check_existing_subnets(settings: Settings, aws: Clients) -> list[Result]:
     return results
 
 
+def check_existing_security_group(settings: Settings, aws: Clients) -> list[Result]:
+    """network.existing_security_group_id has the rules the stack gives a group it creates (as
+    both references do): all traffic from and to itself (EFA, which a 0.0.0.0/0 rule does not
+    cover; Lustre's 988 and 1018-1023) and all egress (AWS APIs, registries)."""
+    group_id = settings.network.existing_security_group_id
+    if not group_id:
+        return []
+    try:
+        (group,) = aws("ec2").describe_security_groups(GroupIds=[group_id])["SecurityGroups"]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) != "InvalidGroup.NotFound":
+            raise
+        return [Result(f"security group {group_id}", "fail", f"does not exist in {aws.region}", "fix network.existing_security_group_id")]
+
+    def every_protocol(rules: list[dict], *, to_self: bool = False, anywhere: bool = False) -> bool:
+        return any(
+            r.get("IpProtocol") == "-1"
+            and ((to_self and any(p.get("GroupId") == group_id for p in r.get("UserIdGroupPairs", [])))
+                 or (anywhere and any(c.get("CidrIp") == "0.0.0.0/0" for c in r.get("IpRanges", []))))
+            for r in rules
+        )
+
+    check, vpc = f"security group {group_id}", settings.network.existing_vpc.vpc_id
+    if group.get("VpcId") != vpc:
+        return [Result(check, "fail", f"is in {group.get('VpcId')}, not network.existing_vpc {vpc}", "name a group of that VPC")]
+    needs = (
+        ("all traffic from itself", every_protocol(group.get("IpPermissions", []), to_self=True),
+         f"aws ec2 authorize-security-group-ingress --group-id {group_id} --ip-permissions IpProtocol=-1,UserIdGroupPairs=[{{GroupId={group_id}}}]"),
+        ("all traffic to itself (EFA)", every_protocol(group.get("IpPermissionsEgress", []), to_self=True),
+         f"aws ec2 authorize-security-group-egress --group-id {group_id} --ip-permissions IpProtocol=-1,UserIdGroupPairs=[{{GroupId={group_id}}}]"),
+        ("all egress", every_protocol(group.get("IpPermissionsEgress", []), anywhere=True),
+         f"aws ec2 authorize-security-group-egress --group-id {group_id} --ip-permissions IpProtocol=-1,IpRanges=[{{CidrIp=0.0.0.0/0}}]"),
+    )
+    return [
+        Result(f"{check} {what}", "pass", "allowed") if present else Result(f"{check} {what}", "fail", "missing: HyperPod nodes need it", command)
+        for what, present, command in needs
+    ]
+
+
 DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check_drift_chart)
 
 CHECKS = (
@@ -733,6 +772,7 @@ CHECKS = (
     check_eks_name,
     check_existing_cluster,
     check_existing_subnets,
+    check_existing_security_group,
     check_hyperpod_name,
     check_eks_version,
     check_addon_versions,

@@ -228,6 +228,8 @@ class ClusterStack(PlatformStack):
         cluster's other nodes, which carry the cluster group (EKS admits all traffic within
         it, and managed node groups join it)."""
         ours = self.network.efa_security_group.security_group_id
+        if ours == cluster_group_id:
+            return []  # the nodes are in the cluster's group (network.existing_security_group_id), which admits itself
         rules = [
             ec2.CfnSecurityGroupIngress(
                 self, "ClusterGroupFromHyperPodNodes", group_id=cluster_group_id, source_security_group_id=ours,

@@ -232,7 +232,12 @@ class NetworkStack(PlatformStack):
 
     # ------------------------------------------------------------------ security
 
-    def _efa_security_group(self) -> ec2.SecurityGroup:
+    def _efa_security_group(self) -> ec2.ISecurityGroup:
+        existing = self.settings.network.existing_security_group_id
+        if existing:
+            # Its rules stay its owner's (a rule that is already there fails to be added again);
+            # preflight checks it has the ones below.
+            return ec2.SecurityGroup.from_security_group_id(self, "EfaSecurityGroup", existing, mutable=False)
         sg = ec2.SecurityGroup(
             self,
             "EfaSecurityGroup",

@@ -166,6 +166,7 @@ _PATTERN_WORDS = {
     "route_table_id": "must be a route table ID, rtb-0123456789abcdef0",
     "vpc_id": "must be a VPC ID, vpc-0123456789abcdef0",
     "security_group_id": "must be a security group ID, sg-0123456789abcdef0",
+    "existing_security_group_id": "must be a security group ID, sg-0123456789abcdef0",
     "account": "must be a 12-digit AWS account ID",
     "region": "must be an AWS region name, like us-east-1",
     "nccl_image": "must be an image reference, registry/repository:tag or @sha256:<digest>",

@@ -66,6 +66,10 @@ class NetworkSettings(Model):
     interface_endpoints: Union[bool, Literal["none", "all"], tuple[str, ...]] = False
     flow_logs: bool = True
     existing_vpc: Optional[ExistingVpc] = None
+    # A security group of existing_vpc for the HyperPod nodes (and a new control plane) instead
+    # of one the stack creates; its rules are its owner's: all traffic to and from itself (EFA,
+    # Lustre) and all egress, which preflight checks. An existing cluster's own group may be it.
+    existing_security_group_id: Optional[str] = Field(default=None, pattern=r"^sg-[0-9a-f]{8,17}$")
 
     @property
     def nat_count(self) -> int:
@@ -258,6 +262,8 @@ def check_network(s: Settings, p: Problems):
             p.error(where, str(block), "overlaps 169.254.0.0/16, link-local, which a VPC cannot use")
         elif block.overlaps(AVOID):
             p.error(where, str(block), "overlaps 172.17.0.0/16, which the VPC user guide says not to use: SageMaker uses it (and Docker's default bridge)")
+    if net.existing_security_group_id and not net.existing_vpc:
+        p.error("network.existing_security_group_id", net.existing_security_group_id, "needs network.existing_vpc, the VPC the group is in")
     if net.existing_vpc:
         _check_existing_vpc(s, p)
         return

@@ -126,3 +126,35 @@ def test_what_a_new_cluster_would_check_or_keep_is_left_out():
     assert "vpc-cni" not in preflight._addons_to_create(s) and "eks-pod-identity-agent" not in preflight._addons_to_create(s)
     assert not [n for kind, n, _ in preflight.retained_names(s) if n.startswith("/aws/eks/")]
     assert preflight.check_existing_cluster(config.load_settings(patched_context("dev", {}), "dev")[0], None) == []
+
+
+def _group(*, ingress=(), egress=(), vpc=VPC):
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_response("describe_security_groups", {"SecurityGroups": [{
+        "GroupId": GROUP, "GroupName": "eks-cluster-sg-platform-shared", "VpcId": vpc, "OwnerId": "111111111111", "Description": "EKS",
+        "IpPermissions": list(ingress), "IpPermissionsEgress": list(egress)}]}, {"GroupIds": [GROUP]})
+    stub.activate()
+    return client
+
+
+SELF = {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": GROUP}]}
+ANYWHERE = {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}
+
+
+def test_a_group_of_its_own_must_admit_itself_both_ways_and_send_anywhere():
+    """The rules the network stack gives a group it creates, as both references do (quick setup
+    security-group-template; awsome security_group module): self in and out, all egress."""
+    s = _settings(network={"existing_security_group_id": GROUP})
+
+    def run(ec2):
+        return {r.check.removeprefix(f"security group {GROUP} "): r for r in preflight.check_existing_security_group(s, preflight.Clients(None, REGION, {"ec2": ec2}))}
+
+    assert {k: r.status for k, r in run(_group(ingress=[SELF], egress=[SELF, ANYWHERE])).items()} == {
+        "all traffic from itself": "pass", "all traffic to itself (EFA)": "pass", "all egress": "pass"}
+    # EKS's default cluster group: self ingress and all egress, but no egress rule naming itself.
+    default = run(_group(ingress=[SELF], egress=[ANYWHERE]))
+    assert default["all traffic to itself (EFA)"].status == "fail"
+    assert "authorize-security-group-egress" in default["all traffic to itself (EFA)"].action
+    (elsewhere,) = run(_group(vpc="vpc-0fffffffffffffff0")).values()
+    assert elsewhere.status == "fail" and VPC in elsewhere.detail

@@ -12,11 +12,15 @@ from tests.conftest import CAPABILITIES
 
 NAME = CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"]["name"]
 CLUSTER_GROUP = CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"]["security_group_id"]
-# Its own kubectl role and the Pod Identity agent installed: the other way to reach the cluster.
+# The other way round, in one synthesis: its own kubectl role, the Pod Identity agent installed,
+# no new admins, and the nodes in the cluster's own group (as the quick setup puts them).
 OWN_ROLE = "arn:aws:iam::111111111111:role/platform-kubectl"
-WITH_OWN_ROLE = {**CAPABILITIES["existing-cluster"], "eks": {"existing_cluster": {
-    **CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"], "kubectl_role_arn": OWN_ROLE, "install_pod_identity_agent": True},
-    "admin_principal_arns": []}}
+WITH_OWN_ROLE = {
+    "network": {**CAPABILITIES["existing-cluster"]["network"], "existing_security_group_id": CLUSTER_GROUP},
+    "eks": {"existing_cluster": {**CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"], "kubectl_role_arn": OWN_ROLE,
+                                 "install_pod_identity_agent": True},
+            "admin_principal_arns": []},
+}
 
 
 def _types(s, suffix: str) -> set[str]:
@@ -153,3 +157,12 @@ def test_the_outputs_name_the_existing_cluster(synth):
     outputs = synth("existing-cluster").templates["cluster"]["Outputs"]
     assert outputs["EksClusterName"]["Value"] == NAME
     assert f"--name {NAME}" in outputs["UpdateKubeconfigCommand"]["Value"]
+
+
+def test_nodes_in_the_clusters_own_group_need_no_rule_and_no_group_of_ours(synth):
+    s = synth("dev", WITH_OWN_ROLE)
+    assert not s.resources("network", "AWS::EC2::SecurityGroupIngress") and not s.resources("cluster", "AWS::EC2::SecurityGroupIngress")
+    descriptions = [r["Properties"]["GroupDescription"] for r in s.resources("network", "AWS::EC2::SecurityGroup").values()]
+    assert descriptions == ["Interface endpoints: HTTPS from the VPC"]  # the endpoints' group only
+    (hyperpod,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    assert hyperpod["Properties"]["VpcConfig"]["SecurityGroupIds"] == [CLUSTER_GROUP]
