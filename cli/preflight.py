@@ -196,6 +196,8 @@ def check_addon_versions(settings: Settings, aws: Clients) -> list[Result]:
 def check_admins(settings: Settings, aws: Clients) -> list[Result]:
     iam = aws("iam")
     results = []
+    if not settings.eks.admin_principal_arns and settings.uses_existing_cluster:
+        return [Result("admin principals", "pass", f"none to add: access to {settings.eks_cluster_name} stays as it is")]
     if not settings.eks.admin_principal_arns:
         return [Result("admin principals", "warn", "eks.admin_principal_arns is empty", "add your role, or nobody can use kubectl")]
     for arn in settings.eks.admin_principal_arns:

@@ -126,6 +126,9 @@ def test_what_a_new_cluster_would_check_or_keep_is_left_out():
     assert "vpc-cni" not in preflight._addons_to_create(s) and "eks-pod-identity-agent" not in preflight._addons_to_create(s)
     assert not [n for kind, n, _ in preflight.retained_names(s) if n.startswith("/aws/eks/")]
     assert preflight.check_existing_cluster(config.load_settings(patched_context("dev", {}), "dev")[0], None) == []
+    # No admins to add is no warning here: the cluster's access stays as it is.
+    (admins,) = preflight.check_admins(_settings({"admin_principal_arns": []}), preflight.Clients(None, REGION, {"iam": object()}))
+    assert admins.status == "pass"
 
 
 def _group(*, ingress=(), egress=(), vpc=VPC):
