@@ -166,8 +166,8 @@ def _addons_to_create(settings: Settings) -> dict[str, str | None]:
         "coredns": core.coredns.version,
         "eks-pod-identity-agent": core.pod_identity_agent.version,
     }
-    if settings.uses_existing_cluster:  # it runs its own; the agent only where asked for
-        wanted = {"eks-pod-identity-agent": core.pod_identity_agent.version} if settings.eks.existing_cluster.install_pod_identity_agent else {}
+    keys = {"vpc-cni": "vpc_cni", "kube-proxy": "kube_proxy", "coredns": "coredns", "eks-pod-identity-agent": "pod_identity_agent"}
+    wanted = {name: pin for name, pin in wanted.items() if keys[name] in settings.core_addons_installed}
     for addon in registry.plan(settings):
         if isinstance(addon, ManagedAddon):
             wanted[addon.eks_name] = addon.config.version

@@ -251,7 +251,7 @@ class ClusterStack(PlatformStack):
     def _missing_core_addons(self) -> dict[str, eks.Addon]:
         """On an existing cluster, only the Pod Identity agent, and only when asked: it runs
         its own vpc-cni, kube-proxy and CoreDNS, which a second, managed copy would take over."""
-        if not self.settings.eks.existing_cluster.install_pod_identity_agent:
+        if "pod_identity_agent" not in self.settings.core_addons_installed:
             return {}
         agent = eks.Addon(
             self,

@@ -118,6 +118,15 @@ class Settings(Model):
         return self.eks.existing_cluster is not None
 
     @property
+    def core_addons_installed(self) -> tuple[str, ...]:
+        """The eks.core_addons this deploy installs (their config keys): all four on a cluster
+        of ours; on an existing one, which runs its own, the Pod Identity agent where asked."""
+        ec = self.eks.existing_cluster
+        if ec is None:
+            return ("vpc_cni", "kube_proxy", "coredns", "pod_identity_agent")
+        return ("pod_identity_agent",) if ec.install_pod_identity_agent else ()
+
+    @property
     def mirrors_chart_images(self) -> bool:
         asked = self.hyperpod.helm_chart.mirror_images
         return asked if asked is not None else self.network.closed
