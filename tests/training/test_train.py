@@ -561,3 +561,21 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank_and_other_files_are_refused_w
     (refused,) = [l for l in out.splitlines() if l.startswith("cannot resume")]
     assert refused == (f"cannot resume from {ckpt / 'step_00000024'}: the checkpoint's data position is over 1 shards and this "
                        "dataset has 2: a pass over other files cannot be continued")
+
+
+def test_an_elastic_scale_event_reaches_train_py_as_a_signal_it_saves_on():
+    """The agent's elastic event handler (for training processes) takes elastic scaling events
+    as the signals it registers a handler for, read from its source: train.py's stop must
+    catch them, so a scale-down or scale-up saves before the world changes."""
+    import ast
+    import tarfile
+
+    from tests.manifests.test_agent_contract import SDIST
+
+    with tarfile.open(SDIST) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("src/hyperpod_elastic_agent/elastic_event_handler.py"))
+        tree = ast.parse(tar.extractfile(member).read())
+    registered = {call.args[0].attr for call in ast.walk(tree) if isinstance(call, ast.Call)
+                  and getattr(call.func, "attr", None) == "signal" and call.args and isinstance(call.args[0], ast.Attribute)}
+    assert registered == {"SIGUSR1"}
+    assert registered <= {s.name for s in _train_module().StopRequest.SIGNALS}
