@@ -14,9 +14,7 @@ import torch
 from infra import catalogue, config
 from infra.config.sample_job import job_model
 from manifests import job as job_manifest
-from tests.conftest import CONTEXT, patched_context
-
-from tests.conftest import ROOT
+from tests.conftest import CONTEXT, ROOT, patched_context
 
 sys.path.insert(0, str(ROOT / "training"))  # train.py imports its neighbours as the image does
 import model_shape  # noqa: E402
