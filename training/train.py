@@ -840,7 +840,7 @@ def load_data_state(ckpt: str, stream, rank: int, world: int) -> str | None:
             "without every rank's the pass cannot be re-divided"
         )
     stream.redivide(states)
-    return f"data position of {saved_world} ranks re-divided over {world}"
+    return f"data position of {saved_world} rank{'s' * (saved_world > 1)} re-divided over {world}"
 
 
 # ---------------------------------------------------------------- training

@@ -124,7 +124,8 @@ def test_a_resume_on_another_world_size_reads_every_document_once_per_pass(shard
         streams = [train.load_stream(args, rank, world) for rank in range(world)]
         if saved:
             for rank, stream in enumerate(streams):
-                assert train.load_data_state(str(saved), stream, rank, world) == f"data position of {worlds[phase - 1]} ranks re-divided over {world}"
+                before = worlds[phase - 1]
+                assert train.load_data_state(str(saved), stream, rank, world) == f"data position of {before} rank{'s' * (before > 1)} re-divided over {world}"
         for rank, stream in enumerate(streams):
             reader = _Reader(stream)
             if phase == len(worlds) - 1:
