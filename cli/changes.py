@@ -333,10 +333,36 @@ def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]], gr
                     detail = ", ".join(f"{f} {_short(before[name].get(f))} -> {_short(after[name].get(f))}" for f in fields)
                     callouts.append(f"NODES REPLACED: HyperPod replaces every node of instance group {name} in {stack} ({detail})")
                     groups_replaced.setdefault(stack, []).append(name)
+                keys_before, keys_after = _volume_keys(before[name]), _volume_keys(after[name])
+                if keys_before != keys_after or _mentions(list(keys_after.values()), replaced.get(stack, set())):
+                    # HyperPod's smcluster-cmk page: "KMS key transition isn't currently supported ... create a new
+                    # instance group with the desired key and delete your old instance group."
+                    detail = ", ".join(
+                        f"{volume} {_key(keys_before.get(volume))} -> {_key(keys_after.get(volume))}"
+                        for volume in sorted(set(keys_before) | set(keys_after))
+                        if keys_before.get(volume) != keys_after.get(volume) or _mentions(keys_after.get(volume), replaced.get(stack, set()))
+                    )
+                    callouts.append(
+                        f"REFUSED: HyperPod cannot change the volume key of instance group {name} in {stack} ({detail}); "
+                        "add a new group with the key and remove this one instead"
+                    )
                 count_before, count_after = before[name].get("InstanceCount"), after[name].get("InstanceCount")
                 if count_before != count_after:
                     callouts.append(f"NODE COUNT: instance group {name} in {stack} goes from {count_before} to {count_after} node(s)")
     return callouts
+
+
+def _volume_keys(group: dict) -> dict[str, object]:
+    """volume (root or secondary) -> the KMS key its ClusterEbsVolumeConfig names (None: an AWS owned key)."""
+    keys = {}
+    for config in group.get("InstanceStorageConfigs", []):
+        ebs = config.get("EbsVolumeConfig", {})
+        keys["root volume" if ebs.get("RootVolume") else "secondary volume"] = ebs.get("VolumeKmsKeyId")
+    return {volume: key for volume, key in keys.items() if key is not None}
+
+
+def _key(key) -> str:
+    return _short(key) if key is not None else "an AWS owned key"
 
 
 def _addon_versions(template: dict) -> dict[str, dict]:

@@ -441,3 +441,35 @@ def test_nodes_no_team_quota_covers_count_quotas_by_nodes_accelerators_and_mig_s
         "Team quotas: 1 of 4 ml.p5.48xlarge node(s) in no team's quota (was 1 of 3)")
     assert deltas.compare(stacks(3), stacks(4), "us-east-1", {})["lines"]["quotas"] == [
         "Quota: ml.p5.48xlarge for cluster usage: 3 -> 4 node(s) at deploy"]  # no teams: nothing to cover
+
+
+def _cluster_with_volume_key(key) -> dict:
+    ebs = {"VolumeSizeInGB": 500} | ({"VolumeKmsKeyId": key} if key else {})
+    group = {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2,
+             "InstanceStorageConfigs": [{"EbsVolumeConfig": ebs}]}
+    return {"Resources": {"Cluster": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": [group]}}}}
+
+
+@pytest.mark.parametrize("before, after", [
+    ("arn:aws:kms:us-east-1:111111111111:key/1111aaaa-1111-1111-1111-111111111111",
+     "arn:aws:kms:us-east-1:111111111111:key/2222bbbb-2222-2222-2222-222222222222"),
+    (None, "arn:aws:kms:us-east-1:111111111111:key/2222bbbb-2222-2222-2222-222222222222"),
+])
+def test_a_groups_volume_key_changed_is_refused_as_hyperpod_refuses_it(before, after):
+    # HyperPod's smcluster-cmk page: "KMS key transition isn't currently supported, so you can't change the
+    # KMS key specified in your configuration. To use a different key, create a new instance group ..."
+    old = changes.Baseline("deployed", {"hyperpod": _cluster_with_volume_key(before)}, whole_app=True)
+    report = changes.compare(old, [StackSummary("hyperpod", _cluster_with_volume_key(after), [])], "us-east-1")
+    assert report["callouts"] == [
+        f"REFUSED: HyperPod cannot change the volume key of instance group gpu in hyperpod (secondary volume "
+        f"{before or 'an AWS owned key'} -> {after}); add a new group with the key and remove this one instead"
+    ]
+
+
+def test_the_same_volume_key_is_no_callout():
+    key = "arn:aws:kms:us-east-1:111111111111:key/1111aaaa-1111-1111-1111-111111111111"
+    old = changes.Baseline("deployed", {"hyperpod": _cluster_with_volume_key(key)}, whole_app=True)
+    new = _cluster_with_volume_key(key)
+    new["Resources"]["Cluster"]["Properties"]["InstanceGroups"][0]["InstanceCount"] = 3
+    report = changes.compare(old, [StackSummary("hyperpod", new, [])], "us-east-1")
+    assert report["callouts"] == ["NODE COUNT: instance group gpu in hyperpod goes from 2 to 3 node(s)"]
