@@ -230,7 +230,8 @@ def check_bootstrap(settings: Settings, aws: Clients) -> list[Result]:
 def retained_names(settings: Settings) -> list[tuple[str, str, str]]:
     """(kind, name, stack) of each kept resource whose name config fixes: what an earlier
     deploy of this environment may have left behind after `cdk destroy`."""
-    out = [("bucket", settings.lifecycle_bucket_name, settings.stack_name("cluster"))]
+    # An existing lifecycle bucket is not ours to keep: check_existing_lifecycle_bucket.
+    out = [] if settings.hyperpod.existing_lifecycle_bucket else [("bucket", settings.lifecycle_bucket_name, settings.stack_name("cluster"))]
     if not settings.uses_existing_cluster:  # an existing cluster's log group is its own
         out.append(("log group", f"/aws/eks/{settings.eks_cluster_name}/cluster", settings.stack_name("cluster")))
     if settings.network.flow_logs:
@@ -765,6 +766,36 @@ def check_existing_security_group(settings: Settings, aws: Clients) -> list[Resu
     ]
 
 
+def check_existing_lifecycle_bucket(settings: Settings, aws: Clients) -> list[Result]:
+    """hyperpod.existing_lifecycle_bucket exists in this region, and its default encryption is
+    one the stacks can work with: SSE-S3 or the AWS managed key. Under a customer managed key
+    the upload Lambda and the nodes would need grants on a key the stacks do not know."""
+    name = settings.hyperpod.existing_lifecycle_bucket
+    if not name:
+        return []
+    s3, check = aws("s3"), f"bucket {name}"
+    try:
+        region = s3.get_bucket_location(Bucket=name).get("LocationConstraint") or "us-east-1"
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) not in ("NoSuchBucket", "404", "AccessDenied", "403"):
+            raise
+        return [Result(check, "fail", f"does not exist or is not this account's ({_error_code(err)})", "fix hyperpod.existing_lifecycle_bucket")]
+    if region != aws.region:
+        return [Result(check, "fail", f"is in {region}; HyperPod reads lifecycle scripts from {aws.region}", "name a bucket in the cluster's region")]
+    try:
+        rules = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) != "ServerSideEncryptionConfigurationNotFoundError":
+            raise
+        rules = []
+    default = next((r["ApplyServerSideEncryptionByDefault"] for r in rules if "ApplyServerSideEncryptionByDefault" in r), {})
+    key = default.get("KMSMasterKeyID", "")
+    if default.get("SSEAlgorithm", "").startswith("aws:kms") and key and not key.endswith("alias/aws/s3"):
+        return [Result(check, "fail", f"encrypts with customer managed key {key}, which the stacks grant neither the upload nor the nodes",
+                       "name a bucket under SSE-S3 or the AWS managed key aws/s3")]
+    return [Result(check, "pass", f"in {region}, {default.get('SSEAlgorithm', 'AES256')}")]
+
+
 DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check_drift_chart)
 
 CHECKS = (
@@ -775,6 +806,7 @@ CHECKS = (
     check_existing_cluster,
     check_existing_subnets,
     check_existing_security_group,
+    check_existing_lifecycle_bucket,
     check_hyperpod_name,
     check_eks_version,
     check_addon_versions,

@@ -14,6 +14,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct, IConstruct
 
@@ -75,13 +76,19 @@ class ClusterStack(PlatformStack):
             self.dependencies_chart.node.add_dependency(*mirror_chart_images(self, settings, values, self.bucket_key))
         # What HyperPod's nodes read at boot, built while the control plane is.
         self.access_logs = self.access_log_bucket("AccessLogsBucket")
-        self.lifecycle_bucket = self.data_bucket(
-            "LifecycleBucket",
-            self.bucket_key,
-            self.access_logs,
-            "lifecycle-bucket/",
-            bucket_name=settings.lifecycle_bucket_name,
-        )
+        if settings.hyperpod.existing_lifecycle_bucket:
+            # As the quick setup's S3BucketName and awsome's existing_s3_bucket_name: its
+            # encryption, logging and versioning are its owner's (preflight checks that the
+            # scripts' upload and the nodes can use its key).
+            self.lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", settings.lifecycle_bucket_name)
+        else:
+            self.lifecycle_bucket = self.data_bucket(
+                "LifecycleBucket",
+                self.bucket_key,
+                self.access_logs,
+                "lifecycle-bucket/",
+                bucket_name=settings.lifecycle_bucket_name,
+            )
         self.lifecycle_uri, self.lifecycle_scripts = lifecycle.deploy_scripts(self, self.lifecycle_bucket)
         # Shared storage in the GPU AZ, encrypted with the data key (fsx.enabled).
         self.file_system = storage.shared_file_system(self, settings, network, self.bucket_key) if settings.fsx.enabled else None

@@ -43,7 +43,12 @@ def deploy_scripts(stack: PlatformStack, bucket: s3.Bucket) -> tuple[str, s3_dep
         prune=False,
         retain_on_delete=stack.settings.protection.retain_data,
     )
-    bucket_id = stack.get_logical_id(bucket.node.default_child)
+    # Ours by its logical id; an existing one by its name.
+    scripts_in = (
+        f"<{stack.get_logical_id(bucket.node.default_child)}.Arn>"
+        if bucket.node.default_child is not None
+        else f"arn:{compliance.partition(stack)}:s3:::{bucket.bucket_name}"
+    )
     compliance.acknowledge_cdk_lambda(
         # The upload Lambda is a stack-level singleton, not a child of the deployment.
         next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")),
@@ -53,7 +58,7 @@ def deploy_scripts(stack: PlatformStack, bucket: s3.Bucket) -> tuple[str, s3_dep
         *compliance.cdk_asset_read(stack),
         "AwsSolutions-IAM5[Action::s3:Abort*]",
         "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
-        f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
+        f"AwsSolutions-IAM5[Resource::{scripts_in}/*]",
         "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
         "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
     )

@@ -188,6 +188,9 @@ class HyperPodSettings(Model):
     tiered_storage_memory_percent: Optional[int] = None
     # Customer managed KMS keys for the nodes' volumes; None: AWS-owned keys.
     volume_encryption: Optional[VolumeEncryption] = None
+    # A bucket of this account (and region) for the lifecycle scripts instead of one the cluster
+    # stack creates; the scripts go under lifecycle/<digest>/ and the nodes may read only that.
+    existing_lifecycle_bucket: Optional[str] = None
 
     @property
     def continuous(self) -> bool:

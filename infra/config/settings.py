@@ -69,6 +69,8 @@ class Settings(Model):
 
     @property
     def lifecycle_bucket_name(self) -> str:
+        if self.hyperpod.existing_lifecycle_bucket:
+            return self.hyperpod.existing_lifecycle_bucket
         return naming.lifecycle_bucket_name(self.prefix, self.env_name, self.account, self.region)
 
     @property
@@ -160,7 +162,9 @@ def check_names(s: Settings, p: Problems):
         )
     for kind, bucket in (("lifecycle", s.lifecycle_bucket_name), ("checkpoint", s.checkpoint_bucket_name)):
         broken = naming.s3_bucket_name_problem(bucket)
-        if broken:
+        if broken and kind == "lifecycle" and s.hyperpod.existing_lifecycle_bucket:
+            p.error("hyperpod.existing_lifecycle_bucket", bucket, f"is not a bucket name S3 allows: {broken}")
+        elif broken:
             p.error("prefix", s.prefix, f"with env {s.env_name!r} makes {kind} bucket {bucket!r}, which S3 refuses: {broken}")
     check_mirror_names(s, p)
     # SageMaker's tag rules are the strictest of the services tagged (its CloudFormation schema).

@@ -161,3 +161,28 @@ def test_a_group_of_its_own_must_admit_itself_both_ways_and_send_anywhere():
     assert "authorize-security-group-egress" in default["all traffic to itself (EFA)"].action
     (elsewhere,) = run(_group(vpc="vpc-0fffffffffffffff0")).values()
     assert elsewhere.status == "fail" and VPC in elsewhere.detail
+
+
+def test_an_existing_lifecycle_bucket_must_be_here_and_under_a_key_the_stacks_can_use(monkeypatch):
+    from moto import mock_aws
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    s = _settings(hyperpod={"existing_lifecycle_bucket": "platform-lifecycle"})
+    with mock_aws():
+        aws = preflight.Clients(boto3.Session(region_name=REGION), REGION)
+        (missing,) = preflight.check_existing_lifecycle_bucket(s, aws)
+        assert missing.status == "fail" and "hyperpod.existing_lifecycle_bucket" in missing.action
+        aws("s3").create_bucket(Bucket="platform-lifecycle")
+        (plain,) = preflight.check_existing_lifecycle_bucket(s, aws)
+        assert plain.status == "pass"
+        aws("s3").put_bucket_encryption(Bucket="platform-lifecycle", ServerSideEncryptionConfiguration={"Rules": [
+            {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": "arn:aws:kms:us-east-1:111111111111:key/k"}}]})
+        (customer_key,) = preflight.check_existing_lifecycle_bucket(s, aws)
+        assert customer_key.status == "fail" and "customer managed key" in customer_key.detail
+        # Not ours to keep: no "name is free" check of it after a teardown.
+        assert "platform-lifecycle" not in [n for _, n, _ in preflight.retained_names(s)]
+        elsewhere = _settings(hyperpod={"existing_lifecycle_bucket": "platform-lifecycle-eu"})
+        aws("s3").create_bucket(Bucket="platform-lifecycle-eu", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        (far,) = preflight.check_existing_lifecycle_bucket(elsewhere, aws)
+        assert far.status == "fail" and "eu-west-1" in far.detail

@@ -13,9 +13,12 @@ from tests.conftest import CAPABILITIES
 NAME = CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"]["name"]
 CLUSTER_GROUP = CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"]["security_group_id"]
 # The other way round, in one synthesis: its own kubectl role, the Pod Identity agent installed,
-# no new admins, and the nodes in the cluster's own group (as the quick setup puts them).
+# no new admins, the nodes in the cluster's own group (as the quick setup puts them) and the
+# lifecycle scripts in a bucket of the platform's.
 OWN_ROLE = "arn:aws:iam::111111111111:role/platform-kubectl"
+SCRIPTS_BUCKET = "platform-lifecycle-111111111111"
 WITH_OWN_ROLE = {
+    "hyperpod": {"existing_lifecycle_bucket": SCRIPTS_BUCKET},
     "network": {**CAPABILITIES["existing-cluster"]["network"], "existing_security_group_id": CLUSTER_GROUP},
     "eks": {"existing_cluster": {**CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"], "kubectl_role_arn": OWN_ROLE,
                                  "install_pod_identity_agent": True},
@@ -166,3 +169,17 @@ def test_nodes_in_the_clusters_own_group_need_no_rule_and_no_group_of_ours(synth
     assert descriptions == ["Interface endpoints: HTTPS from the VPC"]  # the endpoints' group only
     (hyperpod,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
     assert hyperpod["Properties"]["VpcConfig"]["SecurityGroupIds"] == [CLUSTER_GROUP]
+
+
+def test_lifecycle_scripts_go_into_an_existing_bucket_which_nodes_may_read_under_their_prefix_only(synth):
+    s = synth("dev", WITH_OWN_ROLE)
+    names = [r["Properties"].get("BucketName") for r in s.resources("cluster", "AWS::S3::Bucket").values()]
+    assert SCRIPTS_BUCKET not in names and len(names) == 1  # the access-log bucket only
+    (upload,) = s.resources("cluster", "Custom::CDKBucketDeployment").values()
+    assert upload["Properties"]["DestinationBucketName"] == SCRIPTS_BUCKET
+    (hyperpod,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    for group in hyperpod["Properties"]["InstanceGroups"]:
+        assert group["LifeCycleConfig"]["SourceS3Uri"].startswith(f"s3://{SCRIPTS_BUCKET}/lifecycle/")
+    s.template("hyperpod").has_resource_properties("AWS::IAM::ManagedPolicy", {"PolicyDocument": {"Statement": Match.array_with([
+        Match.object_like({"Action": ["s3:GetBucket*", "s3:GetObject*", "s3:List*"],
+                           "Resource": [f"arn:aws:s3:::{SCRIPTS_BUCKET}", f"arn:aws:s3:::{SCRIPTS_BUCKET}/lifecycle/*"]})])}})
