@@ -187,6 +187,9 @@ class ClusterStack(PlatformStack):
           lacks). Ours differs: the nodes keep the network stack's EFA group, whose self rules
           this project owns, and each group admits the other in one rule apiece, so the only
           change to the customer's group is one ingress rule this stack removes on teardown.
+          network.existing_security_group_id may name the cluster's group to do as they do, but
+          its rules stay the customer's (preflight names any missing), as adding one it already
+          has fails the deploy.
         - Core add-ons: neither installs vpc-cni, kube-proxy, CoreDNS or the Pod Identity agent
           on an existing cluster (they live in the EKS stack/module it replaces); nor does this,
           except the agent where eks.existing_cluster.install_pod_identity_agent asks for it.
@@ -210,7 +213,7 @@ class ClusterStack(PlatformStack):
             cluster=handle,
             kubectl_layer=kubectl_layer(self, settings.eks.version),
             private_subnets=network.eks_subnets,
-            # Our group, not the customer's: the rule below lets it reach the API server.
+            # The nodes' group, which reaches the API server (the rule below, or the same group).
             security_groups=[network.efa_security_group],
             role=role,
         )
