@@ -183,3 +183,10 @@ def test_lifecycle_scripts_go_into_an_existing_bucket_which_nodes_may_read_under
     s.template("hyperpod").has_resource_properties("AWS::IAM::ManagedPolicy", {"PolicyDocument": {"Statement": Match.array_with([
         Match.object_like({"Action": ["s3:GetBucket*", "s3:GetObject*", "s3:List*"],
                            "Resource": [f"arn:aws:s3:::{SCRIPTS_BUCKET}", f"arn:aws:s3:::{SCRIPTS_BUCKET}/lifecycle/*"]})])}})
+
+
+def test_importing_the_cluster_asks_aws_nothing_at_synth(synth):
+    """from_cluster_attributes with a provider of our own: no context lookup (manifest.json would
+    list it under `missing`, and `cdk synth` would then want credentials)."""
+    manifest = json.loads((synth("existing-cluster").outdir / "manifest.json").read_text())
+    assert "missing" not in manifest
