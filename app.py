@@ -46,6 +46,11 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
         cluster.bucket_key.key_arn,
         cluster.access_logs.bucket_name,
     )
+    if not settings.uses_existing_cluster:
+        # The accelerator gate's API address, exported even where no group waits for GPUs at
+        # deploy (Karpenter at zero): turning Karpenter on must not drop an export the deployed
+        # gate still imports. An existing cluster's gate asks DescribeCluster instead.
+        cluster.keep_exported(cluster.cluster.cluster_endpoint, cluster.cluster.cluster_certificate_authority_data)
     if settings.sample_job.enabled:
         stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, after=addons))
     if not cluster.chart_prepared:
