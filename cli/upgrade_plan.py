@@ -65,7 +65,9 @@ def addons_of(settings: Settings) -> list[Addon]:
     from addons.base import ManagedAddon
 
     core = settings.eks.core_addons
-    out = [Addon(name, f"eks.core_addons.{key}", getattr(core, key).version) for name, key in CORE_ADDONS.items()]
+    # On an existing cluster its owner runs the core add-ons; only those a deploy installs are ours to pin.
+    installed = settings.core_addons_installed
+    out = [Addon(name, f"eks.core_addons.{key}", getattr(core, key).version) for name, key in CORE_ADDONS.items() if key in installed]
     for addon in registry.plan(settings):
         if isinstance(addon, ManagedAddon):
             out.append(Addon(addon.eks_name, f"addons.{addon.key}", addon.config.version))
@@ -285,6 +287,13 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
             out += [f"  RESOLVE FIRST, EKS upgrade insight {line}" for line in step.insights]
         else:
             out.append(f"  EKS upgrade insights for {step.after}: all passing")
+        if settings.uses_existing_cluster:
+            # The deploy only checks eks.version against the cluster it joins; it cannot move a control plane it does not own.
+            owners = [name for name, key in CORE_ADDONS.items() if key not in settings.core_addons_installed]
+            out.append(f"  0. the control plane is not this project's (eks.existing_cluster): its owner upgrades it to {step.after}, "
+                       f"and its own add-ons ({', '.join(owners)}) to versions for {step.after}, first:")
+            out.append(f"       aws eks update-cluster-version --region {settings.region} --name {settings.eks_cluster_name} "
+                       f"--kubernetes-version {step.after}")
         out.append(f"  1. cdk.json, environments.{env}: merge")
         out.append("       " + json.dumps(cdk_json_change(settings, step), separators=(", ", ": ")))
         unknown = [s.addon.name for s in step.addons if s.version is None]
@@ -303,7 +312,9 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
             out.append(f"     c. deploy, which updates the add-on: {deploy}")
             out += [f"     {chr(ord('d') + i)}. {line}" for i, line in enumerate(versions.TASK_GOVERNANCE_MIGRATION_STEPS[3:])]
         else:
-            out.append(f"  2. deploy (the control plane first, then the add-ons, in the stacks' order): {deploy}")
+            what = ("the add-ons and chart this project installs" if settings.uses_existing_cluster
+                    else "the control plane first, then the add-ons, in the stacks' order")
+            out.append(f"  2. deploy ({what}): {deploy}")
         out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware):")
         out += [f"     {line}" for line in ami_lines(settings, step.after)]
         out.append("")

@@ -207,3 +207,19 @@ def test_the_readme_shows_prods_plan_as_the_command_prints_it():
     current, steps = upgrade_plan.build(settings, "1.34", upgrade_plan.OfflineVersions())
     text = upgrade_plan.to_text(settings, current, "1.34", steps, upgrade_plan.OFFLINE_SOURCE)
     assert text.rstrip("\n") in (ROOT / "README.md").read_text()
+
+
+def test_on_an_existing_cluster_its_owner_upgrades_the_control_plane_and_only_our_add_ons_are_pinned():
+    # Validation refuses core add-on pins on a cluster that is not ours (they would do nothing), so the
+    # plan must not propose them; and a deploy cannot move a control plane it does not own.
+    settings = _settings("dev", CAPABILITIES["existing-cluster"])
+    current, steps = upgrade_plan.build(settings, "1.34", upgrade_plan.OfflineVersions())
+    names = {s.addon.name for s in steps[0].addons}
+    assert not names & {"vpc-cni", "kube-proxy", "coredns"}
+    context = patched_context("dev", config.deep_merge(CAPABILITIES["existing-cluster"], upgrade_plan.cdk_json_change(settings, steps[0])))
+    problems = config.load_settings(context, "dev")  # raises ConfigError on a refused field
+    assert problems[0].eks.version == "1.34"
+    text = upgrade_plan.to_text(settings, current, "1.34", steps, upgrade_plan.OFFLINE_SOURCE)
+    assert (f"aws eks update-cluster-version --region {settings.region} --name {settings.eks.existing_cluster.name} "
+            "--kubernetes-version 1.34") in text
+    assert "the control plane first" not in text
