@@ -161,6 +161,9 @@ class NetworkStack(PlatformStack):
         their interfaces up to 20 minutes after the functions are gone. Deleted first (it
         refers to the subnets and the group), this waits for that before their deletion."""
         subnets = [*self.eks_subnets, *self.hyperpod_subnets]
+        existing_vpc = self.settings.uses_existing_vpc
+        if existing_vpc and self.settings.network.existing_security_group_id:
+            return  # nothing here is deleted with this stack: no subnet, no security group to wait for
         wait = readiness.ChainedWait(
             self,
             "LambdaInterfacesReleased",
@@ -171,7 +174,10 @@ class NetworkStack(PlatformStack):
                 "SubnetIds": [subnet.subnet_id for subnet in subnets],
                 "SecurityGroupId": self.efa_security_group.security_group_id,
                 # Only a VPC this stack deletes: another's GuardDuty endpoint stays where it is.
-                **({"RemoveGuardDuty": "true"} if not self.settings.uses_existing_vpc else {}),
+                **({"RemoveGuardDuty": "true"} if not existing_vpc else {}),
+                # In an existing VPC the subnets stay, and other Lambdas' interfaces in them are their
+                # owners': only ours, which hold the security group deleted here, are waited for.
+                **({"OnlyInterfacesOfTheGroup": "true"} if existing_vpc else {}),
             },
             total_minutes=timing.LINK_WAIT_S / 60,
             description="are this VPC's Lambda interfaces released",

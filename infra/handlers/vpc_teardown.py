@@ -7,6 +7,10 @@ developer guide, VPC networking); they are requester-managed, so nobody else may
 them. Until then the subnets and the security group cannot be deleted (DependencyViolation)
 and `cdk destroy` ends in DELETE_FAILED. Create and Update do nothing.
 
+In an existing VPC the subnets are not deleted and other functions' interfaces in them are
+their owners' business: only interfaces holding this stack's security group are waited for,
+and where that group is an existing one too, nothing is deleted and there is no wait.
+
 Where the VPC is this stack's own, it also removes what GuardDuty Runtime Monitoring's
 automated agent added to it: a `guardduty-data` interface endpoint and a security group, both
 tagged `GuardDutyManaged` (GuardDuty's service-linked role may create only such endpoints and
@@ -34,14 +38,16 @@ def on_event(event, _context):
     return chain.start(event, f"teardown-{event['ResourceProperties']['VpcId']}", on_delete=True)
 
 
-def lambda_interfaces(client, vpc_id: str, subnet_ids: list[str]) -> list[dict]:
-    pages = client.get_paginator("describe_network_interfaces").paginate(
-        Filters=[
-            {"Name": "vpc-id", "Values": [vpc_id]},
-            {"Name": "subnet-id", "Values": subnet_ids},
-            {"Name": "interface-type", "Values": [LAMBDA_INTERFACE]},
-        ]
-    )
+def lambda_interfaces(client, vpc_id: str, subnet_ids: list[str], group_id: str | None = None) -> list[dict]:
+    """Lambda's interfaces in these subnets; with `group_id`, only those holding that group."""
+    filters = [
+        {"Name": "vpc-id", "Values": [vpc_id]},
+        {"Name": "subnet-id", "Values": subnet_ids},
+        {"Name": "interface-type", "Values": [LAMBDA_INTERFACE]},
+    ]
+    if group_id:
+        filters.append({"Name": "group-id", "Values": [group_id]})
+    pages = client.get_paginator("describe_network_interfaces").paginate(Filters=filters)
     return [eni for page in pages for eni in page["NetworkInterfaces"]]
 
 
@@ -95,7 +101,8 @@ def is_complete(event, _context, client=None, now=time.time):
         ec2 = client or boto3.client("ec2", region_name=props["Region"])
         try:
             guardduty = remove_guardduty(ec2, vpc_id) if props.get("RemoveGuardDuty") == "true" else []
-            left = lambda_interfaces(ec2, vpc_id, subnets)
+            only = props["SecurityGroupId"] if props.get("OnlyInterfacesOfTheGroup") == "true" else None
+            left = lambda_interfaces(ec2, vpc_id, subnets, only)
         except (ClientError, BotoCoreError) as err:
             raise chain.NotYet(f"EC2: {err}") from err
         return guardduty + [f"{eni['NetworkInterfaceId']} ({eni.get('Description', '')}, {eni['Status']})" for eni in left]

@@ -419,3 +419,36 @@ def test_only_the_networks_own_vpc_is_cleaned_of_guardduty_and_only_tagged_resou
         assert len(statements) == owned
         for statement in statements:
             assert statement["Condition"] == {"Null": {"aws:ResourceTag/GuardDutyManaged": "false"}}
+
+
+def test_in_an_existing_vpc_the_teardown_waits_only_for_interfaces_holding_the_group_it_deletes(synth):
+    # The subnets of an existing VPC stay, and its owner's own functions keep their interfaces there:
+    # waiting on those would end every destroy in a timeout. Ours hold the security group deleted here.
+    import botocore.session
+
+    from infra.handlers import vpc_teardown
+    from tests.stacks.test_existing_cluster import WITH_OWN_ROLE
+
+    # EC2's documented filter names (botocore's model of DescribeNetworkInterfaces).
+    documented = botocore.session.get_session().get_service_model("ec2").operation_model("DescribeNetworkInterfaces")
+    filters_doc = documented.input_shape.members["Filters"].documentation
+    for name in ("vpc-id", "subnet-id", "interface-type", "group-id"):
+        assert f"<code>{name}</code>" in filters_doc
+
+    for name, only in (("dev", False), ("existing-vpc", True)):
+        (teardown,) = [r for r in synth(name).templates["network"]["Resources"].values()
+                       if r["Type"] == "Custom::VpcTeardown" and r["Properties"].get("Link", "").startswith("1/")]
+        assert (teardown["Properties"].get("OnlyInterfacesOfTheGroup") == "true") is only
+    # An existing VPC and an existing group: the stack deletes neither subnets nor a group, so it waits for nothing.
+    assert not [r for r in synth("dev", WITH_OWN_ROLE).templates["network"]["Resources"].values() if r["Type"] == "Custom::VpcTeardown"]
+
+    client = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_response("describe_network_interfaces", {"NetworkInterfaces": []}, {"Filters": [
+        {"Name": "vpc-id", "Values": ["vpc-0a1b2c3d4e5f60718"]}, {"Name": "subnet-id", "Values": ["subnet-0a1b2c3d4e5f60711"]},
+        {"Name": "interface-type", "Values": ["lambda"]}, {"Name": "group-id", "Values": ["sg-0a1b2c3d4e5f60718"]}]})
+    stub.activate()
+    event = _teardown_event()
+    event["ResourceProperties"]["OnlyInterfacesOfTheGroup"] = "true"
+    assert vpc_teardown.is_complete(event, None, client=client) == {"IsComplete": True}
+    stub.assert_no_pending_responses()
