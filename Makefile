@@ -17,7 +17,7 @@ help:
 	@awk '/^## /{doc = substr($$0, 4); next} /^[a-z-]+:/{if (doc) printf "  make %-15s %s\n", substr($$1, 1, length($$1) - 1), doc; doc = ""}' $(MAKEFILE_LIST)
 
 ## Everything: what synth needs, then the test, training and checkov tools (about 8 minutes the first time).
-install: install-synth $(VENV)/.dev-installed .venv-checkov/.installed
+install: install-synth $(VENV)/.dev-installed .venv-checkov/.installed .venv-s3/.installed
 
 ## Only what synth and its review need: the CDK library, cdk-nag, cfn-lint and the CDK CLI (about 2 minutes).
 install-synth: $(VENV)/.installed node_modules/.installed
@@ -45,6 +45,17 @@ $(VENV)/.dev-installed: $(VENV)/.installed pyproject.toml training/requirements.
 	@echo "==> installing checkov into .venv-checkov"
 	@test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
 	@.venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check 'checkov>=3.3,<4'
+	@touch $@
+
+## The training image's S3 stack (s3fs, aiobotocore, botocore, by version and hash from training/requirements.txt)
+## for the S3 checkpoint test's training process: aiobotocore pins a botocore older than the project's boto3 takes,
+## so it goes in a folder of its own that only that process puts on its path (about 10 s, 48 MB).
+.venv-s3/.installed: training/requirements.txt tests/training/s3_stack.py $(VENV)/.installed
+	@echo "==> installing the training image's S3 stack into .venv-s3"
+	@rm -rf .venv-s3 && mkdir .venv-s3
+	@$(PY) tests/training/s3_stack.py > .venv-s3/requirements.txt
+	@$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes --only-binary :all: \
+	  --target .venv-s3 -r .venv-s3/requirements.txt
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json $(VENV)/.installed

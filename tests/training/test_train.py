@@ -18,6 +18,7 @@ from infra import config
 from manifests import job as job_manifest
 from tests.bench import bench_train
 from tests.conftest import CONTEXT, ROOT
+from tests.training import s3_stack
 
 TRAIN = ROOT / "training" / "train.py"
 
@@ -485,14 +486,102 @@ def _job_train_args() -> "argparse.Namespace":
     return _train_module().parse_args(command[command.index("/workspace/train.py") + 1 :])
 
 
-@pytest.mark.parametrize("data", ["documents", "synthetic", "documents, saved in the background"])
-def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, tmp_path, data):
+def _dies_at(train, step: int):
+    """train.py's next_token_loss, raising at `step` of the run: a lost node, mid-way."""
+    import itertools
+
+    real, steps = train.next_token_loss, itertools.count(1)
+
+    def dies(logits, targets):
+        if next(steps) == step:
+            raise RuntimeError("node lost")
+        return real(logits, targets)
+
+    return dies
+
+
+S3_STACK_MODULES = {"s3fs": "s3fs", "aiobotocore": "aiobotocore", "botocore": "botocore", "fsspec": "fsspec", "aiohttp": "aiohttp"}
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """A moto S3 server on a free local port (moto's ThreadedMotoServer, in this process),
+    and the environment that sends a training process's S3 calls to it with the training
+    image's S3 stack (.venv-s3, as training/requirements.txt locks it) first on its path."""
+    import logging
+    import os
+
+    from moto.server import ThreadedMotoServer
+
+    assert (s3_stack.TARGET / ".installed").exists(), f"{s3_stack.TARGET} is missing: make install builds it"
+    quiet = logging.getLogger("werkzeug")  # a line per request otherwise
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {k: v for k, v in _single_env().items() if not k.startswith("AWS_")}
+    env.update(credentials, AWS_ENDPOINT_URL_S3=endpoint, AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+               AWS_EC2_METADATA_DISABLED="true", PYTHONPATH=os.pathsep.join([str(s3_stack.TARGET), str(ROOT / "training")]))
+    try:
+        yield endpoint, env
+    finally:
+        server.stop()
+        quiet.setLevel(level)
+
+
+def _s3_client(endpoint: str):
+    import boto3  # the project's, in this process: only to set up and read back the bucket
+
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def _train_on_s3(work: Path, env: dict, *args: str, dies_at: int | None = None) -> tuple[int, str]:
+    """train.py in its own process with the image's S3 stack (s3_server's env), on one rank;
+    with `dies_at`, its next_token_loss raises at that step, as _dies_at does in process."""
+    import inspect
+
+    code = "import sys, train\n"
+    if dies_at:
+        code += inspect.getsource(_dies_at) + f"train.next_token_loss = _dies_at(train, {dies_at})\n"
+    code += "sys.exit(train.train(train.parse_args(sys.argv[1:])))\n"
+    cmd = [sys.executable, "-c", code, *_single(work, *args)[2:]]
+    env = {**env, "MASTER_PORT": str(_free_port())}
+    result = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stdout + (result.stderr[-4000:] if result.returncode else "")
+
+
+def test_the_s3_checkpoint_test_runs_the_images_s3_stack_beside_the_tests_torch(workdir, s3_server):
+    """The image's s3fs, aiobotocore, botocore, fsspec and aiohttp (the versions the lock pins,
+    from .venv-s3) and the project's torch, in the process that s3_server's env starts."""
+    _, env = s3_server
+    probe = ("import importlib, importlib.metadata as m, json, sys, torch\n"
+             "found = {n: [m.version(n), importlib.import_module(i).__file__] for n, i in json.loads(sys.argv[1]).items()}\n"
+             "print(json.dumps({**found, 'torch': [torch.__version__, torch.__file__]}))")
+    result = subprocess.run([sys.executable, "-c", probe, json.dumps(S3_STACK_MODULES)], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout)
+    locked = s3_stack.closure(s3_stack.LOCK.read_text())
+    for name in S3_STACK_MODULES:
+        version, path = found[name]
+        assert version == locked[name][0] and Path(path).is_relative_to(s3_stack.TARGET), (name, version, path)
+    import torch
+
+    assert found["torch"] == [torch.__version__, torch.__file__]
+
+
+@pytest.mark.parametrize("data", ["documents", "synthetic", "documents, saved in the background", "documents, saved to S3"])
+def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, tmp_path, data, request):
     """An uninterrupted run, and one that dies at step 21 (an exception, as a lost node) and
     resumes from its step-16 checkpoint, with the job's shuffle buffer and seed over four
     shards of 50 documents: the buffer holds every document, and the second pass starts
     after the resume. Every loss and every weight and optimizer tensor must be equal. Saved
     in the background (--async-checkpoint), the interrupted run's checkpoints must hold the
-    very state of their step, though training went on while they were written."""
+    very state of their step, though training went on while they were written. Saved to S3,
+    the interrupted run and its resume run in their own processes with the training image's
+    S3 stack against a moto server, and their checkpoints must be in the bucket."""
     import torch
     import torch.distributed as dist
 
@@ -511,20 +600,32 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
     if "background" in data:
         common += ("--async-checkpoint",)
 
-    train = _train_module()
-    real, steps = train.next_token_loss, iter(range(1, 100))
-
-    def dies_at_step_21(logits, targets):
-        if next(steps) == 21:
-            raise RuntimeError("node lost")
-        return real(logits, targets)
-
-    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError, match="node lost"):
-        patch.setattr(train, "next_token_loss", dies_at_step_21)
-        _train_in_process(workdir, *common, f"--checkpoint-dir={tmp_path / 'killed'}")
-    dist.destroy_process_group()
-    code, resumed = _train_in_process(workdir, *common, f"--checkpoint-dir={tmp_path / 'killed'}")
-    assert code == 0 and f"resumed from {tmp_path / 'killed' / 'step_00000016'} at step=16" in resumed, resumed[-2000:]
+    if "S3" in data:
+        endpoint, env = request.getfixturevalue("s3_server")
+        bucket = _s3_client(endpoint)
+        bucket.create_bucket(Bucket="checkpoints")
+        killed = "s3://checkpoints/killed"
+        code, out = _train_on_s3(workdir, env, *common, f"--checkpoint-dir={killed}", dies_at=21)
+        assert code != 0 and "RuntimeError: node lost" in out and "checkpoint saved step=16 path=s3://" in out, out[-2000:]
+        code, resumed = _train_on_s3(workdir, env, *common, f"--checkpoint-dir={killed}")
+        # Every checkpoint went to the bucket, and none to a local folder named after the URL.
+        keys = [o["Key"] for o in bucket.list_objects_v2(Bucket="checkpoints")["Contents"]]
+        for key in keys:  # read back below as the local runs' folders are
+            (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+            bucket.download_file("checkpoints", key, str(tmp_path / key))
+        steps = sorted({key.split("/")[1] for key in keys})
+        assert steps == ["step_00000016", "step_00000024", "step_00000028"] and not (workdir / "s3:").exists(), keys
+        for step in steps:
+            assert {".metadata", "_COMPLETE.json", "data_rank00000.json"} <= {k.rsplit("/", 1)[1] for k in keys if f"/{step}/" in k}
+    else:
+        killed = tmp_path / "killed"
+        train = _train_module()
+        with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError, match="node lost"):
+            patch.setattr(train, "next_token_loss", _dies_at(train, 21))
+            _train_in_process(workdir, *common, f"--checkpoint-dir={killed}")
+        dist.destroy_process_group()
+        code, resumed = _train_in_process(workdir, *common, f"--checkpoint-dir={killed}")
+    assert code == 0 and f"resumed from {killed}/step_00000016 at step=16" in resumed, resumed[-2000:]
     assert "replaying" not in resumed
     if data.startswith("documents"):  # the resumed part runs into the second pass
         state = json.loads((tmp_path / "killed" / "step_00000028" / "data_rank00000.json").read_text())
