@@ -609,7 +609,7 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
         assert code != 0 and "RuntimeError: node lost" in out and "checkpoint saved step=16 path=s3://" in out, out[-2000:]
         code, resumed = _train_on_s3(workdir, env, *common, f"--checkpoint-dir={killed}")
         # Every checkpoint went to the bucket, and none to a local folder named after the URL.
-        keys = [o["Key"] for o in bucket.list_objects_v2(Bucket="checkpoints")["Contents"]]
+        keys = [o["Key"] for o in bucket.list_objects_v2(Bucket="checkpoints").get("Contents", [])]
         for key in keys:  # read back below as the local runs' folders are
             (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
             bucket.download_file("checkpoints", key, str(tmp_path / key))
