@@ -437,6 +437,20 @@ PERFORMANCE_FLAGS = {
 }
 
 
+def test_gpu_smoke_runs_the_8b_fast_path_with_options_train_py_defines_and_the_cpu_tests_run():
+    """make gpu-smoke runs only where a GPU is lent: its train.py command must still parse,
+    give the 8B shape's fast path, and use only performance options this module runs."""
+    from tests.bench import gpu_smoke
+
+    cmd = gpu_smoke.train_command(layers=4, steps=40)
+    args = _train_module().parse_args(cmd[cmd.index(str(TRAIN)) + 1 :])  # exits on an option train.py lacks
+    assert (args.model, args.layers, args.seq_len, args.batch_size, args.synthetic_data, args.bf16) == ("llama3.1-8b", 4, 8192, 1, True, "on")
+    assert args.checkpoint_dir is None  # it measures training, not saves (tests/bench/bench_checkpoint.py does)
+    assert args.compile and args.fused_optimizer and (args.fsdp_units, args.activation_checkpointing) == ("tuned", "selective")
+    tested = {flag for flags in PERFORMANCE_FLAGS.values() for flag in flags}
+    assert {a for a in cmd if a.split("=")[0] in {t.split("=")[0] for t in tested}} <= tested
+
+
 def _run_in_process(work: Path, *args: str) -> dict[int, float]:
     code, out = _train_in_process(work, *args)
     assert code == 0, out[-2000:]
