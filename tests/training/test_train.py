@@ -535,7 +535,7 @@ def s3_server():
     credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
     env = {k: v for k, v in _single_env().items() if not k.startswith("AWS_")}
     env.update(credentials, AWS_ENDPOINT_URL_S3=endpoint, AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-               AWS_EC2_METADATA_DISABLED="true", PYTHONPATH=os.pathsep.join([str(s3_stack.TARGET), str(ROOT / "training")]))
+               AWS_EC2_METADATA_DISABLED="true", NO_PROXY=host, no_proxy=host, PYTHONPATH=os.pathsep.join([str(s3_stack.TARGET), str(ROOT / "training")]))
     try:
         yield endpoint, env
     finally:
