@@ -27,6 +27,10 @@ CASES = [
      "--profile no-such-profile: no such profile"),
     (["upgrade-plan", "--to", "1.35", "-c", "env=prod", "--from-account"], "no AWS credentials from the default credential chain"),
     (["upgrade-plan", "--to", "1.32", "-c", "env=prod"], "EKS cannot downgrade a control plane"),
+    (["upgrade-plan", "--to", "1.x", "-c", "env=dev"], "give a Kubernetes minor version"),
+    (["accept", "-c", "env=nosuch"], "'nosuch' is not an environment"),
+    (["accept", "-c", "env=prod", "--from", "/nonexistent"], "--from /nonexistent: no nodes.json"),
+    (["dashboards", "-c", "env=dev"], "there is no Grafana workspace"),
 ]
 
 
