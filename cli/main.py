@@ -465,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
         "assembly, or deployed templates (aws cloudformation get-template --stack-name STACK > STACK.json; repeat per "
         "stack). Default: main in a git checkout with a main branch, else the last review of the environment",
     )
-    rev.add_argument("--outdir", help="where review-<env>/ and its .md/.json go (default: cdk.out beside cdk.json)")
+    rev.add_argument("--outdir", help="where review-<env>/ and its .md, .json and .sarif go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")
 
     pre = _command(
