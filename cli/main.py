@@ -502,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the command that imports HyperPod's observability dashboards into Managed Grafana",
         description="CloudFormation has no Grafana dashboard resource: print the one bash command that creates the "
         "Prometheus data source and imports HyperPod's published dashboards into this environment's workspace.",
-        examples=["-c env=prod | bash"],
+        examples=["-c env=prod | bash  # where addons.observability.grafana.enabled (off in the committed cdk.json)"],
     )
     _env_args(dash)
 
