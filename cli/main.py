@@ -209,7 +209,8 @@ def cmd_review(args) -> int:
         baseline = None
         if against:
             names = None if (len(against) == 1 and Path(against[0]).is_dir()) else _stack_names(context, env)
-            if repo and len(against) == 1 and not Path(against[0]).exists() and revision.resolve(repo, against[0]):
+            commit = repo and len(against) == 1 and not Path(against[0]).exists() and revision.resolve(repo, against[0])
+            if commit and not revision.is_this_checkout(repo, commit):  # the same revision is not synthesized twice
                 print(f"synthesizing {env} as of {against[0]} in a temporary worktree, offline ...", file=sys.stderr, flush=True)
             try:
                 baseline = changes.load_baseline(against, names or [], repo=repo, env=env)

@@ -181,7 +181,7 @@ def acknowledge_provider(construct: IConstruct, what: str) -> None:
         construct,
         f"{what}; the provider framework (aws-cdk-lib) pins its own Lambdas' runtime and grants (invoke of "
         "each function's versions), and its waiter state machine only loops on isComplete, each step logged by "
-        "the Lambdas; the handlers run outside the VPC because they call only AWS APIs, and CloudFormation "
+        "the Lambdas; whatever runs outside the VPC calls only AWS APIs, and CloudFormation "
         "invokes them once per deploy",
         *_CDK_LAMBDA,
         "NIST.800.53.R5-LambdaInsideVPC",
