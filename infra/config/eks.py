@@ -172,7 +172,8 @@ def check_endpoint_access(s: Settings, p: Problems) -> None:
 
 # What an existing cluster already decides: given with one, each would silently do nothing.
 NOT_FOR_AN_EXISTING_CLUSTER = ("cluster_name", "authentication_mode", "endpoint_access", "public_access_cidrs", "logging")
-_ROLE_ARN = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/[\w+=,.@/-]+$")
+# IAM role ARNs may carry a path (role/<path/>name): IAM User Guide, "IAM identifiers".
+ROLE_ARN = _ROLE_ARN = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/(?:[\w+=,.@-]+/)*[\w+=,.@-]+$")
 
 
 def check_existing_cluster(s: Settings, p: Problems) -> None:

@@ -191,6 +191,10 @@ class HyperPodSettings(Model):
     # A bucket of this account (and region) for the lifecycle scripts instead of one the cluster
     # stack creates; the scripts go under lifecycle/<digest>/ and the nodes may read only that.
     existing_lifecycle_bucket: Optional[str] = None
+    # A role of this account (arn:<partition>:iam::<account>:role/<path/>name) for every instance
+    # group instead of one the hyperpod stack creates. It is used as it is (nothing is attached to
+    # it); `preflight` checks that it can do what the stack's own role is granted.
+    existing_execution_role_arn: Optional[str] = None
 
     @property
     def continuous(self) -> bool:
@@ -359,6 +363,26 @@ def check_volume_encryption(s: Settings, p: Problems) -> None:
             p.error("hyperpod.volume_encryption.kms_key_arn", arn, "must be a KMS key ARN, arn:aws:kms:<region>:<account>:key/<key-id> (not an alias)")
         elif (found[1], found[2]) != (naming.partition(s.region), s.region):
             p.error("hyperpod.volume_encryption.kms_key_arn", arn, f"is in {found[2]}; EBS volumes in {s.region} take a key of that region")
+
+
+def check_existing_execution_role(s: Settings, p: Problems) -> None:
+    """A role of the deploying account and partition (instance groups' ExecutionRole is passed
+    to SageMaker, which takes only roles of the cluster's account), and a bucket it can read."""
+    from infra.config.eks import ROLE_ARN
+
+    arn = s.hyperpod.existing_execution_role_arn
+    if arn is None:
+        return
+    where = "hyperpod.existing_execution_role_arn"
+    found = ROLE_ARN.match(arn)
+    if not found:
+        p.error(where, arn, "is not an IAM role ARN (arn:aws:iam::<account>:role/<optional path/>name)")
+    elif (found.group(1), found.group(2)) != (naming.partition(s.region), s.account):
+        p.error(where, arn, f"must be a role of account {s.account} in partition {naming.partition(s.region)}: HyperPod's nodes run as it")
+    elif not s.hyperpod.existing_lifecycle_bucket:
+        # The stack's lifecycle bucket is encrypted with a key created at deploy, which a role
+        # the stack may not change cannot be granted beforehand.
+        p.error(where, arn, "needs hyperpod.existing_lifecycle_bucket, a bucket the role can already read (the stack's own is under a key made at deploy)")
 
 
 def check_autoscaling(s: Settings, p: Problems) -> None:

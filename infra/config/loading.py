@@ -15,7 +15,7 @@ from infra.config.base import ConfigError, Problems, short
 from infra.config.limits import check_limits
 from infra.config.network import check_network
 from infra.config.eks import check_eks
-from infra.config.hyperpod import check_autoscaling, check_chart, check_instance_groups, check_volume_encryption
+from infra.config.hyperpod import check_autoscaling, check_chart, check_existing_execution_role, check_instance_groups, check_volume_encryption
 from infra.config.addons import check_addons
 from infra.config.governance import check_governance
 from infra.config.storage import check_fsx
@@ -184,6 +184,7 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_instance_groups(s, p)
     check_autoscaling(s, p)
     check_volume_encryption(s, p)
+    check_existing_execution_role(s, p)
     check_fsx(s, p)
     check_addons(s, p)
     check_chart(s, p)
