@@ -72,7 +72,7 @@ INSTANCE_GROUP_COVERAGE = {
     "InstanceGroupName": "name",
     "InstanceType": "instance_type",
     "InstanceCount": "count",
-    "ExecutionRole": "the stack's execution role",
+    "ExecutionRole": "the stack's execution role, or hyperpod.existing_execution_role_arn",
     "LifeCycleConfig": "the lifecycle scripts of the cluster stack",
     "ThreadsPerCore": "threads_per_core",
     "InstanceStorageConfigs": "ebs_volume_gb, hyperpod.volume_encryption (FSx reaches pods through the CSI driver: fsx)",
@@ -181,10 +181,20 @@ class HyperPodStack(PlatformStack):
 
     # ------------------------------------------------------------------ execution role
 
-    def _execution_role(self) -> iam.Role:
+    def _execution_role(self) -> iam.IRole:
         """What both AWS reference templates grant an instance group (the quick setup's
         sagemaker-iam-role-template.yaml; awsome's sagemaker-iam-role-stack.yaml). The managed
-        policy alone has no ECR or EC2 network-interface actions."""
+        policy alone has no ECR or EC2 network-interface actions.
+
+        hyperpod.existing_execution_role_arn: used as given, as the quick setup does with
+        CreateSageMakerIAMRoleStack false and awsome with an existing role name: nothing is
+        attached to it (mutable=False), since it may serve other clusters and its policies are
+        its owner's. Ours differs in one way: `preflight` simulates the role against what this
+        stack would have granted its own (check_existing_execution_role), where the references
+        find out at node boot. Volume keys this stack creates still name it in their key policy."""
+        existing = self.settings.hyperpod.existing_execution_role_arn
+        if existing:
+            return iam.Role.from_role_arn(self, "ExecutionRole", existing, mutable=False)
         role = iam.Role(
             self,
             "ExecutionRole",
@@ -296,6 +306,9 @@ class HyperPodStack(PlatformStack):
                     conditions={"StringEquals": via_sagemaker},
                 ))
                 arns[name] = key.key_arn
+        if self.settings.hyperpod.existing_execution_role_arn:
+            # Not attached to a role of yours: preflight checks it may use these keys.
+            return arns
         policy = iam.ManagedPolicy(
             self,
             "VolumeKeyPolicy",

@@ -17,8 +17,10 @@ CLUSTER_GROUP = CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"]["sec
 # lifecycle scripts in a bucket of the platform's.
 OWN_ROLE = "arn:aws:iam::111111111111:role/platform-kubectl"
 SCRIPTS_BUCKET = "platform-lifecycle-111111111111"
+# With a path, as IAM lets a role have: SageMaker takes the full ARN.
+NODE_ROLE = "arn:aws:iam::111111111111:role/service-role/platform-hyperpod-nodes"
 WITH_OWN_ROLE = {
-    "hyperpod": {"existing_lifecycle_bucket": SCRIPTS_BUCKET},
+    "hyperpod": {"existing_lifecycle_bucket": SCRIPTS_BUCKET, "existing_execution_role_arn": NODE_ROLE},
     "network": {**CAPABILITIES["existing-cluster"]["network"], "existing_security_group_id": CLUSTER_GROUP},
     "eks": {"existing_cluster": {**CAPABILITIES["existing-cluster"]["eks"]["existing_cluster"], "kubectl_role_arn": OWN_ROLE,
                                  "install_pod_identity_agent": True},
@@ -180,9 +182,28 @@ def test_lifecycle_scripts_go_into_an_existing_bucket_which_nodes_may_read_under
     (hyperpod,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
     for group in hyperpod["Properties"]["InstanceGroups"]:
         assert group["LifeCycleConfig"]["SourceS3Uri"].startswith(f"s3://{SCRIPTS_BUCKET}/lifecycle/")
+    # The nodes' read of it is the existing execution role's own (preflight simulates it); the
+    # stack's role and its grant are in the default existing-cluster synthesis.
+    s = synth("existing-cluster")
     s.template("hyperpod").has_resource_properties("AWS::IAM::ManagedPolicy", {"PolicyDocument": {"Statement": Match.array_with([
         Match.object_like({"Action": ["s3:GetBucket*", "s3:GetObject*", "s3:List*"],
-                           "Resource": [f"arn:aws:s3:::{SCRIPTS_BUCKET}", f"arn:aws:s3:::{SCRIPTS_BUCKET}/lifecycle/*"]})])}})
+                           "Resource": Match.array_with([Match.string_like_regexp("/lifecycle/\\*$")])})])}})
+
+
+def test_an_existing_execution_role_runs_every_group_and_the_stack_attaches_nothing_to_it(synth):
+    s = synth("dev", WITH_OWN_ROLE)
+    # No role and no policy of ours in the hyperpod stack: the role is used as it is.
+    assert not s.resources("hyperpod", "AWS::IAM::Role") or all(
+        "sagemaker.amazonaws.com" not in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+        for r in s.resources("hyperpod", "AWS::IAM::Role").values()
+    )
+    assert NODE_ROLE.rsplit("/", 1)[1] not in json.dumps(s.resources("hyperpod", "AWS::IAM::ManagedPolicy"))
+    (hyperpod,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    assert {g["ExecutionRole"] for g in hyperpod["Properties"]["InstanceGroups"]} == {NODE_ROLE}
+    # The stack's own role, by contrast, is trusted by SageMaker.
+    own = synth("existing-cluster")
+    own.template("hyperpod").has_resource_properties("AWS::IAM::Role", {"AssumeRolePolicyDocument": {"Statement": [
+        Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}})]}})
 
 
 def test_importing_the_cluster_asks_aws_nothing_at_synth(synth):
