@@ -796,6 +796,84 @@ def check_existing_lifecycle_bucket(settings: Settings, aws: Clients) -> list[Re
     return [Result(check, "pass", f"in {region}, {default.get('SSEAlgorithm', 'AES256')}")]
 
 
+# What the hyperpod stack grants its own execution role (stacks/hyperpod.py _execution_role), as
+# (what for, actions, resource to simulate them on): a role of yours must be able to do the same.
+def _execution_role_needs(settings: Settings, aws: Clients) -> list[tuple[str, tuple[str, ...], str]]:
+    from infra import naming
+
+    p, region, account = naming.partition(aws.region), aws.region, settings.account
+    bucket = settings.lifecycle_bucket_name
+    needs = [
+        ("lifecycle scripts", ("s3:GetObject",), f"arn:{p}:s3:::{bucket}/lifecycle/on_create.sh"),
+        ("lifecycle bucket", ("s3:ListBucket",), f"arn:{p}:s3:::{bucket}"),
+        ("VPC CNI network interfaces", ("ec2:CreateNetworkInterface", "ec2:AttachNetworkInterface", "ec2:AssignPrivateIpAddresses",
+                                        "ec2:DeleteNetworkInterface", "ec2:CreateTags"),
+         f"arn:{p}:ec2:{region}:{account}:network-interface/*"),
+        ("describe and pull", ("ec2:DescribeNetworkInterfaces", "ec2:DescribeInstances", "ecr:GetAuthorizationToken", "ecr:BatchGetImage",
+                               "ecr:GetDownloadUrlForLayer", "cloudwatch:DescribeAlarms", *(("fsx:DescribeFileSystems",) if settings.fsx.enabled else ())),
+         "*"),
+        ("Pod Identity", ("eks-auth:AssumeRoleForPodIdentity",), f"arn:{p}:eks:{region}:{account}:cluster/{settings.eks_cluster_name}"),
+    ]
+    enc = settings.hyperpod.volume_encryption
+    if enc is not None and enc.kms_key_arn:  # keys the stack creates name the role in their key policy
+        needs.append(("volume key", ("kms:CreateGrant", "kms:DescribeKey"), enc.kms_key_arn))
+    return needs
+
+
+def check_existing_execution_role(settings: Settings, aws: Clients) -> list[Result]:
+    """hyperpod.existing_execution_role_arn, which the stack uses as it is: trusted by SageMaker,
+    with AmazonSageMakerClusterInstanceRolePolicy (both as the quick setup's and awsome's role
+    templates make theirs), and allowed what the stack grants its own role, by IAM's policy
+    simulator. The references check none of this before the nodes boot. A volume key's own key
+    policy may let the role in where IAM does not: that case warns, as the simulator reads only
+    the role's policies."""
+    import json as _json
+    from urllib.parse import unquote
+
+    arn = settings.hyperpod.existing_execution_role_arn
+    if not arn:
+        return []
+    iam, name = aws("iam"), arn.rsplit("/", 1)[1]  # GetRole takes the name without its path
+    try:
+        role = iam.get_role(RoleName=name)["Role"]
+    except Exception as err:  # noqa: BLE001
+        if _error_code(err) not in ("NoSuchEntity", "AccessDenied"):
+            raise
+        return [Result("execution role", "fail", f"{arn} cannot be read here ({_error_code(err)})", "fix hyperpod.existing_execution_role_arn")]
+    if role["Arn"] != arn:
+        return [Result("execution role", "fail", f"{name} is {role['Arn']}, not {arn}", "give hyperpod.existing_execution_role_arn its path as IAM has it")]
+    trust = role.get("AssumeRolePolicyDocument", {})
+    trust = _json.loads(unquote(trust)) if isinstance(trust, str) else trust
+    statements = trust.get("Statement", [])
+    trusted = any(
+        s.get("Effect") == "Allow" and "sts:AssumeRole" in _as_list(s.get("Action"))
+        and "sagemaker.amazonaws.com" in _as_list(s.get("Principal", {}).get("Service"))
+        for s in (statements if isinstance(statements, list) else [statements])
+    )
+    results = [Result("execution role trust", "pass" if trusted else "fail",
+                      "sagemaker.amazonaws.com may assume it" if trusted else "its trust policy does not let sagemaker.amazonaws.com assume it",
+                      "" if trusted else "allow sts:AssumeRole to the service principal sagemaker.amazonaws.com")]
+    attached = {pol["PolicyName"] for page in iam.get_paginator("list_attached_role_policies").paginate(RoleName=name) for pol in page["AttachedPolicies"]}
+    managed = "AmazonSageMakerClusterInstanceRolePolicy"  # stacks.hyperpod.INSTANCE_ROLE_POLICY, without a CDK import
+    results.append(Result("execution role managed policy", "pass" if managed in attached else "fail",
+                          f"{managed} {'attached' if managed in attached else 'not attached'}",
+                          "" if managed in attached else f"aws iam attach-role-policy --role-name {name} --policy-arn arn:aws:iam::aws:policy/{managed}"))
+    for what, actions, resource in _execution_role_needs(settings, aws):
+        answers = iam.simulate_principal_policy(PolicySourceArn=arn, ActionNames=list(actions), ResourceArns=[resource])["EvaluationResults"]
+        denied = sorted(a["EvalActionName"] for a in answers if a["EvalDecision"] != "allowed")
+        if not denied:
+            results.append(Result(f"execution role: {what}", "pass", f"{', '.join(actions)} on {resource}"))
+        else:
+            results.append(Result(f"execution role: {what}", "warn" if what == "volume key" else "fail",
+                                  f"may not {', '.join(denied)} on {resource}" + (" by its IAM policies (the key policy may still allow it)" if what == "volume key" else ""),
+                                  "grant it as stacks/hyperpod.py grants the stack's own execution role"))
+    return results
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value] if value else []
+
+
 DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check_drift_chart)
 
 CHECKS = (
@@ -807,6 +885,7 @@ CHECKS = (
     check_existing_subnets,
     check_existing_security_group,
     check_existing_lifecycle_bucket,
+    check_existing_execution_role,
     check_hyperpod_name,
     check_eks_version,
     check_addon_versions,

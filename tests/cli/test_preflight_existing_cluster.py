@@ -186,3 +186,28 @@ def test_an_existing_lifecycle_bucket_must_be_here_and_under_a_key_the_stacks_ca
         aws("s3").create_bucket(Bucket="platform-lifecycle-eu", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         (far,) = preflight.check_existing_lifecycle_bucket(elsewhere, aws)
         assert far.status == "fail" and "eu-west-1" in far.detail
+
+
+def test_an_existing_execution_role_is_read_by_its_name_without_the_path_and_simulated_against_the_stacks_grants():
+    import json
+
+    arn = "arn:aws:iam::111111111111:role/service-role/nodes"
+    s = _settings(hyperpod={"existing_lifecycle_bucket": "platform-lifecycle", "existing_execution_role_arn": arn})
+    client = boto3.client("iam", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    trust = {"Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+    stub.add_response("get_role", {"Role": {"Path": "/service-role/", "RoleName": "nodes", "RoleId": "AROAEXAMPLEEXAMPLE01", "Arn": arn,
+                                            "CreateDate": "2026-01-01T00:00:00Z", "AssumeRolePolicyDocument": json.dumps(trust)}}, {"RoleName": "nodes"})
+    stub.add_response("list_attached_role_policies", {"AttachedPolicies": []}, {"RoleName": "nodes"})
+    needs = preflight._execution_role_needs(s, preflight.Clients(None, REGION))
+    for what, actions, resource in needs:
+        decision = "implicitDeny" if what == "Pod Identity" else "allowed"
+        stub.add_response("simulate_principal_policy", {"EvaluationResults": [
+            {"EvalActionName": a, "EvalResourceName": resource, "EvalDecision": decision} for a in actions]})
+    stub.activate()
+    results = {r.check: r for r in preflight.check_existing_execution_role(s, preflight.Clients(None, REGION, {"iam": client}))}
+    assert results["execution role trust"].status == "fail"
+    assert results["execution role managed policy"].status == "fail" and "--role-name nodes" in results["execution role managed policy"].action
+    assert results["execution role: Pod Identity"].status == "fail"
+    assert results["execution role: lifecycle scripts"].status == "pass"
+    assert "arn:aws:s3:::platform-lifecycle/lifecycle/" in results["execution role: lifecycle scripts"].detail
