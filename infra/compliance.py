@@ -149,10 +149,14 @@ def acknowledge_kubectl_provider(provider) -> None:
     handler_id = stack.get_logical_id(handler.node.default_child)
     # Beside the role it grants to: the function's own role, or (a role given) the role's scope.
     found = handler.node.try_find_child("HasEcrPublic") or stack.node.try_find_child("HasEcrPublic")
-    condition_id = stack.get_logical_id(found)
+    # No condition: a given role, to which nothing is attached (stacks/cluster.py removes it).
     ecr_public = (
-        '{"Fn::If":["' + condition_id + '",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
-        '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}'
+        [
+            'AwsSolutions-IAM4[Policy::{"Fn::If":["' + stack.get_logical_id(found) + '",{"Fn::Join":["",["arn:",'
+            '{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]'
+        ]
+        if found is not None
+        else []
     )
     acknowledge_cdk_lambda(
         provider,
@@ -160,7 +164,7 @@ def acknowledge_kubectl_provider(provider) -> None:
         "ECR read-only for chart images and read of the chart assets",
         f"AwsSolutions-IAM4[{_MANAGED}service-role/AWSLambdaVPCAccessExecutionRole]",
         f"AwsSolutions-IAM4[{_MANAGED}AmazonEC2ContainerRegistryReadOnly]",
-        f"AwsSolutions-IAM4[Policy::{ecr_public}]",
+        *ecr_public,
         f"AwsSolutions-IAM5[Resource::<{handler_id}.Arn>:*]",
         *cdk_asset_read(stack),
     )

@@ -217,6 +217,10 @@ class ClusterStack(PlatformStack):
             security_groups=[network.efa_security_group],
             role=role,
         )
+        if role is not None:
+            # aws_eks_v2 adds the ECR Public policy to its own role under this condition; a given
+            # role is not changed, so the condition would be left unused (cfn-lint W8001).
+            self.node.try_remove_child("HasEcrPublic")
         cluster = eks.Cluster.from_cluster_attributes(self, "Cluster", **attributes, kubectl_provider=self.kubectl_provider)
         self.kubectl_reaches_cluster = self._connect_security_groups(ec.security_group_id)
         if role is None:

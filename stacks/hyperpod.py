@@ -187,7 +187,8 @@ class HyperPodStack(PlatformStack):
         policy alone has no ECR or EC2 network-interface actions.
 
         hyperpod.existing_execution_role_arn: used as given, as the quick setup does with
-        CreateSageMakerIAMRoleStack false and awsome with an existing role name: nothing is
+        CreateSageMakerIAMRoleStack false and awsome's Terraform with create_sagemaker_iam_role_module
+        false and existing_sagemaker_iam_role_name: nothing is
         attached to it (mutable=False), since it may serve other clusters and its policies are
         its owner's. Ours differs in one way: `preflight` simulates the role against what this
         stack would have granted its own (check_existing_execution_role), where the references
