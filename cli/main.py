@@ -289,7 +289,7 @@ def cmd_upgrade_plan(args) -> int:
 
 
 def cmd_accept(args) -> int:
-    from cli import accept
+    from cli import accept, preflight
     from infra.config.acceptance import accepted_groups
     from manifests import acceptance as acceptance_manifests
 
@@ -311,29 +311,13 @@ def cmd_accept(args) -> int:
             return 0
         sagemaker = None
         if not args.from_dir and not args.no_deep_health_check and settings.acceptance.deep_health_check:
-            sagemaker = _sagemaker_client(settings, args)
+            sagemaker = preflight.client(settings, "sagemaker", region=args.region, profile=args.profile, verify_as="accept")
         report = accept.run(settings, cluster, sagemaker=sagemaker, groups=args.group or (),
                             deep_health_check=not args.no_deep_health_check, keep=args.keep)
-    except accept.AcceptError as err:
+    except (accept.AcceptError, preflight.NoCredentials) as err:
         raise CliError(str(err)) from None
     sys.stdout.write(accept.to_text(report))
     return 0 if report.passed else 1
-
-
-def _sagemaker_client(settings, args):
-    """SageMaker through the usual credential chain, refused in one line before anything runs."""
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from cli import preflight
-
-    try:
-        session = boto3.Session(profile_name=args.profile, region_name=args.region or settings.region)
-        session.client("sts").get_caller_identity()
-    except (BotoCoreError, ClientError) as err:
-        problem = preflight._credentials_problem(err, args.profile)
-        raise CliError((problem or str(err)).replace("run preflight again", "run accept again")) from None
-    return session.client("sagemaker")
 
 
 def cmd_dashboards(args) -> int:

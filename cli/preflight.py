@@ -910,7 +910,7 @@ REFUSED_CREDENTIALS = ("ExpiredToken", "ExpiredTokenException", "InvalidClientTo
                        "SignatureDoesNotMatch", "AccessDenied")
 
 
-def _credentials_problem(err, profile: str | None) -> str | None:
+def _credentials_problem(err, profile: str | None, command: str = "preflight") -> str | None:
     from botocore.exceptions import NoCredentialsError, PartialCredentialsError, ProfileNotFound, TokenRetrievalError
 
     where = f"profile {profile!r}" if profile else "the default credential chain"
@@ -922,19 +922,25 @@ def _credentials_problem(err, profile: str | None) -> str | None:
         return f"the SSO token of {where} has expired; run `aws sso login{' --profile ' + profile if profile else ''}`"
     code = _error_code(err)
     if code in REFUSED_CREDENTIALS:
-        return f"AWS refused the credentials of {where} ({code}): renew them (`aws sso login`, or new keys) and run preflight again"
+        return f"AWS refused the credentials of {where} ({code}): renew them (`aws sso login`, or new keys) and run {command} again"
     return None
 
 
-def client(settings: Settings, service: str, *, region: str | None = None, profile: str | None = None):
-    """One read-only client for a command beside preflight (upgrade-plan), failing as preflight does."""
+def client(settings: Settings, service: str, *, region: str | None = None, profile: str | None = None,
+           verify_as: str | None = None):
+    """One client for a command beside preflight (upgrade-plan, accept), failing as preflight does.
+    `verify_as` (the command's name): ask STS first, so refused credentials stop the command in one
+    line before anything runs."""
     import boto3
-    from botocore.exceptions import BotoCoreError
+    from botocore.exceptions import BotoCoreError, ClientError
 
+    command = verify_as or "preflight"
     try:
         session = boto3.Session(profile_name=profile, region_name=region or settings.region)
-    except BotoCoreError as err:
-        raise NoCredentials(_credentials_problem(err, profile) or str(err)) from None
+        if verify_as:
+            session.client("sts").get_caller_identity()
+    except (BotoCoreError, ClientError) as err:
+        raise NoCredentials(_credentials_problem(err, profile, command) or str(err)) from None
     return session.client(service, region_name=region or settings.region)
 
 
