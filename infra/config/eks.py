@@ -173,7 +173,20 @@ def check_endpoint_access(s: Settings, p: Problems) -> None:
 # What an existing cluster already decides: given with one, each would silently do nothing.
 NOT_FOR_AN_EXISTING_CLUSTER = ("cluster_name", "authentication_mode", "endpoint_access", "public_access_cidrs", "logging")
 # IAM role ARNs may carry a path (role/<path/>name): IAM User Guide, "IAM identifiers".
-ROLE_ARN = _ROLE_ARN = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/(?:[\w+=,.@-]+/)*[\w+=,.@-]+$")
+ROLE_ARN = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/(?:[\w+=,.@-]+/)*[\w+=,.@-]+$")
+
+
+def check_own_role(s: Settings, p: Problems, where: str, arn: str, runs_as_it: str) -> bool:
+    """`arn` names a role of the deploying account and partition (what `runs_as_it` runs as it:
+    a role passed to a service is one of its own account). False, with the problem said, if not."""
+    found = ROLE_ARN.match(arn)
+    if not found:
+        p.error(where, arn, "is not an IAM role ARN (arn:aws:iam::<account>:role/<optional path/>name)")
+    elif (found.group(1), found.group(2)) != (naming.partition(s.region), s.account):
+        p.error(where, arn, f"must be a role of account {s.account} in partition {naming.partition(s.region)}: {runs_as_it} runs as it")
+    else:
+        return True
+    return False
 
 
 def check_existing_cluster(s: Settings, p: Problems) -> None:
@@ -207,12 +220,4 @@ def check_existing_cluster(s: Settings, p: Problems) -> None:
         given = s.eks.core_addons.pod_identity_agent.model_dump(exclude_unset=True)
         p.error("eks.core_addons.pod_identity_agent", given, f"applies only with {where}.install_pod_identity_agent true")
     if ec.kubectl_role_arn is not None:
-        arn = _ROLE_ARN.match(ec.kubectl_role_arn)
-        if not arn:
-            p.error(f"{where}.kubectl_role_arn", ec.kubectl_role_arn, "is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
-        elif arn.group(1) != naming.partition(s.region) or arn.group(2) != s.account:
-            # A Lambda function's execution role is a role of its own account.
-            p.error(
-                f"{where}.kubectl_role_arn", ec.kubectl_role_arn,
-                f"must be a role of account {s.account} in partition {naming.partition(s.region)}: the kubectl Lambda runs as it",
-            )
+        check_own_role(s, p, f"{where}.kubectl_role_arn", ec.kubectl_role_arn, "the kubectl Lambda")

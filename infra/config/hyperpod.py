@@ -368,18 +368,15 @@ def check_volume_encryption(s: Settings, p: Problems) -> None:
 def check_existing_execution_role(s: Settings, p: Problems) -> None:
     """A role of the deploying account and partition (instance groups' ExecutionRole is passed
     to SageMaker, which takes only roles of the cluster's account), and a bucket it can read."""
-    from infra.config.eks import ROLE_ARN
+    from infra.config.eks import check_own_role
 
     arn = s.hyperpod.existing_execution_role_arn
     if arn is None:
         return
     where = "hyperpod.existing_execution_role_arn"
-    found = ROLE_ARN.match(arn)
-    if not found:
-        p.error(where, arn, "is not an IAM role ARN (arn:aws:iam::<account>:role/<optional path/>name)")
-    elif (found.group(1), found.group(2)) != (naming.partition(s.region), s.account):
-        p.error(where, arn, f"must be a role of account {s.account} in partition {naming.partition(s.region)}: HyperPod's nodes run as it")
-    elif not s.hyperpod.existing_lifecycle_bucket:
+    if not check_own_role(s, p, where, arn, "each of HyperPod's nodes"):
+        return
+    if not s.hyperpod.existing_lifecycle_bucket:
         # The stack's lifecycle bucket is encrypted with a key created at deploy, which a role
         # the stack may not change cannot be granted beforehand.
         p.error(where, arn, "needs hyperpod.existing_lifecycle_bucket, a bucket the role can already read (the stack's own is under a key made at deploy)")
