@@ -156,22 +156,9 @@ def check_eks_version(settings: Settings, aws: Clients) -> list[Result]:
 
 def _addons_to_create(settings: Settings) -> dict[str, str | None]:
     """EKS add-on name -> pinned version (None: EKS's default) of every add-on a deploy creates."""
-    from addons import registry
-    from addons.base import ManagedAddon
+    from cli.upgrade_plan import addons_of
 
-    core = settings.eks.core_addons
-    wanted = {
-        "vpc-cni": core.vpc_cni.version,
-        "kube-proxy": core.kube_proxy.version,
-        "coredns": core.coredns.version,
-        "eks-pod-identity-agent": core.pod_identity_agent.version,
-    }
-    keys = {"vpc-cni": "vpc_cni", "kube-proxy": "kube_proxy", "coredns": "coredns", "eks-pod-identity-agent": "pod_identity_agent"}
-    wanted = {name: pin for name, pin in wanted.items() if keys[name] in settings.core_addons_installed}
-    for addon in registry.plan(settings):
-        if isinstance(addon, ManagedAddon):
-            wanted[addon.eks_name] = addon.config.version
-    return wanted
+    return {addon.name: addon.pinned for addon in addons_of(settings)}
 
 
 def check_addon_versions(settings: Settings, aws: Clients) -> list[Result]:
