@@ -85,7 +85,8 @@ class Team(Model):
     name: str
     quotas: tuple[QuotaResource, ...] = Field(min_length=1)
     sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = "LendAndBorrow"
-    # Percent of the team's quota it may borrow from idle capacity (LendAndBorrow only).
+    # Percent of the team's quota it may borrow from idle capacity (LendAndBorrow only); unset,
+    # SageMaker's default 50 (infra/admission.py reads it).
     borrow_limit: Optional[int] = None
     # At most this much of each type this team may borrow, beside the percentage (AbsoluteBorrowLimits).
     absolute_borrow_limits: tuple[QuotaResource, ...] = ()
