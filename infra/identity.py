@@ -9,9 +9,10 @@ in more than one access entry", EKS user guide, Create access entries), and take
 with its path.
 
 Every field that makes an access entry (eks.admin_principal_arns, governance.teams[].principals,
-eks.existing_cluster.kubectl_role_arn, which already has one on that cluster) and every role
-ARN the stacks pass (hyperpod.existing_execution_role_arn) is read through `parse`, and two
-ARNs are one principal when `same` says so.
+eks.existing_cluster.kubectl_role_arn, which already has one on that cluster, and
+hyperpod.existing_execution_role_arn, which HyperPod gives one: SageMaker's
+ClusterMetadata.EksRoleAccessEntries) is read through `parse`, and two ARNs are one principal
+when `same` says so (validation, and preflight against the entries a cluster has).
 """
 
 from __future__ import annotations

@@ -191,12 +191,21 @@ def check_own_role(s: Settings, p: Problems, where: str, arn: str, runs_as_it: s
 def check_access_entries(s: Settings, p: Problems) -> None:
     """Every principal a deploy gives an EKS access entry, or finds with one: one entry per
     principal, compared as IAM and EKS compare them (infra/identity.py), whatever the case of
-    the name or the path written. The existing cluster's kubectl role has its entry already."""
+    the name or the path written. The existing cluster's kubectl role has its entry already, and
+    HyperPod makes one for an existing execution role."""
     entries: list[tuple[str, identity.Principal]] = []
     ec = s.eks.existing_cluster
     if ec is not None and ec.kubectl_role_arn is not None:
         found = check_own_role(s, p, "eks.existing_cluster.kubectl_role_arn", ec.kubectl_role_arn, "the kubectl Lambda")
         entries += [("eks.existing_cluster.kubectl_role_arn", found)] if found else []
+    execution = s.hyperpod.existing_execution_role_arn
+    if execution is not None:
+        # HyperPod makes the instance groups' role an entry of its own (SageMaker API reference,
+        # ClusterMetadata.EksRoleAccessEntries); check_existing_execution_role says what is wrong with it.
+        try:
+            entries.append(("hyperpod.existing_execution_role_arn", identity.parse(execution)))
+        except identity.NotAPrincipal:
+            pass
     for i, arn in enumerate(s.eks.admin_principal_arns):
         found = principal(s, p, f"eks.admin_principal_arns[{i}]", arn, ("role", "user"))
         entries += [(f"eks.admin_principal_arns[{i}]", found)] if found else []
@@ -218,6 +227,8 @@ def check_access_entries(s: Settings, p: Problems) -> None:
         other_team = there.startswith("governance.") and not same_list
         if there == "eks.existing_cluster.kubectl_role_arn":
             said = f"is eks.existing_cluster.kubectl_role_arn, which already has an access entry on {ec.name}"
+        elif there == "hyperpod.existing_execution_role_arn":
+            said = "is hyperpod.existing_execution_role_arn, the nodes' role, which HyperPod gives an access entry itself"
         elif found.arn != earlier.arn:
             said = f"names the same {found.kind} as {there} ({earlier.arn!r}): IAM compares {found.kind} names without case and whatever their path"
         elif same_list:
@@ -226,7 +237,8 @@ def check_access_entries(s: Settings, p: Problems) -> None:
             said = f"is also {there}"
         if other_team:
             said += f", a principal of team {s.governance.teams[int(there.split('[')[1].split(']')[0])].name}: one team each"
-        p.error(where, found.arn, f"{said}; EKS gives a principal one access entry" + (": leave it out" if there == "eks.existing_cluster.kubectl_role_arn" else ""))
+        fixed = ": leave it out" if there in ("eks.existing_cluster.kubectl_role_arn", "hyperpod.existing_execution_role_arn") else ""
+        p.error(where, found.arn, f"{said}; EKS gives a principal one access entry{fixed}")
 
 
 def check_existing_cluster(s: Settings, p: Problems) -> None:

@@ -107,3 +107,15 @@ def test_the_existing_clusters_kubectl_role_already_has_its_entry():
     (line,) = [l for l in _problems(patch) if "admin_principal_arns" in l]
     assert line == (f"dev: eks.admin_principal_arns[0]: '{A}PLATFORM-kubectl' is eks.existing_cluster.kubectl_role_arn, which already "
                     "has an access entry on platform-shared; EKS gives a principal one access entry: leave it out")
+
+
+def test_an_existing_execution_role_gets_its_entry_from_hyperpod_and_no_second_one():
+    # SageMaker API reference, ClusterMetadata.EksRoleAccessEntries: "A list of Amazon EKS IAM
+    # role ARNs associated with the cluster. This is created by HyperPod on your behalf".
+    docs = botocore.session.get_session().get_service_model("sagemaker").shape_for("ClusterMetadata").members
+    assert "created by HyperPod on your behalf" in docs["EksRoleAccessEntries"].documentation
+    role = A + "service-role/hyperpod-nodes"
+    lines = _problems({"hyperpod": {"existing_execution_role_arn": role, "existing_lifecycle_bucket": "platform-lifecycle-111111111111"},
+                       "eks": {"admin_principal_arns": [A + "Admin", A + "HyperPod-Nodes"]}})
+    assert (f"dev: eks.admin_principal_arns[1]: '{A}HyperPod-Nodes' is hyperpod.existing_execution_role_arn, the nodes' role, which "
+            "HyperPod gives an access entry itself; EKS gives a principal one access entry: leave it out") in lines
