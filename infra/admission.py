@@ -24,8 +24,8 @@ How task governance turns a team's ComputeQuota into Kueue's terms (each piece w
   lends the unused nominal quota of the cohort's ClusterQueues (Kueue's "Cluster Queue" concept
   page, Cohort). No source shows task governance giving the cohort quota of its own, so capacity
   no team holds is not counted as borrowable.
-- A disabled quota (`active: false`, ActivationState Disabled) is read as no quota: it neither
-  admits its team's jobs nor lends.
+- A disabled quota (`active: false`, ActivationState Disabled) lends nothing, and its team's
+  job is not judged (verdict "disabled"): no source says what its queue does meanwhile.
 - Kueue never admits a workload that asks for more than its queue's potential maximum
   (`potentialAvailable` in Kueue's pkg/cache/scheduler/resource_node.go: nominal quota plus what
   the cohort lends, capped by the borrowing limit): `cluster_queue_maximum` is that function for
@@ -45,8 +45,10 @@ API
   cluster's, the ceiling, and what limits the borrowing, in words.
 - `sample_job(settings) -> Admission | None`: the verdict on the job `settings` render (the
   sample job, or `render-job` after `config.override`): demand per kind, the shares, verdict
-  "guaranteed" | "borrowing" | "never" | "unmanaged", the config field to change, and the
-  arithmetic as one line. None when the job is off or its group unknown (other checks say so).
+  "guaranteed" | "borrowing" | "never" | "unmanaged" | "disabled", the config field to change
+  and its value, the arithmetic in words (`.line` is the whole line validation prints), and the
+  most nodes the team can run guaranteed and at all. None when the job is off or its group or
+  team unknown (other checks say so).
 - `largest_jobs(settings, team) -> list[Largest]`: per instance group the team can use, the most
   nodes (or one-slice pods on a MIG group) it can run guaranteed and with borrowing.
 """
@@ -104,14 +106,18 @@ def kueue_kinds(requests: dict[str, int], spec: catalogue.InstanceType) -> dict[
     return out
 
 
-def _order(kind: str) -> tuple:
-    """Accelerators first, then MIG slices, vCPUs, memory: the kind a person thinks of first."""
-    return ({"accelerators": 0, "vcpu": 2, "memory_gib": 3}.get(kind, 1), kind)
+def kind_order(kind: str) -> tuple:
+    """Whole instances, then accelerators, MIG slices, vCPUs, memory: the kind a person thinks of first."""
+    return ({"count": 0, "accelerators": 1, "vcpu": 3, "memory_gib": 4}.get(kind, 2), kind)
+
+
+def _n(value: float) -> str:
+    return f"{value:g}" if abs(value - round(value)) < EPSILON else f"{value:.1f}"
 
 
 def amount(kind: str, value: float, spec: catalogue.InstanceType | None = None) -> str:
     """`value` of `kind` in words: "24 GPUs", "8 mig-1g.10gb slices", "192 vCPUs"."""
-    number = f"{value:g}" if abs(value - round(value)) < EPSILON else f"{value:.1f}"
+    number = _n(value)
     one = abs(value - 1) < EPSILON
     if kind == "accelerators":
         noun = "GPU" if spec is None or spec.accelerator_resource == "nvidia.com/gpu" else "accelerator"
@@ -251,7 +257,7 @@ def team_shares(settings: Settings, team: Team, instance_type: str) -> dict[str,
 # --------------------------------------------------------------------------- verdicts
 
 
-Verdict = Literal["guaranteed", "borrowing", "never", "unmanaged"]
+Verdict = Literal["guaranteed", "borrowing", "never", "unmanaged", "disabled"]
 
 
 @dataclass(frozen=True)
@@ -330,9 +336,15 @@ def sample_job(settings: Settings) -> Admission | None:
     if team is None:
         return None
     shares = team_shares(settings, team, itype)
+    if not team.active:
+        # ActivationState Disabled: no source says what the queue does meanwhile; the job is
+        # judged once the quota is on, and waits until then.
+        reason = "has its compute quota disabled (active false): the job waits until it is enabled"
+        return Admission(**base, per_node=per_node, demand=demand, shares=shares, verdict="disabled", field="sample_job.team",
+                         value=team.name, reason=reason)
     guaranteed = {k: s.guaranteed for k, s in shares.items()}
     ceiling = {k: s.ceiling for k, s in shares.items()}
-    ordered = sorted(demand, key=_order)
+    ordered = sorted(demand, key=kind_order)
     short = next((k for k in ordered if demand[k] > ceiling.get(k, 0.0) + EPSILON), None)
     over = next((k for k in ordered if demand[k] > guaranteed.get(k, 0.0) + EPSILON), None)
     fit_g, fit_max = _fits(per_node, guaranteed), _fits(per_node, ceiling)
@@ -364,16 +376,12 @@ def sample_job(settings: Settings) -> Admission | None:
     return Admission(**base, **verdict, verdict="guaranteed", field=field, value=value, reason=reason)
 
 
-def _n(value: float) -> str:
-    return f"{value:g}" if abs(value - round(value)) < EPSILON else f"{value:.1f}"
-
-
 def _why_none(team: Team, instance_type: str, kind: str) -> str:
     """Why a team holds none of `kind`, where its quota has the type but not the kind."""
     entries = [q for q in team.quotas if q.instance_type == instance_type]
     if not entries:
         return f"its quotas name no {instance_type}"
-    given = sorted({k for q in entries for k in q.given()}, key=_order)
+    given = sorted({k for q in entries for k in q.given()}, key=kind_order)
     if "count" in given:
         return ""
     spec = catalogue.lookup(instance_type)

@@ -149,10 +149,8 @@ def check_governance(s: Settings, p: Problems):
                     demand.setdefault((itype, kind), []).append((team.name, n))
     # Per instance type, the first kind the teams' quotas together take more of than the
     # groups have (whole instances first, memory last): one line a type.
-    rank = {"count": 0, "accelerators": 1, "vcpu": 3, "memory_gib": 4}
-    order = lambda kind: (rank.get(kind, 2), kind)  # noqa: E731 - MIG slices between accelerators and vCPUs
     for itype in sorted({t for t, _ in demand}):
-        for kind in sorted((k for t, k in demand if t == itype), key=order):
+        for kind in sorted((k for t, k in demand if t == itype), key=admission.kind_order):
             asks, have = demand[(itype, kind)], capacity[itype].get(kind, 0)
             total = sum(n for _, n in asks)
             if total <= have + 1e-9:

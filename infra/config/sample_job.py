@@ -162,7 +162,7 @@ def check_admission(s: Settings, p: Problems) -> None:
         return
     if verdict.verdict == "never":
         p.error(verdict.field, verdict.value, verdict.reason)
-    elif verdict.verdict == "borrowing":
+    elif verdict.verdict in ("borrowing", "disabled"):
         p.warn(verdict.line)
     elif verdict.verdict == "unmanaged":
         holders = [t.name for t in s.governance.teams if any(q.instance_type == verdict.instance_type for q in t.quotas)]

@@ -218,11 +218,11 @@ def test_borrowing_is_bounded_by_what_the_other_teams_lend():
     assert any("16 guaranteed + at most 8 borrowed (all ml-batch lends) = 24 GPUs; at most 3 nodes" in l for l in lines), lines
 
 
-def test_a_disabled_quota_admits_nothing_and_lends_nothing():
+def test_a_disabled_quota_lends_nothing_and_its_job_waits_with_a_warning():
     teams = [{"name": "ml-research", "quotas": [{"instance_type": "ml.p5.48xlarge", "count": 2}], "active": False},
              {"name": "ml-production", "quotas": [{"instance_type": "ml.p5.48xlarge", "count": 2}], "borrow_limit": 100}]
-    lines = _problems({"governance": {"teams": teams}}, env="prod")
-    assert any(l.startswith("prod: sample_job.team: 'ml-research' can never hold 2 nodes") and "quota is disabled" in l for l in lines)
+    assert "prod: sample_job.team: 'ml-research' has its compute quota disabled (active false): the job waits until it is enabled" in _warnings(
+        {"governance": {"teams": teams}}, env="prod")
     s = _settings({"governance": {"teams": teams}, "sample_job": {"team": "ml-production"}}, env="prod")
     assert admission.team_shares(s, s.governance.teams[1], "ml.p5.48xlarge")["accelerators"].borrowable == 0
 
