@@ -164,6 +164,8 @@ def check_endpoint_access(s: Settings, p: Problems) -> None:
 
 # What an existing cluster already decides: given with one, each would silently do nothing.
 NOT_FOR_AN_EXISTING_CLUSTER = ("cluster_name", "authentication_mode", "endpoint_access", "public_access_cidrs", "logging")
+
+
 def principal(s: Settings, p: Problems, where: str, arn: str, kinds: tuple[identity.Kind, ...] = ("role",)) -> identity.Principal | None:
     """The principal `arn` names (infra/identity.py), of this cluster's partition; None, with
     the problem said, if it names none."""
@@ -193,52 +195,52 @@ def check_access_entries(s: Settings, p: Problems) -> None:
     principal, compared as IAM and EKS compare them (infra/identity.py), whatever the case of
     the name or the path written. The existing cluster's kubectl role has its entry already, and
     HyperPod makes one for an existing execution role."""
-    entries: list[tuple[str, identity.Principal]] = []
+    # (field path, principal, the team whose it is), in the order the entries come to be.
+    entries: list[tuple[str, identity.Principal, str | None]] = []
     ec = s.eks.existing_cluster
     if ec is not None and ec.kubectl_role_arn is not None:
         found = check_own_role(s, p, "eks.existing_cluster.kubectl_role_arn", ec.kubectl_role_arn, "the kubectl Lambda")
-        entries += [("eks.existing_cluster.kubectl_role_arn", found)] if found else []
+        entries += [("eks.existing_cluster.kubectl_role_arn", found, None)] if found else []
     execution = s.hyperpod.existing_execution_role_arn
     if execution is not None:
         # HyperPod makes the instance groups' role an entry of its own (SageMaker API reference,
         # ClusterMetadata.EksRoleAccessEntries); check_existing_execution_role says what is wrong with it.
         try:
-            entries.append(("hyperpod.existing_execution_role_arn", identity.parse(execution)))
+            entries.append(("hyperpod.existing_execution_role_arn", identity.parse(execution), None))
         except identity.NotAPrincipal:
             pass
     for i, arn in enumerate(s.eks.admin_principal_arns):
         found = principal(s, p, f"eks.admin_principal_arns[{i}]", arn, ("role", "user"))
-        entries += [(f"eks.admin_principal_arns[{i}]", found)] if found else []
+        entries += [(f"eks.admin_principal_arns[{i}]", found, None)] if found else []
     for a, b in collisions(s.eks.admin_principal_arns, naming.admin_entry_id):
         p.error("eks.admin_principal_arns", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
     for i, team in enumerate(s.governance.teams):
         for j, arn in enumerate(team.principals):
             found = principal(s, p, f"governance.teams[{i}].principals[{j}]", arn)
-            entries += [(f"governance.teams[{i}].principals[{j}]", found)] if found else []
+            entries += [(f"governance.teams[{i}].principals[{j}]", found, team.name)] if found else []
         for a, b in collisions(team.principals, lambda arn: naming.team_entry_id(team.name, arn)):
             p.error(f"governance.teams[{i}].principals", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
-    first: dict[tuple, tuple[str, identity.Principal]] = {}
-    for where, found in entries:
+    made_elsewhere = {
+        "eks.existing_cluster.kubectl_role_arn": f"which already has an access entry on {ec.name if ec else ''}",
+        "hyperpod.existing_execution_role_arn": "the nodes' role, which HyperPod gives an access entry itself",
+    }
+    first: dict[tuple, tuple[str, identity.Principal, str | None]] = {}
+    for where, found, team in entries:
         if found.key not in first:
-            first[found.key] = (where, found)
+            first[found.key] = (where, found, team)
             continue
-        there, earlier = first[found.key]
-        same_list = where.rsplit("[", 1)[0] == there.rsplit("[", 1)[0]
-        other_team = there.startswith("governance.") and not same_list
-        if there == "eks.existing_cluster.kubectl_role_arn":
-            said = f"is eks.existing_cluster.kubectl_role_arn, which already has an access entry on {ec.name}"
-        elif there == "hyperpod.existing_execution_role_arn":
-            said = "is hyperpod.existing_execution_role_arn, the nodes' role, which HyperPod gives an access entry itself"
+        there, earlier, their_team = first[found.key]
+        if there in made_elsewhere:
+            said = f"is {there}, {made_elsewhere[there]}"
         elif found.arn != earlier.arn:
             said = f"names the same {found.kind} as {there} ({earlier.arn!r}): IAM compares {found.kind} names without case and whatever their path"
-        elif same_list:
+        elif where.rsplit("[", 1)[0] == there.rsplit("[", 1)[0]:
             said = f"is listed twice (also {there})"
         else:
             said = f"is also {there}"
-        if other_team:
-            said += f", a principal of team {s.governance.teams[int(there.split('[')[1].split(']')[0])].name}: one team each"
-        fixed = ": leave it out" if there in ("eks.existing_cluster.kubectl_role_arn", "hyperpod.existing_execution_role_arn") else ""
-        p.error(where, found.arn, f"{said}; EKS gives a principal one access entry{fixed}")
+        if their_team is not None and their_team != team:
+            said += f", a principal of team {their_team}: one team each"
+        p.error(where, found.arn, f"{said}; EKS gives a principal one access entry" + (": leave it out" if there in made_elsewhere else ""))
 
 
 def check_existing_cluster(s: Settings, p: Problems) -> None:
