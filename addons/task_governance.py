@@ -10,6 +10,7 @@ creates after its quota, is waited for here too, before anything is applied into
 
 from __future__ import annotations
 
+import json
 import re
 
 from typing import TYPE_CHECKING
@@ -190,6 +191,9 @@ class TaskGovernanceAddon(ManagedAddon):
             restore_patch=restore,
             patch_type=eks.PatchType.MERGE,
         )
+        # A merge patch removes a label by setting it to null, and jsii drops the None values of
+        # a mapping on its way to CDK's toJsonString: the restore patch goes in as JSON text.
+        labels.node.find_child("Resource").node.default_child.add_property_override("RestorePatchJson", json.dumps(restore))
         policy = eks.KubernetesManifest(ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster, manifest=[tenancy.isolation_policy(team.name)])
         for construct in (labels, policy):
             construct.node.add_dependency(namespace)
