@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:cuda13.1.2-efa1.50.0-ofiv1.21.1-ncclv2.31.2-1-testsv2.20.0"
 # NVIDIA's DCGM container on NGC (nv-hostengine and dcgmi), a tag public GPU-cluster scripts run.
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
+# Docker's official busybox on AWS's public gallery.
+PROBE_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
 
 
 class AcceptanceSettings(Model):
@@ -31,6 +33,8 @@ class AcceptanceSettings(Model):
     min_bandwidth_percent: int = Field(default=90, ge=1, le=100)
     # HyperPod's on-demand deep health check (StartClusterHealthCheck) on types that have one.
     deep_health_check: bool = True
+    # A small image with a shell, wget and httpd (busybox) for the tenancy probes in team namespaces.
+    probe_image: str = Field(default=PROBE_IMAGE, pattern=IMAGE_REFERENCE)
 
 
 def accepted_groups(s: Settings) -> list:

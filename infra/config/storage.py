@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Optional
 
 from pydantic import Field
 
+from infra.config.acceptance import PROBE_IMAGE
 from infra.config.base import IMAGE_REFERENCE, Model, Problems
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class FsxSettings(Model):
     existing: Optional[ExistingFileSystem] = None
     # A small image with /bin/sh, mkdir and chmod, for the Job that makes each team's directory
     # (each team mounts only its own); in a network without NAT, a copy in this account's ECR.
-    directory_image: str = Field(default="public.ecr.aws/docker/library/busybox:1.37.0", pattern=IMAGE_REFERENCE)
+    directory_image: str = Field(default=PROBE_IMAGE, pattern=IMAGE_REFERENCE)
 
 
 FSX_THROUGHPUTS = (125, 250, 500, 1000)
