@@ -303,6 +303,9 @@ class HyperPodStack(PlatformStack):
             via_sagemaker = {"kms:ViaService": f"sagemaker.{self.region}.amazonaws.com"}
             for name in groups:
                 key = self.data_key(f"VolumeKey-{name}", f"volumes-{name}", f"EBS volumes of HyperPod instance group {name}")
+                # The volumes it guards go with the nodes, so the key goes too (its deletion is
+                # scheduled, KMS's waiting period): a kept key's policy would name the deleted role.
+                key.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
                 key.add_to_resource_policy(iam.PolicyStatement(
                     sid="HyperPodExecutionRoleGrants", principals=[role], actions=["kms:CreateGrant"], resources=["*"],
                     conditions={"StringEquals": via_sagemaker, "Bool": {"kms:GrantIsForAWSResource": "true"}},
