@@ -307,7 +307,10 @@ def cmd_accept(args) -> int:
     try:
         cluster = accept.Recording(Path(args.from_dir)) if args.from_dir else accept.Kubectl()
         if args.render:
-            sys.stdout.write(accept.to_yaml(acceptance_manifests.objects(settings, accept.nodes_to_test(settings, cluster, args.group))))
+            objects = acceptance_manifests.objects(settings, accept.nodes_to_test(settings, cluster, args.group))
+            # The tenancy probes of each team (the privileged pod is only ever a dry run).
+            objects += [o for t in settings.governance.teams for k, o in acceptance_manifests.tenancy_objects(settings, t.name).items() if k != "privileged"]
+            sys.stdout.write(accept.to_yaml(objects))
             return 0
         sagemaker = None
         if not args.from_dir and not args.no_deep_health_check and settings.acceptance.deep_health_check:

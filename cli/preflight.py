@@ -646,16 +646,22 @@ def check_existing_cluster(settings: Settings, aws: Clients) -> list[Result]:
     # VPC CNI: the only CNI HyperPod supports, at a minimum version.
     floor = ".".join(map(str, versions.VPC_CNI_MIN_FOR_HYPERPOD))
     if "vpc-cni" in installed:
-        cni = eks.describe_addon(clusterName=name, addonName="vpc-cni")["addon"]["addonVersion"]
+        addon = eks.describe_addon(clusterName=name, addonName="vpc-cni")["addon"]
+        cni = addon["addonVersion"]
         results.append(
             Result("VPC CNI", "pass", f"{cni} (HyperPod needs {floor} or later)")
             if (_semver(cni) or (0, 0, 0)) >= versions.VPC_CNI_MIN_FOR_HYPERPOD
             else Result("VPC CNI", "fail", f"{cni} is older than {floor}, which HyperPod needs ({versions.VPC_CNI_SOURCE})",
                         f"aws eks update-addon --cluster-name {name} --addon-name vpc-cni --addon-version <{floor} or later>")
         )
+        results.append(_network_policy(name, addon.get("configurationValues") or "{}"))
     else:
         results.append(Result("VPC CNI", "warn", f"not an EKS add-on on {name}: a self-managed aws-node must be {floor} or later",
                               "kubectl -n kube-system get daemonset aws-node -o jsonpath='{..image}'"))
+        results.append(Result("VPC CNI network policy", "warn",
+                              f"not an EKS add-on on {name}: its network policy agent must run with --enable-network-policy=true, "
+                              "or the team namespaces' NetworkPolicies are not enforced",
+                              "kubectl -n kube-system get daemonset aws-node -o jsonpath='{..args}'"))
     agent = "eks-pod-identity-agent"
     if ec.install_pod_identity_agent:
         results.append(
@@ -684,6 +690,28 @@ def check_existing_cluster(settings: Settings, aws: Clients) -> list[Result]:
                               f"aws eks create-access-entry --cluster-name {name} --principal-arn {ec.kubectl_role_arn}, then associate "
                               "AmazonEKSClusterAdminPolicy; or leave kubectl_role_arn out and the stack makes one"))
     return results
+
+
+def _network_policy(cluster: str, values: str) -> Result:
+    """The cluster's own VPC CNI add-on enforces NetworkPolicies only with its network policy
+    agent on; this project does not configure a VPC CNI it did not install."""
+    import yaml
+
+    from infra.config.eks import NETWORK_POLICY_KEY, NETWORK_POLICY_ON
+
+    try:  # EKS takes configuration values as JSON or YAML
+        given = yaml.safe_load(values).get(NETWORK_POLICY_KEY)
+    except (yaml.YAMLError, AttributeError):
+        given = None
+    if given == NETWORK_POLICY_ON:
+        return Result("VPC CNI network policy", "pass", f"{NETWORK_POLICY_KEY} is \"{NETWORK_POLICY_ON}\"")
+    return Result(
+        "VPC CNI network policy", "fail",
+        f"{NETWORK_POLICY_KEY} is {given!r} on {cluster}'s vpc-cni add-on: the team namespaces' and the job's NetworkPolicies "
+        "would not be enforced, and every team's pods could reach every other's",
+        f"aws eks update-addon --cluster-name {cluster} --addon-name vpc-cni --configuration-values "
+        f"'{{\"{NETWORK_POLICY_KEY}\": \"{NETWORK_POLICY_ON}\"}}' (merged with its other values)",
+    )
 
 
 def check_existing_subnets(settings: Settings, aws: Clients) -> list[Result]:

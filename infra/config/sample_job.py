@@ -51,9 +51,8 @@ class SampleJobSettings(Model):
     efa_per_node: Optional[int] = None
     max_steps: int = Field(default=100, ge=1, le=10_000_000)
     checkpoint_interval_steps: int = Field(default=50, ge=1)
-    # Checkpoints go to this S3 prefix in the job's own bucket when true, else to local NVMe.
-    # s3: the checkpoint bucket; fsx: the shared FSx for Lustre file system (fsx.enabled);
-    # local: the node's NVMe (single-node jobs only).
+    # s3: the checkpoint bucket; fsx: the team's directory of the FSx for Lustre file system
+    # (fsx.enabled). local is refused: the pod's own scratch goes with the pod.
     checkpoint_to: Literal["s3", "fsx", "local"] = "s3"
     # Complete checkpoints kept; older ones are deleted after each save (S3 keeps noncurrent
     # versions for the bucket's lifecycle window).
@@ -111,11 +110,12 @@ def check_sample_job(s: Settings, p: Problems):
             job.instance_group,
             f"is {group.instance_type} ({group.spec.accelerator}); the sample job's image is CUDA PyTorch, which needs NVIDIA GPUs",
         )
-    if job.checkpoint_to == "local" and job.nodes > 1:
+    if job.checkpoint_to == "local":
         p.error(
             "sample_job.checkpoint_to",
             "local",
-            f"must be s3 or fsx with {job.nodes} nodes: each node's NVMe holds only its own ranks' shards, so no node could resume",
+            "must be s3 or fsx: the job's local scratch is its pod's own emptyDir, deleted with the pod, so a restarted pod "
+            "could not resume; a node folder that outlives the pod is a hostPath shared between jobs, which team namespaces refuse",
         )
     if s.network.closed:
         # Nothing reaches Hugging Face from a network without NAT.
@@ -217,8 +217,6 @@ def _check_elastic(s: Settings, group, p: Problems) -> None:
         p.error("sample_job.max_nodes", job.max_nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
     if job.gpu_partition is not None:
         p.error("sample_job.max_nodes", job.max_nodes, "cannot scale a job on a MIG slice (gpu_partition), which is one process on one node")
-    if job.checkpoint_to == "local":
-        p.error("sample_job.checkpoint_to", "local", "must be s3 or fsx for an elastic job (max_nodes): a node added or removed needs every rank's shards")
     version = s.addons.training_operator.version
     if version and tuple(int(x) for x in version[1:].split("-")[0].split(".")) < ELASTIC_OPERATOR:
         p.error(

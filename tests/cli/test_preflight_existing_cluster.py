@@ -6,6 +6,7 @@ EKS answers from a botocore Stubber with the service model's response shapes."""
 from __future__ import annotations
 
 import boto3
+import pytest
 from botocore.stub import Stubber
 
 from cli import preflight
@@ -27,7 +28,7 @@ def _settings(eks: dict | None = None, **top):
 
 
 def _eks(*, version="1.33", mode="API", vpc=VPC, group=GROUP, addons=("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"),
-         cni="v1.19.2-eksbuild.1", entries=(), found=True):
+         cni="v1.19.2-eksbuild.1", cni_values='{"enableNetworkPolicy": "true"}', entries=(), found=True):
     client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(client)
     if not found:
@@ -40,7 +41,8 @@ def _eks(*, version="1.33", mode="API", vpc=VPC, group=GROUP, addons=("vpc-cni",
     }}, {"name": NAME})
     stub.add_response("list_addons", {"addons": list(addons)}, {"clusterName": NAME})
     if "vpc-cni" in addons:
-        stub.add_response("describe_addon", {"addon": {"addonName": "vpc-cni", "clusterName": NAME, "addonVersion": cni}},
+        addon = {"addonName": "vpc-cni", "clusterName": NAME, "addonVersion": cni, **({"configurationValues": cni_values} if cni_values else {})}
+        stub.add_response("describe_addon", {"addon": addon},
                           {"clusterName": NAME, "addonName": "vpc-cni"})
     stub.add_response("list_access_entries", {"accessEntries": list(entries)}, {"clusterName": NAME})
     stub.activate()
@@ -55,7 +57,8 @@ def _check(settings, eks_client):
 def test_a_cluster_that_meets_every_prerequisite_passes_one_line_each():
     results = _check(_settings(), _eks())
     assert {c: r.status for c, r in results.items()} == {
-        "EKS cluster": "pass", "EKS cluster version": "pass", "EKS authentication mode": "pass", "VPC CNI": "pass", "Pod Identity agent": "pass",
+        "EKS cluster": "pass", "EKS cluster version": "pass", "EKS authentication mode": "pass", "VPC CNI": "pass",
+        "VPC CNI network policy": "pass", "Pod Identity agent": "pass",
     }
 
 
@@ -63,11 +66,11 @@ def test_each_missing_prerequisite_is_one_line_that_says_what_to_do():
     results = _check(
         _settings(),
         _eks(version="1.31", mode="CONFIG_MAP", vpc="vpc-0fffffffffffffff0", group="sg-0fffffffffffffff0",
-             addons=("vpc-cni", "cert-manager"), cni="v1.18.1-eksbuild.3", entries=(ADMIN,)),
+             addons=("vpc-cni", "cert-manager"), cni="v1.18.1-eksbuild.3", cni_values=None, entries=(ADMIN,)),
     )
     failed = {c for c, r in results.items() if r.status == "fail"}
     assert failed == {
-        "EKS cluster version", "EKS authentication mode", "EKS cluster VPC", "EKS cluster security group", "VPC CNI",
+        "EKS cluster version", "EKS authentication mode", "EKS cluster VPC", "EKS cluster security group", "VPC CNI", "VPC CNI network policy",
         "Pod Identity agent", "add-on cert-manager", "access entry Admin",
     }
     for check in failed:
@@ -84,8 +87,20 @@ def test_a_version_config_and_cluster_agree_on_is_still_held_to_hyperpods_range(
 
 
 def test_a_self_managed_cni_is_a_warning_naming_the_command_that_shows_its_image():
-    cni = _check(_settings(), _eks(addons=("eks-pod-identity-agent",)))["VPC CNI"]
-    assert cni.status == "warn" and "aws-node" in cni.action
+    results = _check(_settings(), _eks(addons=("eks-pod-identity-agent",)))
+    assert results["VPC CNI"].status == "warn" and "aws-node" in results["VPC CNI"].action
+    assert results["VPC CNI network policy"].status == "warn" and "--enable-network-policy=true" in results["VPC CNI network policy"].detail
+
+
+@pytest.mark.parametrize("values", ['{"enableNetworkPolicy": "false"}', '{"enableNetworkPolicy": true}', "{}", "enableNetworkPolicy: true"])
+def test_the_clusters_own_cni_must_run_its_network_policy_agent(values):
+    # EKS user guide, "Restrict Pod network traffic with Kubernetes network policies": the
+    # add-on's configuration value enableNetworkPolicy, the string "true". This project does
+    # not change the VPC CNI of a cluster it did not create, so preflight says what to run.
+    policy = _check(_settings(), _eks(cni_values=values))["VPC CNI network policy"]
+    assert policy.status == "fail" and "--configuration-values '{\"enableNetworkPolicy\": \"true\"}'" in policy.action
+    # The same value written as YAML, which EKS also takes, passes.
+    assert _check(_settings(), _eks(cni_values='enableNetworkPolicy: "true"'))["VPC CNI network policy"].status == "pass"
 
 
 def test_an_agent_to_install_must_not_be_there_yet_and_a_kubectl_role_needs_its_entry():
