@@ -701,7 +701,7 @@ def check_existing_subnets(settings: Settings, aws: Clients) -> list[Result]:
     for sn in subnets:
         groups = [g for g in settings.hyperpod.instance_groups if (g.availability_zone or default_az) == sn.availability_zone]
         nodes = sum(g.ceiling for g in groups)
-        dense = sum(g.ceiling * (1 + _max_pods(g.spec.vcpus)) for g in groups if catalogue.lookup(g.instance_type))
+        dense = sum(g.ceiling * (1 + _max_pods(g.spec.vcpus)) for g in groups if catalogue.figures(g.instance_type))
         have, check = free.get(sn.subnet_id, 0), f"subnet {sn.subnet_id}"
         if have < nodes:
             results.append(Result(check, "fail", f"{have} free addresses for {nodes} nodes in {sn.availability_zone}",

@@ -66,9 +66,15 @@ def check_addons(s: Settings, p: Problems):
         big = [
             g.name
             for g in s.hyperpod.instance_groups
-            if catalogue.lookup(g.instance_type) and g.spec.vcpus >= catalogue.OBSERVABILITY_MIN_VCPUS
+            if catalogue.lookup(g.instance_type) and (g.spec.vcpus or 0) >= catalogue.OBSERVABILITY_MIN_VCPUS
         ]
-        if not big:
+        unsized = [g.name for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and g.spec.vcpus is None]
+        if not big and unsized:
+            p.warn(
+                f"addons.observability.enabled: its collectors need a node of 4xlarge (16 vCPUs) or larger, and the vCPUs "
+                f"of group(s) {', '.join(unsized)} are in no source here; this cannot be checked"
+            )
+        elif not big:
             p.error(
                 "addons.observability.enabled",
                 True,
