@@ -67,6 +67,9 @@ TRAINING_OPERATOR_KUEUE_RECOMMENDED = ("0.12.2", "0.12.3")
 TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR = "v1.3.0-eksbuild.1"
 # Topology-aware scheduling needs task governance at least this version.
 TASK_GOVERNANCE_MIN_FOR_TOPOLOGY = "v1.2.2"
+# The first training operator with elastic training (AWS docs, "Using elastic training in
+# Amazon SageMaker HyperPod": training operator v1.2 and above).
+TRAINING_OPERATOR_MIN_FOR_ELASTIC = "v1.2.0"
 
 TASK_GOVERNANCE_UPGRADE_PAGE = (
     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade.html"
@@ -118,6 +121,13 @@ TASK_GOVERNANCE_CRD_MIGRATION = "v1.5.0-eksbuild.1"
 TASK_GOVERNANCE_MIGRATION_ERROR = (
     'CustomResourceDefinition.apiextensions.k8s.io "cohorts.kueue.x-k8s.io" is invalid: status.storedVersions[0]: '
     'Invalid value: "v1alpha1": missing from spec.versions'
+)
+# The ways across the migration, in one line: the upgrade page's recommended one, the quick
+# setup's template that automates it, and the manual steps below (`hyperpod-cdk upgrade-plan`).
+TASK_GOVERNANCE_MIGRATION_WAYS = (
+    "the HyperPod console's task governance upgrade (recommended by the upgrade page, it migrates the Kueue CRDs), the "
+    "quick setup's task-governance-addon-migration-template.yaml (backup, update, restore), or the page's manual steps "
+    f"(hyperpod-cdk upgrade-plan prints them; {TASK_GOVERNANCE_UPGRADE_PAGE})"
 )
 # The upgrade page's manual procedure, step by step (its recommended way is the HyperPod
 # console's upgrade option, which migrates the CRDs itself).

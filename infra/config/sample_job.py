@@ -224,15 +224,3 @@ def _check_elastic(s: Settings, group, p: Problems) -> None:
         p.error("sample_job.max_nodes", job.max_nodes, "cannot scale a job on a MIG slice (gpu_partition), which is one process on one node")
     if job.checkpoint_to == "local":
         p.error("sample_job.checkpoint_to", "local", "must be s3 or fsx for an elastic job (max_nodes): a node added or removed needs every rank's shards")
-    version = s.addons.training_operator.version
-    if version and tuple(int(x) for x in version[1:].split("-")[0].split(".")) < ELASTIC_OPERATOR:
-        p.error(
-            "addons.training_operator.version",
-            version,
-            f"has no elastic training, which sample_job.max_nodes asks for; use v{'.'.join(map(str, ELASTIC_OPERATOR))} or newer",
-        )
-
-
-# The first training operator release with elastic training (AWS docs, "Using elastic
-# training in Amazon SageMaker HyperPod": training operator v1.2 and above).
-ELASTIC_OPERATOR = (1, 2, 0)

@@ -208,7 +208,7 @@ def check_region(s: Settings, p: Problems):
     wanted = ["AWS::EKS::Cluster", "AWS::SageMaker::Cluster"]
     if s.governance.teams:
         wanted += ["AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"]
-    if s.addons.observability.enabled:
+    if s.addons.observability.enabled and not s.addons.observability.existing:
         wanted.append("AWS::APS::Workspace")
         if s.addons.observability.grafana.enabled:
             wanted.append("AWS::Grafana::Workspace")
