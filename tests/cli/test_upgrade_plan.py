@@ -225,3 +225,19 @@ def test_on_an_existing_cluster_its_owner_upgrades_the_control_plane_and_only_ou
     assert (f"aws eks update-cluster-version --region {settings.region} --name {settings.eks.existing_cluster.name} "
             "--kubernetes-version 1.35") in text
     assert "the control plane first" not in text
+
+
+def test_with_credentials_a_pin_across_the_migration_comes_first_even_at_the_same_kubernetes_version():
+    settings = _settings(patch={"addons": {"task_governance": {"version": "v1.6.0-eksbuild.1"}}})
+    cluster = settings.eks_cluster_name
+    client, stub = _eks([("describe_addon", {"addon": {"addonName": upgrade_plan.TASK_GOVERNANCE, "clusterName": cluster,
+                                                       "addonVersion": "v1.3.1-eksbuild.1"}},
+                          {"clusterName": cluster, "addonName": upgrade_plan.TASK_GOVERNANCE})])
+    pending = upgrade_plan.pending_migration(settings, upgrade_plan.AccountVersions(client))
+    stub.assert_no_pending_responses()
+    assert pending == ("v1.3.1-eksbuild.1", "v1.6.0-eksbuild.1")
+    text = upgrade_plan.to_text(settings, "1.34", "1.34", [], "the account (DescribeAddonVersions)", pending)
+    assert text.startswith("before anything else: task governance runs v1.3.1-eksbuild.1 and config pins v1.6.0-eksbuild.1")
+    assert "2. MIGRATE FIRST" in text and "nothing else to do" in text
+    # Offline, what is deployed is the pin: nothing pending.
+    assert upgrade_plan.pending_migration(settings, upgrade_plan.OfflineVersions()) is None
