@@ -280,11 +280,12 @@ def cmd_upgrade_plan(args) -> int:
         if args.from_account:
             source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
         current, steps = upgrade_plan.build(settings, args.to, source)
+        pending = upgrade_plan.pending_migration(settings, source)
     except (upgrade_plan.Refused, preflight.NoCredentials) as err:
         raise CliError(str(err)) from None
     except (BotoCoreError, ClientError) as err:
         raise CliError(preflight.failure_line(err, args.profile)) from None
-    sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name))
+    sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name, pending))
     return 0
 
 

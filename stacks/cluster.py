@@ -376,7 +376,7 @@ def chart_values(settings: Settings) -> dict:
     # nodes never advertise their devices: its own tolerations, and one per such taint.
     for plugin, defaults in chart.DEVICE_PLUGIN_TOLERATIONS.items():
         serves = next(i.serves for i in chart.CHART_IMAGES if i.subchart == plugin)
-        taints = {(t.key, t.effect) for g in settings.hyperpod.instance_groups if catalogue.lookup(g.instance_type)
+        taints = {(t.key, t.effect) for g in settings.hyperpod.instance_groups if catalogue.figures(g.instance_type)
                   and serves in g.device_resources for t in g.taints}
         if taints:
             ours[plugin]["tolerations"] = defaults + [

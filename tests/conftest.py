@@ -107,10 +107,13 @@ CAPABILITIES = {
         },
     },
 }
-# HyperPod joins an EKS cluster this project does not create, in that cluster's VPC.
+# HyperPod joins an EKS cluster this project does not create, in that cluster's VPC, adopting the
+# cert-manager add-on it runs (as a quick-setup cluster does: its inference operator, on by
+# default, installs it); creating the others there is the path dev's add-ons take.
 CAPABILITIES["existing-cluster"] = {
     "network": CAPABILITIES["existing-vpc"]["network"],
     "eks": {"existing_cluster": {"name": "platform-shared", "security_group_id": "sg-0a1b2c3d4e5f60719"}},
+    "addons": {"cert_manager": {"existing": True}},
 }
 
 

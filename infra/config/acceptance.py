@@ -43,7 +43,7 @@ def accepted_groups(s: Settings) -> list:
         return [g for g in s.hyperpod.instance_groups if g.name in s.acceptance.instance_groups]
     return [
         g for g in s.hyperpod.instance_groups
-        if catalogue.lookup(g.instance_type) and g.spec.accelerator_resource == "nvidia.com/gpu"
+        if catalogue.figures(g.instance_type) and g.spec.accelerator_resource == "nvidia.com/gpu"
         and g.spec.is_accelerated and not g.mig_profile
     ]
 
@@ -57,6 +57,8 @@ def check_acceptance(s: Settings, p: Problems):
             p.error(path, name, f"is not an instance group; groups: {', '.join(names)}")
         elif not catalogue.lookup(group.instance_type):
             continue  # the instance type's own error names it
+        elif group.spec.unknown:
+            p.error(path, name, f"is {group.instance_type}, whose {', '.join(group.spec.unknown)} no source here states; the run is sized from them")
         elif not group.spec.is_accelerated or group.spec.accelerator_resource != "nvidia.com/gpu":
             p.error(path, name, f"is {group.instance_type}, which has no NVIDIA GPUs for NCCL and DCGM to test")
         elif group.mig_profile:

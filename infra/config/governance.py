@@ -240,7 +240,13 @@ def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict,
     if "count" in given and len(given) > 1:
         p.error(path, shown, "count is whole instances; give it alone, or the other kinds without it")
         return None
-    have = capacity[q.instance_type]
+    have = {kind: n for kind, n in capacity[q.instance_type].items() if n is not None}
+    unknown = [kind for kind in given if kind not in have and kind in capacity[q.instance_type]]
+    for kind in unknown:
+        # The type's figure is in no source here: SageMaker judges it at deploy, this cannot.
+        p.warn(f"{path}.{_field(kind)}: {given[kind]:g} cannot be checked against {q.instance_type}, whose {kind} no source here states")
+    if unknown:
+        return None
     problems = len(p.errors)
     for kind, amount in given.items():
         if amount <= 0:
@@ -255,7 +261,7 @@ def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict,
         elif amount > have.get(kind, 0) + 1e-9:
             p.error(f"{path}.{_field(kind)}", amount, f"is more than the cluster's {_amount(kind, have.get(kind, 0))} of {q.instance_type}")
     # `capacity` holds catalogued types only, so the lookup finds it.
-    return q.takes(have, catalogue.CATALOGUE[q.instance_type].accelerators) if len(p.errors) == problems else None
+    return q.takes(have, catalogue.CATALOGUE[q.instance_type].accelerators or 0) if len(p.errors) == problems else None
 
 
 def _field(kind: str) -> str:

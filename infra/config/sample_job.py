@@ -72,6 +72,11 @@ def check_sample_job(s: Settings, p: Problems):
         )
     elif job.nodes > group.ceiling:
         p.error("sample_job.nodes", job.nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
+    elif catalogue.lookup(group.instance_type) and group.spec.unknown:
+        p.error(
+            "sample_job.instance_group", job.instance_group,
+            f"is {group.instance_type}, whose {', '.join(group.spec.unknown)} no source here states; the job's ranks, CPU and memory are sized from them",
+        )
     elif catalogue.lookup(group.instance_type) and not group.spec.is_accelerated:
         p.error("sample_job.instance_group", job.instance_group, f"is {group.instance_type}, which has no GPUs")
     elif catalogue.lookup(group.instance_type):
@@ -80,7 +85,7 @@ def check_sample_job(s: Settings, p: Problems):
             p.error("sample_job.gpus_per_node", job.gpus_per_node, f"does not match {spec.name}, which has {spec.accelerators}")
         if job.efa_per_node is not None and job.efa_per_node != spec.efa_interfaces:
             p.error("sample_job.efa_per_node", job.efa_per_node, f"does not match {spec.name}, which has {spec.efa_interfaces} EFA interfaces")
-    if job.gpu_partition is not None and group is not None and catalogue.lookup(group.instance_type):
+    if job.gpu_partition is not None and group is not None and catalogue.figures(group.instance_type):
         _check_partition(job, group, p)
     if job.max_nodes is not None:
         _check_elastic(s, group, p)
@@ -104,7 +109,7 @@ def check_sample_job(s: Settings, p: Problems):
             f"({job.max_steps}): the only checkpoint is the last, so a run longer than "
             "30 minutes is restarted by the CheckpointCadence rule"
         )
-    if group is not None and catalogue.lookup(group.instance_type) and group.spec.accelerator_resource != "nvidia.com/gpu" and group.spec.is_accelerated:
+    if group is not None and catalogue.figures(group.instance_type) and group.spec.accelerator_resource != "nvidia.com/gpu" and group.spec.is_accelerated:
         p.error(
             "sample_job.instance_group",
             job.instance_group,
@@ -169,7 +174,7 @@ def memory_problem(s: Settings, model: str) -> str | None:
 
     job = s.sample_job
     group = s.instance_group(job.instance_group)
-    spec = catalogue.lookup(group.instance_type) if group is not None else None
+    spec = catalogue.figures(group.instance_type) if group is not None else None
     if spec is None or not spec.is_accelerated:
         return None
     if job.gpu_partition is not None:
@@ -177,7 +182,7 @@ def memory_problem(s: Settings, model: str) -> str | None:
             return None
         memory, ranks, where = catalogue.mig_memory_gb(job.gpu_partition), 1, f"a {job.gpu_partition} slice"
     else:
-        memory, ranks, where = catalogue.gpu_memory_gb(spec.accelerator), job.nodes * spec.accelerators, f"{spec.name}'s {spec.accelerator}"
+        memory, ranks, where = spec.accelerator_memory_gb, job.nodes * spec.accelerators, f"{spec.name}'s {spec.accelerator}"
     if memory is None:
         return None
     preset = model_shape.PRESETS[model]
@@ -217,15 +222,3 @@ def _check_elastic(s: Settings, group, p: Problems) -> None:
         p.error("sample_job.max_nodes", job.max_nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
     if job.gpu_partition is not None:
         p.error("sample_job.max_nodes", job.max_nodes, "cannot scale a job on a MIG slice (gpu_partition), which is one process on one node")
-    version = s.addons.training_operator.version
-    if version and tuple(int(x) for x in version[1:].split("-")[0].split(".")) < ELASTIC_OPERATOR:
-        p.error(
-            "addons.training_operator.version",
-            version,
-            f"has no elastic training, which sample_job.max_nodes asks for; use v{'.'.join(map(str, ELASTIC_OPERATOR))} or newer",
-        )
-
-
-# The first training operator release with elastic training (AWS docs, "Using elastic
-# training in Amazon SageMaker HyperPod": training operator v1.2 and above).
-ELASTIC_OPERATOR = (1, 2, 0)
