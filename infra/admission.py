@@ -33,6 +33,8 @@ How task governance turns a team's ComputeQuota into Kueue's terms (each piece w
   needs a node).
 - What Kueue counts is what the pod requests: `pod_requests`, which manifests/job.py writes into
   the job. The EFA interfaces are not counted: a ComputeQuota has no kind for them.
+- A type whose figures no source states (`catalogue.figures` is None) counts nothing: its shares
+  are empty and a job on it is not judged (validation refuses the sample job there).
 - A job with no team joins no queue, and Kueue leaves it alone (Kueue's configuration reference:
   manageJobsWithoutQueueName "Defaults to false; therefore, those jobs are not managed"): only
   the instance group bounds it.
@@ -76,15 +78,19 @@ DEFAULT_BORROW_LIMIT = 50
 EPSILON = 1e-6
 
 
+def node_share(group: InstanceGroup, gpu_partition: Optional[str] = None) -> float:
+    """The share of a node one pod of the job has: all of it, or one slice's of the node's slices."""
+    return 1 / sum(group.mig_slices.values()) if gpu_partition else 1.0
+
+
 def pod_requests(group: InstanceGroup, gpu_partition: Optional[str] = None) -> dict[str, int]:
     """What one pod of the sample job on `group` requests (its limits are the same): the whole
-    node's devices, or one MIG slice and that slice's share of the node; "memory" is in GiB."""
-    spec = group.spec
+    node's devices, or one MIG slice and that slice's share of the node; "memory" is in GiB.
+    The group's type must have known figures (catalogue.figures)."""
+    spec, share = group.spec, node_share(group, gpu_partition)
     if gpu_partition:
-        share = 1 / sum(group.mig_slices.values())
         out = {catalogue.MIG_RESOURCE_PREFIX + gpu_partition: 1}
     else:
-        share = 1.0
         out = dict(group.device_resources)
     out["cpu"] = max(1, int(spec.vcpus * NODE_CPU_SHARE * share))
     out["memory"] = max(1, int(spec.memory_gib * NODE_MEMORY_SHARE * share))
@@ -171,9 +177,9 @@ def quota_of(team: Team, instance_type: str, capacity: dict[str, dict[str, float
     """What the team's quota entries for `instance_type` take of each kind (QuotaResource.takes,
     summed); empty for a type no group provides."""
     have = capacity.get(instance_type)
-    spec = catalogue.lookup(instance_type)
+    spec = catalogue.figures(instance_type)
     out: dict[str, float] = {}
-    if have is None or spec is None:
+    if have is None or spec is None:  # a type no group provides, or one whose figures no source states
         return out
     for q in team.quotas:
         if q.instance_type == instance_type and q.given():
@@ -197,7 +203,7 @@ def borrowing(team: Team, instance_type: str, capacity: dict[str, dict[str, floa
     if team.sharing != "LendAndBorrow":
         return Borrowing({}, f"sharing {team.sharing!r} never borrows")
     absolute = next((q for q in team.absolute_borrow_limits if q.instance_type == instance_type), None)
-    spec = catalogue.lookup(instance_type)
+    spec = catalogue.figures(instance_type)
     if absolute is not None and instance_type in capacity and spec is not None:
         return Borrowing(absolute.takes(capacity[instance_type], spec.accelerators), "absolute_borrow_limits")
     percent = team.borrow_limit if team.borrow_limit is not None else DEFAULT_BORROW_LIMIT
@@ -236,7 +242,10 @@ class Share:
 
 
 def team_shares(settings: Settings, team: Team, instance_type: str) -> dict[str, Share]:
-    """Per kind of `instance_type`, what `team` holds guaranteed, what it can borrow and why."""
+    """Per kind of `instance_type`, what `team` holds guaranteed, what it can borrow and why;
+    empty for a type whose figures no source states (nothing here can be counted of it)."""
+    if catalogue.figures(instance_type) is None:
+        return {}
     capacity = settings.resource_capacity()
     others = [t for t in settings.governance.teams if t.name != team.name]
     queues = {t.name: cluster_queue(settings, t, instance_type) for t in [team, *others]}
@@ -306,7 +315,7 @@ def sample_job(settings: Settings) -> Admission | None:
     unknown: other checks name those."""
     job = settings.sample_job
     group = settings.instance_group(job.instance_group)
-    if not job.enabled or group is None or catalogue.lookup(group.instance_type) is None:
+    if not job.enabled or group is None or catalogue.figures(group.instance_type) is None:
         return None
     spec, itype = group.spec, group.instance_type
     base = dict(job=job.name, team=job.team, group=group.name, instance_type=itype, nodes=job.nodes)
@@ -407,7 +416,7 @@ def largest_jobs(settings: Settings, team: Team) -> list[Largest]:
     types = {q.instance_type for q in (*team.quotas, *team.absolute_borrow_limits)}
     out = []
     for group in settings.hyperpod.instance_groups:
-        spec = catalogue.lookup(group.instance_type)
+        spec = catalogue.figures(group.instance_type)
         if group.instance_type not in types or spec is None:
             continue
         shares = team_shares(settings, team, group.instance_type)
