@@ -184,7 +184,7 @@ def cmd_review(args) -> int:
     from dataclasses import replace
 
     from cli import changes, review, revision
-    from cli.synth import synthesize
+    from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()
     context = load_context(cdk_json)
@@ -220,7 +220,13 @@ def cmd_review(args) -> int:
                 raise CliError(str(err)) from None
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} (about a minute) ...", file=sys.stderr, flush=True)
-            synthesize(context, env, outdir)
+            try:
+                synthesize(context, env, outdir)
+            except SynthRefused as err:  # as `cdk synth` exits 1, so does the review
+                for line in err.problems:
+                    print(f"error: {line}", file=sys.stderr)
+                status = 1
+                continue
         if baseline is not None and baseline.this_checkout:
             print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
             baseline = replace(changes.load_baseline([str(outdir)], []), description=baseline.description)
