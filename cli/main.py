@@ -120,7 +120,8 @@ def cmd_render_job(args) -> int:
     settings, _ = _settings(env_from(args))
     overrides = {
         k: v
-        for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps}.items()
+        for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps,
+                     "image_uri": args.image}.items()
         if v is not None
     }
     patch: dict = {"sample_job": {**overrides, "enabled": True}}
@@ -130,7 +131,7 @@ def cmd_render_job(args) -> int:
     settings, warnings = config.override(settings, patch)  # the same rules as cdk synth
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    image = args.image or settings.sample_job.image_uri
+    image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
     if not image:
         raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
     sys.stdout.write(job_manifest.to_yaml(job_manifest.objects(settings, image=image)))

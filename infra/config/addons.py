@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import Field
 
-from infra import catalogue, versions
+from infra import versions
 from infra.config.base import Model, Problems
 
 if TYPE_CHECKING:
@@ -61,33 +61,15 @@ class AddonsSettings(Model):
 
 
 def check_addons(s: Settings, p: Problems):
+    # What observability and Grafana need beside them (a 4xlarge node, the workspace, SAML's
+    # metadata): infra/prerequisites.py.
     a = s.addons
-    if a.observability.enabled:
-        big = [
-            g.name
-            for g in s.hyperpod.instance_groups
-            if catalogue.lookup(g.instance_type) and g.spec.vcpus >= catalogue.OBSERVABILITY_MIN_VCPUS
-        ]
-        if not big:
-            p.error(
-                "addons.observability.enabled",
-                True,
-                "needs an instance group of 4xlarge (16 vCPUs) or larger for its collectors; add one or turn it off",
-            )
-        grafana = a.observability.grafana
-        if grafana.enabled and "AWS_SSO" in grafana.authentication_providers:
-            p.warn(
-                "addons.observability.grafana.authentication_providers: AWS_SSO needs IAM Identity Center enabled in "
-                f"{s.region} for this account (an organization instance); without it the Grafana workspace fails to create"
-            )
-        if grafana.enabled and "SAML" in grafana.authentication_providers and not grafana.saml_metadata_url:
-            p.error(
-                "addons.observability.grafana.saml_metadata_url",
-                None,
-                "is required when Grafana authenticates with SAML (the identity provider's metadata URL)",
-            )
-    elif a.observability.grafana.enabled:
-        p.error("addons.observability.grafana.enabled", True, "needs addons.observability.enabled (Grafana reads its Prometheus workspace)")
+    grafana = a.observability.grafana
+    if a.observability.enabled and grafana.enabled and "AWS_SSO" in grafana.authentication_providers:
+        p.warn(
+            "addons.observability.grafana.authentication_providers: AWS_SSO needs IAM Identity Center enabled in "
+            f"{s.region} for this account (an organization instance); without it the Grafana workspace fails to create"
+        )
     tg, to = a.task_governance, a.training_operator
     if tg.enabled and to.enabled and tg.version and not versions.addon_version_at_least(
         tg.version, versions.TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR
