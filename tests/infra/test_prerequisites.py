@@ -121,3 +121,27 @@ def test_the_charts_training_operator_takes_no_toleration_so_a_group_without_dee
     tainted = {**SYSTEM, "taints": [{"key": "dedicated", "value": "system", "effect": "NoExecute"}]}
     assert any(p.startswith("dev: hyperpod.instance_groups:") for p in _problems({"hyperpod": {"instance_groups": [tainted, p5]}, "governance": teams}))
     assert _load({"hyperpod": {"instance_groups": [SYSTEM, p5]}, "governance": teams})
+
+
+def test_grafana_with_saml_needs_the_identity_providers_metadata():
+    # AWS::Grafana::Workspace's schema: a SamlConfiguration requires IdpMetadata (a URL or the XML).
+    from infra import cfn_schema
+
+    assert cfn_schema.definition("AWS::Grafana::Workspace", "SamlConfiguration")["required"] == ["IdpMetadata"]
+    saml = {"addons": {"observability": {"grafana": {"enabled": True, "authentication_providers": ["SAML"]}}}}
+    assert any(p.startswith("dev: addons.observability.grafana.saml_metadata_url: None") for p in _problems(saml))
+
+
+def test_no_group_label_in_hyperpods_own_namespace():
+    # HyperPod's page "Resilience-related Kubernetes labels by SageMaker HyperPod": it keeps its
+    # nodes' health under sagemaker.amazonaws.com/ (node-health-status, deep-health-check-status,
+    # fault-type, fault-reason), the label the job's affinity reads among them.
+    from infra.config.hyperpod import HYPERPOD_NAMESPACE
+    from manifests import job
+
+    assert job.HEALTH_LABEL.startswith(HYPERPOD_NAMESPACE)
+    group = {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1}
+    lines = _problems({"hyperpod": {"instance_groups": [SYSTEM, {**group, "labels": {job.HEALTH_LABEL: "Schedulable"}}]}})
+    assert any(p.startswith(f"dev: hyperpod.instance_groups[1].labels: '{job.HEALTH_LABEL}' is in HyperPod's own") for p in lines)
+    # A prefix that only contains the name is another namespace.
+    assert _load({"hyperpod": {"instance_groups": [SYSTEM, {**group, "labels": {"sagemaker.amazonaws.com.example.org/role": "gpu"}}]}})
