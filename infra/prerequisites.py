@@ -114,6 +114,8 @@ def _chart_training_operator(s: Settings) -> bool:
 # ------------------------------------------------------------------ the table
 
 _AUTOSCALING_PAGE = "HyperPod's autoscaling page (sagemaker-hyperpod-eks-autoscaling), Prerequisites"
+# ECR's interface endpoints serve this region's private registries, not public ECR or others.
+_ECR_ENDPOINTS = "ECR user guide, interface VPC endpoints: they serve this account's private registries"
 _NAT = "give the network a NAT gateway"
 
 TABLE: tuple[Prerequisite, ...] = (
@@ -241,7 +243,8 @@ TABLE: tuple[Prerequisite, ...] = (
         "the observability add-on", "addons.observability.enabled",
         on=lambda s, _: s.addons.observability.enabled,
         needs="an instance group of 4xlarge (16 vCPUs) or larger for its collectors; add one or turn it off",
-        met=lambda s, _: any(_vcpus(g) >= _observability_min_vcpus() for g in s.hyperpod.instance_groups),
+        # A type whose vCPUs no source gives cannot be checked: infra/config/addons.py warns instead.
+        met=lambda s, _: observability_node(s) or any(_vcpus(g) is None for g in s.hyperpod.instance_groups),
         source="the observability add-on page: a HyperPod node of 4xlarge or larger",
     ),
     Prerequisite(
@@ -250,6 +253,13 @@ TABLE: tuple[Prerequisite, ...] = (
         needs="addons.observability.enabled (the rules read its Prometheus workspace)",
         met=lambda s, _: s.addons.observability.enabled,
         source="Managed Prometheus alert manager: rules evaluate the workspace's metrics",
+    ),
+    Prerequisite(
+        "alert rules", "operations.alerts.enabled",
+        on=lambda s, _: s.operations.alerts.enabled and s.addons.observability.enabled,
+        needs="the Prometheus workspace this project creates with observability; with addons.observability.existing the "
+        "workspace is the cluster owner's", met=lambda s, _: not s.addons.observability.existing,
+        source="this project: the rules are written into the workspace the addons stack creates",
     ),
     Prerequisite(
         "the sample job", "sample_job.enabled",
@@ -263,6 +273,20 @@ TABLE: tuple[Prerequisite, ...] = (
         on=lambda s, _: s.sample_job.enabled and s.sample_job.checkpoint_to == "fsx",
         needs="fsx.enabled (the shared file system the job mounts)", met=lambda s, _: s.fsx.enabled,
         source="this project: the job mounts the fsx claim of its team's namespace",
+    ),
+    Prerequisite(
+        "FSx for Lustre", "fsx.enabled",
+        on=lambda s, _: s.fsx.enabled,
+        needs="addons.fsx_csi.enabled: pods mount the file system through the CSI driver",
+        met=lambda s, _: s.addons.fsx_csi.enabled,
+        source="the FSx for Lustre CSI driver page of the EKS user guide", needs_field="addons.fsx_csi.enabled",
+    ),
+    Prerequisite(
+        "the teams' FSx directories in a network without NAT", "fsx.directory_image",
+        on=lambda s, _: s.fsx.enabled and s.network.closed and bool(s.governance.teams),
+        needs="a copy in this account's ECR, named here: a network without NAT cannot pull it from elsewhere",
+        met=lambda s, _: ".dkr.ecr." in s.fsx.directory_image,
+        source=_ECR_ENDPOINTS,
     ),
     Prerequisite(
         "a Docker Hub secret", "hyperpod.helm_chart.docker_hub_secret",
@@ -287,17 +311,20 @@ TABLE: tuple[Prerequisite, ...] = (
 )
 
 
-def _vcpus(g) -> int:
+def _vcpus(g) -> int | None:
+    """A group's vCPUs per node: 0 for a type the catalogue lacks (its own error says so), None
+    where the catalogue knows the type but no source gives its vCPUs."""
     from infra import catalogue
 
     spec = catalogue.lookup(g.instance_type)
     return spec.vcpus if spec else 0
 
 
-def _observability_min_vcpus() -> int:
+def observability_node(s: Settings) -> bool:
+    """Whether some group's nodes are big enough for the observability collectors."""
     from infra import catalogue
 
-    return catalogue.OBSERVABILITY_MIN_VCPUS
+    return any((_vcpus(g) or 0) >= catalogue.OBSERVABILITY_MIN_VCPUS for g in s.hyperpod.instance_groups)
 
 
 # ------------------------------------------------------------------ reading the table

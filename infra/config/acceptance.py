@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:cuda13.1.2-efa1.50.0-ofiv1.21.1-ncclv2.31.2-1-testsv2.20.0"
 # NVIDIA's DCGM container on NGC (nv-hostengine and dcgmi), a tag public GPU-cluster scripts run.
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
+# Docker's official busybox on AWS's public gallery.
+PROBE_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
 
 
 class AcceptanceSettings(Model):
@@ -32,6 +34,8 @@ class AcceptanceSettings(Model):
     min_bandwidth_percent: int = Field(default=90, ge=1, le=100)
     # HyperPod's on-demand deep health check (StartClusterHealthCheck) on types that have one.
     deep_health_check: bool = True
+    # A small image with a shell, wget and httpd (busybox) for the tenancy probes in team namespaces.
+    probe_image: str = PROBE_IMAGE
 
 
 def accepted_groups(s: Settings) -> list:
@@ -40,7 +44,7 @@ def accepted_groups(s: Settings) -> list:
         return [g for g in s.hyperpod.instance_groups if g.name in s.acceptance.instance_groups]
     return [
         g for g in s.hyperpod.instance_groups
-        if catalogue.lookup(g.instance_type) and g.spec.accelerator_resource == "nvidia.com/gpu"
+        if catalogue.figures(g.instance_type) and g.spec.accelerator_resource == "nvidia.com/gpu"
         and g.spec.is_accelerated and not g.mig_profile
     ]
 
@@ -54,6 +58,8 @@ def check_acceptance(s: Settings, p: Problems):
             p.error(path, name, f"is not an instance group; groups: {', '.join(names)}")
         elif not catalogue.lookup(group.instance_type):
             continue  # the instance type's own error names it
+        elif group.spec.unknown:
+            p.error(path, name, f"is {group.instance_type}, whose {', '.join(group.spec.unknown)} no source here states; the run is sized from them")
         elif not group.spec.is_accelerated or group.spec.accelerator_resource != "nvidia.com/gpu":
             p.error(path, name, f"is {group.instance_type}, which has no NVIDIA GPUs for NCCL and DCGM to test")
         elif group.mig_profile:

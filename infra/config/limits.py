@@ -161,6 +161,8 @@ FIELDS: dict[str, Limit] = {
     "sample_job.image_uri": Limit(_IMAGE),
     "acceptance.nccl_image": Limit(_IMAGE),
     "acceptance.dcgm_image": Limit(_IMAGE),
+    "acceptance.probe_image": Limit(_IMAGE),
+    "fsx.directory_image": Limit(_IMAGE),
     # Every variable of the VPC CNI's env is a string (its booleans and integers are strings of
     # format boolean or integer), and so are its switches: JSON true is refused by CreateAddon.
     "eks.core_addons.vpc_cni.configuration_values.env{=}": Limit(_vpc_cni("env.*")),

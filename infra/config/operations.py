@@ -79,5 +79,6 @@ def check_operations(s: Settings, p: Problems) -> None:
         elif found.group(2) != s.region or found.group(1) != naming.partition(s.region):
             # EventBridge rules target SNS topics in their own region, and alert manager's sigv4 signs for one.
             p.error("operations.notifications.topic_arn", n.topic_arn, f"is not in {s.region}, the cluster's region; EventBridge publishes only to topics in its own region")
+    # That alert rules need observability, and its workspace ours: infra/prerequisites.py.
     if ops.alerts.enabled and not (n.emails or n.topic_arn):
         p.warn("operations.alerts.enabled: alerts go to the operations topic, which has no subscriber; add operations.notifications.emails or subscribe to the topic after deploy")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Optional
 
 from pydantic import Field
 
+from infra.config.acceptance import PROBE_IMAGE
 from infra.config.base import Model, Problems
 
 if TYPE_CHECKING:
@@ -33,6 +34,10 @@ class FsxSettings(Model):
     availability_zone: Optional[str] = None
     # Use this file system instead of creating one.
     existing: Optional[ExistingFileSystem] = None
+    # A small image with /bin/sh, mkdir and chmod, for the Job that makes each team's directory
+    # (each team mounts only its own); in a network without NAT, a copy in this account's ECR; an
+    # image reference (infra/config/limits.py).
+    directory_image: str = PROBE_IMAGE
 
 
 FSX_THROUGHPUTS = (125, 250, 500, 1000)
@@ -55,5 +60,5 @@ def check_fsx(s: Settings, p: Problems) -> None:
     hp_azs = [sn.availability_zone for sn in s.network.hyperpod_subnets]
     if fsx.availability_zone is not None and fsx.availability_zone not in hp_azs:
         p.error("fsx.availability_zone", fsx.availability_zone, f"has no HyperPod subnet; subnets exist in: {', '.join(hp_azs)}")
-    if not s.addons.fsx_csi.enabled:
-        p.error("addons.fsx_csi.enabled", False, "must be on with fsx.enabled: pods mount the file system through the CSI driver")
+    # What it needs beside it (the CSI driver; in a network without NAT, its directory image in
+    # ECR): infra/prerequisites.py.
