@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 if __package__:  # imported as infra.handlers.* (the tests)
@@ -93,12 +92,12 @@ def remove_guardduty(client, vpc_id: str) -> list[str]:
     return left
 
 
-def is_complete(event, _context, client=None, now=time.time):
+def is_complete(event, context, client=None, now=time.time):
     props = event["ResourceProperties"]
     vpc_id, subnets = props["VpcId"], list(props["SubnetIds"])
 
     def check() -> list[str]:
-        ec2 = client or boto3.client("ec2", region_name=props["Region"])
+        ec2 = client or chain.client("ec2", props["Region"], context)
         try:
             guardduty = remove_guardduty(ec2, vpc_id) if props.get("RemoveGuardDuty") == "true" else []
             only = props["SecurityGroupId"] if props.get("OnlyInterfacesOfTheGroup") == "true" else None

@@ -7,8 +7,10 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import socket
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -25,6 +27,13 @@ from tests.conftest import cdk_lib_source
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NODES = json.loads((FIXTURES / "nodes" / "hyperpod_gpu_nodes.json").read_text())
 GPU = {"Count": "4", "Resources": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}}
+
+
+@pytest.fixture(autouse=True)
+def handler_environment(monkeypatch):
+    """What every gate function's environment holds (ChainedWait sets it from infra/timing.py)."""
+    for name, value in timing.handler_environment().items():
+        monkeypatch.setenv(name, value)
 
 
 def _link(request="Create", link="1/1", deadline=10**10, **props):
@@ -75,6 +84,133 @@ def test_the_provider_framework_fails_the_resource_on_any_error_so_transient_one
     # else. A throttled ListClusterNodes would end the whole deploy; the handlers catch it instead.
     source = cdk_lib_source("provider-framework/runtime/cfn-response.js")
     assert "if(e instanceof Retry)throw" in source and 'submitResponse("FAILED",event' in source
+
+
+# ---------------------------------------------------------------- calls inside the function's time
+
+
+def test_a_killed_function_fails_the_resource_while_a_not_yet_polls_again():
+    # aws-cdk-lib's provider framework (provider-framework/runtime/framework.js): a user function
+    # that Lambda ends (its timeout) comes back with FunctionError, which invokeUserFunction throws,
+    # and safeHandler answers FAILED; IsComplete false throws its Retry, and the waiter polls again.
+    source = cdk_lib_source("provider-framework/runtime/framework.js")
+    assert "if(resp.FunctionError){" in source and "e=new Error(message);throw" in source
+    assert "!isCompleteResult.IsComplete)throw" in source and "new cfnResponse.Retry(" in source
+
+
+def test_every_call_a_gate_makes_ends_inside_its_functions_timeout(synth):
+    # botocore's defaults would not: 60 s to connect and 60 s to read (botocore.endpoint).
+    from botocore.endpoint import DEFAULT_TIMEOUT
+    from botocore.retries.standard import ExponentialBackoff
+
+    assert DEFAULT_TIMEOUT > timing.IS_COMPLETE_TIMEOUT_S
+    # The longest sleep before a retry, as botocore's standard mode computes it: a throttle's
+    # rand(0, 1) x 1 s x 2**(attempt - 1), raised by a retry-after header by 5 s at most.
+    for attempt in range(1, timing.SDK_MAX_ATTEMPTS):
+        scale = ExponentialBackoff._DEFAULT_BACKOFF_CONFIG["throttling_base_scale"]
+        assert scale * 2 ** (attempt - 1) + ExponentialBackoff._RETRY_AFTER_MAX_ADDITIONAL <= timing.SDK_BACKOFF_MAX_S
+    worst_call = timing.SDK_MAX_ATTEMPTS * (timing.SDK_CONNECT_TIMEOUT_S + timing.SDK_READ_TIMEOUT_S) + (timing.SDK_MAX_ATTEMPTS - 1) * timing.SDK_BACKOFF_MAX_S
+    assert timing.call_budget_s() >= worst_call + timing.HANDLER_REPLY_S
+    assert timing.call_budget_s() >= timing.KUBERNETES_REQUEST_WORST_S + timing.HANDLER_REPLY_S
+    # Work before the first call, the call, the reply: inside the check's Lambda timeout.
+    assert timing.HANDLER_WORK_S + timing.call_budget_s() <= timing.IS_COMPLETE_TIMEOUT_S
+    # The clients the handlers build carry them.
+    client = chain.client("sagemaker", "us-east-1")
+    assert (client.meta.config.connect_timeout, client.meta.config.read_timeout) == (timing.SDK_CONNECT_TIMEOUT_S, timing.SDK_READ_TIMEOUT_S)
+    assert client.meta.config.retries == {"mode": "standard", "total_max_attempts": timing.SDK_MAX_ATTEMPTS}
+    # Every gate function deployed gets them, with the timeout they were sized for.
+    functions = [r["Properties"] for suffix in ("network", "hyperpod") for r in synth("dev").resources(suffix, "AWS::Lambda::Function").values()
+                 if r["Properties"].get("Description", "").startswith("Readiness gate")]
+    assert len(functions) == 6  # start and check of the node, accelerator and teardown gates
+    for function in functions:
+        assert function["Environment"]["Variables"] == timing.handler_environment()
+        assert function["Timeout"] in (timing.ON_EVENT_TIMEOUT_S, timing.IS_COMPLETE_TIMEOUT_S)
+
+
+class _Invocation:
+    """Lambda's context object, as far as the handlers use it."""
+
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self.end - time.monotonic()) * 1000)
+
+
+@pytest.fixture
+def silent_server():
+    """A server on 127.0.0.1 that accepts every connection and never answers: a stalled call."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.05)
+    held, done = [], threading.Event()
+
+    def accept():
+        while not done.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], held
+    done.set()
+    thread.join()
+    for connection in held:
+        connection.close()
+    server.close()
+
+
+# The handlers' settings shrunk twentyfold, so that a hang's test takes a second: the same code
+# reads them, and the same arithmetic holds them under the function's (shrunk) timeout.
+SHRUNK = {"SDK_CONNECT_TIMEOUT_S": "0.1", "SDK_READ_TIMEOUT_S": "0.25", "SDK_MAX_ATTEMPTS": "2", "KUBERNETES_TIMEOUT_S": "0.2",
+          "CALL_BUDGET_S": "0.85"}
+SHRUNK_LAMBDA_S = timing.IS_COMPLETE_TIMEOUT_S / 20
+
+
+def _gates(port: int, ca: str):
+    from infra.handlers import fsx_backup, vpc_teardown
+
+    return {
+        "nodes": (hyperpod_nodes, "SAGEMAKER", _nodes_event()),
+        "backup": (fsx_backup, "FSX", _backup_event()),
+        "teardown": (vpc_teardown, "EC2", _teardown_event()),
+        "accelerators": (accelerators, None, _link(ClusterName="hyperpod-prod", Region="us-east-1", Groups={"gpu": GPU},
+                                                   Endpoint=f"https://127.0.0.1:{port}", CertificateAuthority=ca)),
+    }
+
+
+@pytest.mark.parametrize("gate", ["nodes", "backup", "teardown", "accelerators"])
+def test_a_call_that_hangs_longer_than_the_function_may_run_is_a_not_yet_and_the_next_poll_goes_on(gate, silent_server, monkeypatch, tmp_path):
+    port, held = silent_server
+    for name, value in SHRUNK.items():
+        monkeypatch.setenv(name, value)
+    # timing's arithmetic, shrunk: two attempts, a non-throttling backoff (50 ms), the reply.
+    assert 2 * (0.1 + 0.25) + 0.05 + 0.05 <= float(SHRUNK["CALL_BUDGET_S"]) < SHRUNK_LAMBDA_S
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    handler, service, event = _gates(port, _self_signed(tmp_path)[2])[gate]
+    if service:  # botocore's service endpoint override: the handler's own client goes there
+        monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", f"http://127.0.0.1:{port}")
+    started = time.monotonic()
+    assert handler.is_complete(event, _Invocation(SHRUNK_LAMBDA_S)) == {"IsComplete": False}
+    assert time.monotonic() - started < SHRUNK_LAMBDA_S and held  # it did call, and gave up in time
+    # At the last deadline the failure names the stalled call.
+    last = {**event, "Data": {"Deadline": "1"}}
+    with pytest.raises(TimeoutError, match="last error: .*([Tt]imeout|timed out)"):
+        handler.is_complete(last, _Invocation(SHRUNK_LAMBDA_S), now=lambda: 2)
+
+
+def test_no_call_starts_that_the_invocation_has_no_time_left_to_finish(silent_server):
+    port, held = silent_server
+    left = timing.call_budget_s() - 1  # less than one call may take, with the real settings
+    event = _nodes_event(deadline=1)
+    with pytest.raises(TimeoutError, match=f"last error: sagemaker ListClusterNodes: {left - 1}s left of this invocation"):
+        hyperpod_nodes.is_complete(event, _Invocation(left - 0.5), now=lambda: 2)
+    assert hyperpod_nodes.is_complete(_nodes_event(), _Invocation(left)) == {"IsComplete": False}
+    assert not held
 
 
 # ---------------------------------------------------------------- HyperPod nodes
