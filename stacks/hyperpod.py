@@ -49,9 +49,11 @@ NETWORK_INTERFACE_ACTIONS = (
 # volumes' key for scaling out, adding nodes and patching, and reads the key.
 VOLUME_KEY_ACTIONS = ("kms:CreateGrant", "kms:DescribeKey")
 
-# The grants the autoscaler role may create for the volumes of nodes it adds (the docs' policy).
+# The grants the autoscaler role may create for the volumes of nodes it adds (the docs' policy),
+# and RetireGrant: a grant given for a node's volume is retired when the node goes (the awsome
+# Terraform's Karpenter role grants it: modules/sagemaker_iam_role/main.tf, karpenter_policy).
 AUTOSCALER_GRANT_OPERATIONS = (
-    "CreateGrant", "Decrypt", "DescribeKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptTo", "ReEncryptFrom",
+    "CreateGrant", "Decrypt", "DescribeKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptTo", "ReEncryptFrom", "RetireGrant",
 )
 
 # Every property of AWS::SageMaker::Cluster (cfn-lint's schema) and of its instance groups:

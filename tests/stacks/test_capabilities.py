@@ -197,6 +197,16 @@ def test_karpenter_turns_on_autoscaling_with_the_documented_cluster_role(synth):
     (policy,) = [p for p in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").values() if p["Properties"].get("Roles") == [{"Ref": role_id}]]
     actions = {a for st in policy["Properties"]["PolicyDocument"]["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
     assert actions == {"sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes", "kms:CreateGrant", "kms:DescribeKey"}
+    # The grants it may give on volume keys: those the awsome Terraform's Karpenter role gives,
+    # RetireGrant beside CreateGrant, each one KMS knows (botocore's GrantOperation enum).
+    import botocore.session
+
+    (grants,) = [st for st in policy["Properties"]["PolicyDocument"]["Statement"] if "kms:CreateGrant" in st["Action"]]
+    operations = grants["Condition"]["ForAllValues:StringEquals"]["kms:GrantOperations"]
+    reference = json.loads((ROOT / "tests" / "fixtures" / "karpenter_role_reference.json").read_text())["grant_operations"]
+    assert set(operations) == set(reference) and "RetireGrant" in operations
+    enum = botocore.session.get_session().get_service_model("kms").shape_for("GrantOperation").enum
+    assert set(operations) <= set(enum)
     gpu = next(g for g in cluster["InstanceGroups"] if g["InstanceGroupName"] == "gpu")
     # Starts at 0, without deep health checks (HyperPod's NodeClass page: not supported there).
     assert gpu["InstanceCount"] == 0 and "OnStartDeepHealthChecks" not in gpu
