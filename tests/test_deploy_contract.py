@@ -442,6 +442,24 @@ def test_a_network_without_nat_pulls_every_chart_image_from_ecr_in_its_own_regio
         assert copy_id in chart_depends
 
 
+def test_no_image_is_copied_without_credentials_from_a_registry_that_limits_anonymous_pulls(synth):
+    # Docker Hub, "Usage and limits": 10 pulls an hour per IPv4 address without credentials; the
+    # copier is a Lambda whose outbound address AWS shares. A refused pull fails the cluster stack,
+    # whose rollback deletes the control plane: where images are copied, config refuses a Docker
+    # Hub source without credentials (tests/bad_inputs), and every copy made carries them.
+    assert set(chart.ANONYMOUS_PULL_LIMITS) == {"docker.io/"}
+    limited = [i for i in chart.CHART_IMAGES if i.source.startswith(tuple(chart.ANONYMOUS_PULL_LIMITS))]
+    assert {i.subchart for i in limited} == {"training-operators", "mpi-operator"}
+    seen = 0
+    for name in GATED:
+        for copy in synth(name).resources("cluster", "Custom::CDKECRDeployment").values():
+            source = copy["Properties"]["SrcImage"].removeprefix("docker://")
+            if source.startswith(tuple(chart.ANONYMOUS_PULL_LIMITS)):
+                seen += 1
+                assert copy["Properties"].get("SrcCreds"), (name, source)
+    assert seen == len(limited)  # closed-network copies both, with credentials
+
+
 def test_a_device_plugin_whose_image_no_value_can_move_is_refused_where_images_are_copied():
     from tests.conftest import CAPABILITIES
 

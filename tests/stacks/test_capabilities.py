@@ -431,5 +431,14 @@ def test_the_review_shows_the_new_resources(synth):
         "ml.g5.8xlarge for cluster usage: autoscaled from 0 by Karpenter; cover the group's max_count",
     ]
     closed = review.build(synth("closed-network").outdir, with_lint=False)
+    # Which images are copied from where, and how: Docker Hub's with the credentials config names.
+    copies = {c["source"]: c for c in closed["image_copies"]}
+    assert copies["docker.io/mpioperator/mpi-operator:0.5"]["credentials"] == "hyperpod/dockerhub"
+    assert copies["docker.io/mpioperator/mpi-operator:0.5"]["repository"] == "hyperpod-dev/mpioperator/mpi-operator:0.5"
+    assert copies["nvcr.io/nvidia/k8s-device-plugin:v0.16.1"]["credentials"] is None
+    text = review.to_markdown(closed)
+    assert ("- docker.io/kubeflow/training-operator:v1-855e096 -> hyperpod-dev/kubeflow/training-operator:v1-855e096, "
+            "with the credentials in Secrets Manager secret hyperpod/dockerhub") in text
+    assert not review.build(synth("dev").outdir, with_lint=False)["image_copies"]
     (line,) = [l for l in closed["cost"]["lines"] if l["item"].startswith("interface endpoints")]
     assert line["count"] == len(config.ENDPOINT_SERVICES) * 3 and not [l for l in closed["cost"]["lines"] if "NAT" in l["item"]]
