@@ -592,6 +592,15 @@ def build_model(config):
         return LlamaForCausalLM(config)
 
 
+def logits_of(model, inputs):
+    """The model's logits for `inputs`. The all-ones attention mask says there is no padding:
+    without one, transformers 4.53 takes the position ids it makes for a check of packed
+    sequences and hands SDPA a (batch, 1, seq, seq) mask, which rules out its flash kernel; with
+    it, SDPA is told is_causal instead (masking_utils: _preprocess_mask_arguments,
+    _ignore_causal_mask_sdpa)."""
+    return model(input_ids=inputs, attention_mask=torch.ones_like(inputs)).logits
+
+
 def next_token_loss(logits, targets):
     """Mean cross-entropy of each position's logits against its next token. `targets` are
     already the next tokens (batches() shifts them), so nothing is shifted here."""
@@ -1002,7 +1011,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
 
     for step in range(start + 1, args.max_steps + 1):
         inputs, targets = next(data)
-        loss = next_token_loss(model(input_ids=inputs).logits, targets)
+        loss = next_token_loss(logits_of(model, inputs), targets)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         try:

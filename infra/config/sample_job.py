@@ -150,8 +150,12 @@ def check_sample_job(s: Settings, p: Problems):
 
 
 # The share of a GPU's memory the estimate may fill: the rest is for the CUDA context, NCCL's
-# buffers and the allocator's fragmentation, which model_shape.memory_per_gpu leaves out.
+# buffers, the allocator's fragmentation and what the driver keeps, which
+# model_shape.memory_per_gpu leaves out (tests/bench/gpu_memory.py measures the estimate
+# against torch.cuda.max_memory_allocated). GPU memory is binary: NVIDIA's "40GB" A100 has 40
+# GiB of HBM2, and a MIG profile's "10gb" is 10 GiB, so the estimate's bytes are compared in GiB.
 FIT_MARGIN = 0.9
+GIB = 2**30
 
 
 def job_model(s: Settings) -> str:
@@ -182,14 +186,14 @@ def memory_problem(s: Settings, model: str) -> str | None:
         return None
     preset = model_shape.PRESETS[model]
     seq_len, batch = model_shape.JOB_SEQ_LEN[model], model_shape.JOB_BATCH
-    parts = {k: v / 1e9 for k, v in model_shape.memory_per_gpu(preset, preset.vocab, seq_len=seq_len, batch=batch, ranks=ranks).items()}
+    parts = {k: v / GIB for k, v in model_shape.memory_per_gpu(preset, preset.vocab, seq_len=seq_len, batch=batch, ranks=ranks).items()}
     needed = sum(parts.values())
     if needed <= FIT_MARGIN * memory:
         return None
     return (
-        f"needs about {needed:.0f} GB per GPU at sequence {seq_len} x batch {batch} over {ranks} rank{'s' * (ranks > 1)} "
-        f"(weights, gradients and Adam states {parts['state']:.0f} GB sharded, gathered FSDP units {parts['gathered']:.0f} GB, "
-        f"activations {parts['activations']:.0f} GB), more than {FIT_MARGIN:.0%} of {where}'s {memory} GB; "
+        f"needs about {needed:.0f} GiB per GPU at sequence {seq_len} x batch {batch} over {ranks} rank{'s' * (ranks > 1)} "
+        f"(weights, gradients and Adam states {parts['state']:.0f} GiB sharded, gathered FSDP units {parts['gathered']:.0f} GiB, "
+        f"activations {parts['activations']:.0f} GiB), more than {FIT_MARGIN:.0%} of {where}'s {memory} GiB; "
         "use model tiny, or more nodes or GPUs with more memory"
     )
 
