@@ -105,6 +105,14 @@ def mfu(tokens_per_s: float, preset: Preset, vocab: int, seq_len: int, devices: 
 # sizes the job with them): the 8B at its pretraining context, the tiny preset at its longest.
 JOB_SEQ_LEN = MappingProxyType({"llama3.1-8b": 8192, "tiny": 256})
 JOB_BATCH = 1  # sequences per GPU per step
+# Warm-up as a share of the job's steps: the 8B's as torchtitan's Llama 3 8B recipe warms up
+# (train_configs/llama3_8b.toml: 200 of 1,000 steps at lr 3e-4, batch 1, sequence 8192), the
+# tiny preset's as train.py's default does over the dev job's 200 steps.
+JOB_WARMUP_SHARE = MappingProxyType({"llama3.1-8b": 0.2, "tiny": 0.05})
+
+
+def job_warmup_steps(model: str, max_steps: int) -> int:
+    return max(1, round(JOB_WARMUP_SHARE[model] * max_steps))
 
 # Bytes per parameter of the training state, whatever the sharding: fp32 weights and
 # gradients, and AdamW's two fp32 moments (train.py's optimizer, and FSDP's sharded fp32

@@ -692,3 +692,21 @@ def test_an_elastic_scale_event_reaches_train_py_as_a_signal_it_saves_on():
                   and getattr(call.func, "attr", None) == "signal" and call.args and isinstance(call.args[0], ast.Attribute)}
     assert registered == {"SIGUSR1"}
     assert registered <= {s.name for s in _train_module().StopRequest.SIGNALS}
+
+
+def test_the_8b_job_trains_on_torchtitans_llama3_8b_recipe():
+    # torchtitan's Llama 3 8B preset (tests/fixtures/torchtitan_llama3_8b.json, with its source):
+    # the prod job's 1,000 steps warm up over its 200, at its learning rate, batch, sequence and
+    # gradient clipping, as train.py reads the rendered command.
+    recipe = json.loads((ROOT / "tests" / "fixtures" / "torchtitan_llama3_8b.json").read_text())
+    args = _job_train_args()
+    assert args.model == "llama3.1-8b" and args.max_steps == recipe["training"]["steps"]
+    assert args.warmup_steps == recipe["lr_scheduler"]["warmup_steps"]
+    assert args.lr == recipe["optimizer"]["lr"] and args.grad_clip == recipe["training"]["max_norm"]
+    assert (args.batch_size, args.seq_len) == (recipe["training"]["batch_size"], recipe["training"]["seq_len"])
+    # Another step count keeps torchtitan's share; the learning rate peaks at the warm-up's end.
+    from training import model_shape
+
+    assert model_shape.job_warmup_steps("llama3.1-8b", 3000) == 600
+    factor = _train_module().lr_schedule(args)
+    assert factor(args.warmup_steps - 1) == 1.0 and factor(0) == 1 / args.warmup_steps
