@@ -11,7 +11,8 @@ runs in a process of its own (a fresh allocator); each prints one JSON line, the
 the measured peak, the estimate by parts, their ratio, and what the allocator reserved beyond
 its peak (fragmentation, which the fit check's margin must cover). One rank, so the state is
 not sharded; the estimate's per-layer and per-vocabulary terms are what this checks, and the
-ratio is what to carry to the job's sharded shape (8 ranks of a p4d: infra/config/sample_job.py).
+ratio is what to carry to the job's sharded shape (8 ranks of a p4d, where the estimate is 36.1 GB
+of the A100's 40: infra/config/sample_job.py FIT_MARGIN).
 """
 
 from __future__ import annotations
