@@ -300,6 +300,8 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         if unknown:
             out.append(f"     and pin {', '.join(unknown)} to the versions the account lists for {step.after}")
         deploy = f"hyperpod-cdk validate -c env={env} && hyperpod-cdk review --env {env} && cdk deploy --all -c env={env}"
+        what = ("the add-ons and chart this project installs" if settings.uses_existing_cluster
+                else "the control plane first, then the add-ons, in the stacks' order")
         if step.migration is not False:
             head = "MIGRATE FIRST" if step.migration else "IF task governance is at v1.3.x, MIGRATE FIRST"
             out.append(f"  2. {head}: the task governance add-on goes to {step.migration_to or 'a version for ' + step.after}, "
@@ -311,9 +313,9 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
             out.append(f"     b. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[1]}")
             out.append(f"     c. deploy, which updates the add-on: {deploy}")
             out += [f"     {chr(ord('d') + i)}. {line}" for i, line in enumerate(versions.TASK_GOVERNANCE_MIGRATION_STEPS[3:])]
+            if step.migration is None:  # whether it crosses is the cluster's to say: the step deploys either way
+                out.append(f"     otherwise (v1.5 or later already), deploy ({what}): {deploy}")
         else:
-            what = ("the add-ons and chart this project installs" if settings.uses_existing_cluster
-                    else "the control plane first, then the add-ons, in the stacks' order")
             out.append(f"  2. deploy ({what}): {deploy}")
         out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware):")
         out += [f"     {line}" for line in ami_lines(settings, step.after)]

@@ -131,6 +131,12 @@ def test_cli_validate_reports_every_problem_and_exits_non_zero(tmp_path, capsys,
     lines = capsys.readouterr().err.splitlines()
     assert any(l.startswith("error: dev: eks.version") for l in lines)
     assert any(l.startswith("error: dev: network.nat_gateways") for l in lines)
+    # A field of the wrong type and a rule across fields: both said in one run (the rules run without the field).
+    bad = {"network": {"nat_gateways": 4}, "eks": {"version": 1.33}, "sample_job": {"nodes": "2"}}
+    monkeypatch.setattr(cli, "load_context", lambda: patched_context("dev", bad))
+    assert cli.main(["validate", "-c", "env=dev"]) == 2
+    errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")]
+    assert [e.split(":")[2].strip() for e in errors] == ["eks.version", "sample_job.nodes", "network.nat_gateways"], errors
     monkeypatch.undo()
     assert cli.main(["validate", "--all"]) == 0
     assert "ok: prod" in capsys.readouterr().out
