@@ -205,6 +205,12 @@ def cmd_validate(args) -> int:
     return 2 if failed else 0
 
 
+# Under the review's output folder: baselines synthesized from git revisions, by what they were
+# built from (cli.revision.baseline_key), and cfn-lint's findings by template.
+BASELINE_CACHE = "review-cache/baselines"
+LINT_CACHE = "review-cache/lint"
+
+
 def _overlaps(a: Path, b: Path) -> bool:
     a, b = a.resolve(), b.resolve()
     return a == b or a in b.parents or b in a.parents
@@ -239,24 +245,22 @@ def cmd_review(args) -> int:
         baseline = None
         if against:
             names = None if (len(against) == 1 and Path(against[0]).is_dir()) else _stack_names(context, env)
-            commit = repo and len(against) == 1 and not Path(against[0]).exists() and revision.resolve(repo, against[0])
-            if commit and not revision.is_this_checkout(repo, commit):  # the same revision is not synthesized twice
-                print(f"synthesizing {env} as of {against[0]} in a temporary worktree, offline ...", file=sys.stderr, flush=True)
             try:
-                baseline = changes.load_baseline(against, names or [], repo=repo, env=env)
+                baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
+                                                 progress=lambda line: print(line, file=sys.stderr, flush=True))
                 settings, _ = config.load_settings(context, env)
                 changes.check_environment(baseline, env, f"aws://{settings.account}/{settings.region}", _names_by_env(context))
             except changes.BaselineError as err:
                 raise CliError(str(err)) from None
         if not args.assembly:
-            print(f"synthesizing {env} offline into {outdir} (about a minute) ...", file=sys.stderr, flush=True)
+            print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)
             synthesize(context, env, outdir)
         if baseline is not None and baseline.this_checkout:
             print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
             baseline = replace(changes.load_baseline([str(outdir)], []), description=baseline.description)
         print(f"reviewing {env}: changes, cost, exposure, cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
-        report = review.build(outdir, against=baseline)
-        text = review.to_markdown(report)
+        report = review.build(outdir, against=baseline, cache=out_root / LINT_CACHE, config=(context, env))
+        text = review.quiet_markdown(report) if args.quiet else review.to_markdown(report)
         written = review.write(report, out_root / f"review-{env}")
         if not args.against:
             changes.snapshot(outdir, last_review)
@@ -501,6 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rev.add_argument("--outdir", help="where review-<env>/ and its .md, .json and .sarif go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")
+    rev.add_argument("--quiet", action="store_true", help="print only the verdict, the callouts and the deltas against the "
+                     "baseline (the files written keep every section)")
 
     pre = _command(
         sub, "preflight", cmd_preflight,

@@ -95,7 +95,8 @@ _CALLOUT_FIELDS = {
     "NEW QUOTA": ("hyperpod.instance_groups[instance_type={type}].instance_type",),
     "MIGRATE FIRST": ("addons.task_governance.version",),
     "EXPOSURE": ("eks.public_access_cidrs", "eks.endpoint_access"),  # where the callout is the API endpoint's
-    "JOB RESTARTS": ("sample_job",),
+    "JOB RESTARTS": ("sample_job", "hyperpod.instance_groups[{group}]"),
+    "REFUSED": ("hyperpod.instance_groups[{group}]",),  # a group's volume key; an export in use: the change's first field
 }
 # An optional stack's switch: what turns it off when it is left behind.
 _STACK_SWITCHES = {"sample-job": "sample_job.enabled"}
@@ -170,21 +171,31 @@ def _positions(text: str) -> dict[tuple, tuple[int, int]]:
     return out
 
 
-def _steps(field: str, merged_groups: list) -> tuple | None:
-    """`hyperpod.instance_groups[gpu].count` -> ("hyperpod", "instance_groups", 1, "count"):
-    an index in brackets stays a number, a name is the instance group of that name."""
+def _steps(field: str, merged: dict) -> tuple | None:
+    """`hyperpod.instance_groups[gpu].count` -> ("hyperpod", "instance_groups", 1, "count"), read
+    against the environment's merged config: an index in brackets stays a number, a name is the
+    item of that name ([gpu]; [instance_type=ml.p5.48xlarge] the first whose field has that
+    value), and in a list of plain values the value itself ([arn:aws:iam::...:role/x])."""
     steps: list = []
+    value = merged
     for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", field):
         if not part.startswith("["):
             steps.append(part)
-        elif part[1:-1].isdigit():
-            steps.append(int(part[1:-1]))
-        else:  # [gpu] is the group named gpu; [instance_type=ml.p5.48xlarge] the first of that type
-            key, _, value = part[1:-1].rpartition("=")
-            values = [g.get(key or "name") if isinstance(g, dict) else None for g in merged_groups]
-            if value not in values:
+            value = value.get(part) if isinstance(value, dict) else None
+            continue
+        inner = part[1:-1]
+        items = value if isinstance(value, list) else []
+        if inner.isdigit():
+            index = int(inner)
+        else:
+            key, _, want = inner.rpartition("=")
+            found = [i for i, item in enumerate(items)
+                     if (item.get(key or "name") if isinstance(item, dict) else (None if key else item)) == want]
+            if not found:
                 return None
-            steps.append(values.index(value))
+            index = found[0]
+        steps.append(index)
+        value = items[index] if index < len(items) else None
     return tuple(steps)
 
 
@@ -192,25 +203,21 @@ class CdkJson:
     """cdk.json's text and where each of an environment's fields is written in it."""
 
     def __init__(self, path: Path, env: str):
+        from cli.config_diff import merged
+
         self.path, self.env = path, env
         self.text = path.read_text()
         self.context = json.loads(self.text).get("context", {})
+        self.merged = merged(self.context, env)
         self.positions = _positions(self.text)
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
-
-    def _groups(self) -> list:
-        for block in (self.context.get("environments", {}).get(self.env) or {}, self.context.get("defaults") or {}):
-            groups = (block.get("hyperpod") or {}).get("instance_groups")
-            if isinstance(groups, list):
-                return groups
-        return []
 
     def where(self, field: str) -> tuple[int, int, int] | None:
         """(line, first column, column after the end) of `field` as this environment gets it:
         from its own block where written there, else from `defaults` (mappings merge key by
         key, anything else is replaced whole, as infra.config.deep_merge does); None where
         cdk.json does not write it (its default is in code)."""
-        steps = _steps(field, self._groups())
+        steps = _steps(field, self.merged)
         if not steps:
             return None
         blocks = (("environments", self.env), ("defaults",))
@@ -269,6 +276,36 @@ class Places:
         line, start, end = found
         return Place(self._uri("cdk.json"), line, start, end, f"{self.cdk.env}:{field}")
 
+    def nearest(self, field: str, depth: int = 2) -> Place | None:
+        """The field, or the nearest field above it that cdk.json writes, down to `depth` parts
+        (`governance.teams`, not `governance`): where something removed was written."""
+        parts = re.findall(r"[^.\[\]]+|\[[^\]]*\]", field)
+        for n in range(len(parts), min(depth, len(parts)) - 1, -1):
+            candidate = "".join(p if p.startswith("[") or i == 0 else f".{p}" for i, p in enumerate(parts[:n]))
+            if place := self.field(candidate):
+                return place
+        return None
+
+    def cause(self, prefixes: list[str], changed: list[str]) -> Place | None:
+        """Where the cause of a finding is written: the first field the change touches under
+        one of `prefixes` (in their order), else the nearest written field of a prefix, else
+        the first field the change touches at all."""
+
+        def under(path: str, prefix: str) -> bool:
+            return path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
+
+        for prefix in prefixes:
+            for path in changed:
+                if under(path, prefix) and (place := self.field(path)):
+                    return place
+        for prefix in prefixes:
+            if place := self.nearest(prefix):
+                return place
+        for path in changed:
+            if place := self.field(path):
+                return place
+        return None
+
     def stack(self, stack: str | None) -> Place:
         relative = stack_source(stack) if stack else "app.py"
         if not (self.project / relative).is_file():
@@ -318,21 +355,27 @@ def _field_in(text: str, places: Places) -> Place | None:
     return None
 
 
-def _callout(line: str, stacks: list[str], places: Places) -> dict:
-    kind = re.match(r"([A-Z][A-Z ]+):", line)
-    kind = kind.group(1).strip() if kind else "CALLOUT"
-    named = [s for s in stacks if re.search(rf"\b{re.escape(s)}\b", line)]
-    place = None
+def _prefixes(line: str, kind: str) -> list[str]:
+    """The config fields a callout of this kind may come from, by what its text names."""
     group = re.search(r"instance group (\S+) in ", line)
     itype = re.search(r"\b(ml\.[a-z0-9-]+\.[a-z0-9]+)\b", line)
+    out = []
     for field in _CALLOUT_FIELDS.get(kind, ()):
         if ("{group}" in field and not group) or ("{type}" in field and not itype):
             continue
         if kind == "EXPOSURE" and "Kubernetes API endpoint" not in line:
             continue
-        place = places.field(field.format(group=group.group(1) if group else "", type=itype.group(1) if itype else ""))
-        if place:
-            break
+        out.append(field.format(group=group.group(1) if group else "", type=itype.group(1) if itype else ""))
+    return out
+
+
+def _callout(line: str, stacks: list[str], places: Places, anchors: dict, changed: list[str]) -> dict:
+    """A change callout at its cause: the config field its producer names (anchors), or that
+    its kind names, refined to the field the change touches (changed: cli.config_diff's paths)."""
+    kind = re.match(r"([A-Z][A-Z ]+):", line)
+    kind = kind.group(1).strip() if kind else "CALLOUT"
+    named = [s for s in stacks if re.search(rf"\b{re.escape(s)}\b", line)]
+    place = places.cause(list(anchors.get(line) or _prefixes(line, kind)), changed)
     if place is None and kind == "STACK LEFT BEHIND" and named:
         switch = next((f for suffix, f in _STACK_SWITCHES.items() if named[0].endswith(f"-{suffix}")), None)
         place = places.field(switch) if switch else None
@@ -379,7 +422,8 @@ def findings(report: dict, places: Places | None = None) -> list[dict]:
     ]
     changes = report.get("changes") or {}
     stacks = sorted({s["name"] for s in report["stacks"]} | set(changes.get("stacks_removed", [])), key=len, reverse=True)
-    out += [_callout(line, stacks, places) for line in changes.get("callouts", [])]
+    anchors, changed = changes.get("anchors") or {}, changes.get("config_changes") or []
+    out += [_callout(line, stacks, places, anchors, changed) for line in changes.get("callouts", [])]
     return out
 
 

@@ -12,8 +12,8 @@ from infra.node import use_venv_node
 
 
 def synthesize(context: dict, env: str, outdir: Path):
-    """(settings, stacks) of `env`, with the assembly and validation report in `outdir`.
-    Raises infra.config.ConfigError for bad config."""
+    """(settings, stacks) of `env`, with the assembly and validation report in `outdir`, and
+    the config it was made of (cli.config_diff). Raises infra.config.ConfigError for bad config."""
     use_venv_node()
     import aws_cdk as cdk
 
@@ -36,6 +36,9 @@ def synthesize(context: dict, env: str, outdir: Path):
     except RuntimeError as err:  # nag errors: templates and the report are written anyway
         if "ValidationFailed" not in str(err):
             raise
+    from cli import config_diff
+
+    config_diff.record(outdir, context, env)
     return settings, stacks
 
 

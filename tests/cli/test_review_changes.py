@@ -50,9 +50,16 @@ def _lines(report, section: str) -> list[str]:
     return report["changes"]["deltas"]["lines"][section]
 
 
-def test_more_gpu_nodes_show_as_cost_quota_and_node_count_deltas_and_nothing_else_is_called_out(synth):
+ML_OPS_ADDED = (
+    "TEAM ADDED: team ml-ops: compute quota (1 accelerator of ml.g5.8xlarge; sharing LendAndBorrow up to 50% of its quota); "
+    "its namespace hyperpod-ns-ml-ops and queue hyperpod-ns-ml-ops-localqueue (task governance makes them of the quota)"
+)
+
+
+def test_more_gpu_nodes_show_as_cost_quota_and_node_count_deltas_and_the_new_team_is_called_out(synth):
     report = _review(synth, None, GROWN)
-    assert report["changes"]["callouts"] == ["NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)"]
+    # 50%: SageMaker's BorrowLimit where the quota leaves it out (the team sets no borrow_limit).
+    assert report["changes"]["callouts"] == ["NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)", ML_OPS_ADDED]
     assert not [c for c in report["changes"]["changes"] if c["action"] in ("replaced", "removed")] and report["pass"]
     rate = prices.SAGEMAKER_RATE["ml.g5.8xlarge"]
     # Two more nodes at SageMaker's rate, and their samples into Managed Prometheus.
@@ -76,7 +83,7 @@ def test_a_team_added_shows_the_nodes_no_team_quota_covers(synth):
     report = _review(synth, None, GROWN)
     assert _lines(report, "quotas")[1:] == ["Team quotas: 1 of 3 ml.g5.8xlarge node(s) in no team's quota (was 0 of 1)"]
     assert [c for c in report["changes"]["changes"] if c["type"] == "AWS::SageMaker::ComputeQuota" and c["action"] == "added"]
-    assert not [c for c in report["changes"]["callouts"] if not c.startswith("NODE COUNT:")]
+    assert _callouts(report, "TEAM ADDED") == [ML_OPS_ADDED]
 
 
 def test_the_job_on_more_nodes_restarts_and_says_its_new_shape(synth):
@@ -91,7 +98,9 @@ def test_the_job_on_more_nodes_restarts_and_says_its_new_shape(synth):
 
 def test_a_type_change_replaces_every_node_of_the_group_restarts_the_job_and_needs_a_new_quota(synth):
     report = _review(synth, None, RETYPED, cdk_diff=True)
-    replaced, quota, restart = report["changes"]["callouts"]
+    replaced, quota, team, restart = report["changes"]["callouts"]
+    assert team == ("TEAM QUOTA: team ml-research: guaranteed ml.g5.8xlarge accelerators 1 -> (none); "
+                    "guaranteed ml.g6.8xlarge accelerators (none) -> 1")
     assert replaced.startswith("NODES REPLACED: HyperPod replaces every node of instance group gpu in hyperpod-dev-hyperpod")
     assert "InstanceType ml.g5.8xlarge -> ml.g6.8xlarge" in replaced
     assert quota.startswith("NEW QUOTA: 1 x ml.g6.8xlarge for cluster usage (new: check your quota")
@@ -121,7 +130,7 @@ def test_karpenter_on_shows_the_autoscaler_role_and_its_access_levels_without_a_
     assert "Stateful removed: 5 log group(s) of CDK-built Lambdas in hyperpod-dev-hyperpod" in _lines(report, "stateful")
     # Without GPU nodes at deploy the accelerator gate, the one importer of the cluster's endpoint and CA, goes;
     # the cluster stack keeps exporting both, so CloudFormation has no export in use to refuse.
-    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODE COUNT", "JOB RESTARTS"]
+    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODE COUNT", "PROVISIONING MODE", "JOB RESTARTS"]
 
 
 def test_a_rename_replaces_the_cluster_what_references_it_and_is_refused_while_imported(synth):
@@ -401,7 +410,9 @@ def test_every_priced_ml_type_is_a_sourced_sagemaker_rate_or_marked_as_the_ec2_f
     stack = StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups}}}}, [])
     estimate = cost.estimate([stack], "us-east-1")
     p5, m5 = estimate["lines"]
-    assert p5["note"].startswith("EC2 On-Demand floor") and m5["note"].startswith("SageMaker list rate")
+    assert p5["note"].startswith("a floor: EC2 On-Demand rate") and m5["note"].startswith("SageMaker list rate")
+    assert p5["floor"] and not m5["floor"]
+    assert f"| 2 x ml.p5.48xlarge (gpu) | at least ${p5['hourly']:,.2f} |" in "\n".join(cost.markdown(estimate))  # the line says it
     headline = cost.markdown(estimate)[2]
     assert f"instances at SageMaker list rates ({prices.SAGEMAKER_AS_OF}), except the EC2 floor for ml.p5.48xlarge (" in headline
     one = StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups[1:]}}}}, [])

@@ -1,0 +1,125 @@
+"""The review of what a platform team changes most in a shared cluster's cdk.json, on a pair of
+prod assemblies synthesized in the test: a team added with its people, a team removed with
+theirs, a quota cut and a borrowing limit raised, a new cluster admin and one more GPU node.
+Each callout is asserted exactly (no more, no fewer), with the cdk.json line SARIF shows it at
+(the line the pull request changed, read from the file), and this update's plan, its folded
+diffs and its summarized YAML with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli import changes, people, review, sarif
+from infra import timing
+from tests.cli.test_sarif import _field_text, _project
+
+RESEARCHERS = "arn:aws:iam::111111111111:role/ml-research-scientists"
+INFERENCE = "arn:aws:iam::111111111111:role/ml-inference-engineers"
+PRODUCTION = "arn:aws:iam::111111111111:role/ml-production-engineers"
+ONCALL = "arn:aws:iam::111111111111:role/platform-oncall"
+# prod as cdk.json has it, changed as a platform team's pull request would: ml-production leaves, ml-inference
+# comes with its people, ml-research's guarantee halves while it may borrow twice as much, an on-call role
+# becomes cluster admin, and the GPU group grows by one node.
+PULL_REQUEST = {
+    "eks": {"admin_principal_arns": ["arn:aws:iam::111111111111:role/Admin", ONCALL]},
+    "hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.8xlarge", "count": 2},
+                                     {"name": "gpu", "instance_type": "ml.p5.48xlarge", "count": 5, "ebs_volume_gb": 1000}]},
+    "governance": {"teams": [
+        {"name": "ml-research", "quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}],
+         "sharing": "LendAndBorrow", "borrow_limit": 100, "fair_share_weight": 50,
+         "absolute_borrow_limits": [{"instance_type": "ml.p5.48xlarge", "accelerators": 16}], "principals": [RESEARCHERS]},
+        {"name": "ml-inference", "quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}], "sharing": "Lend",
+         "principals": [INFERENCE]},
+    ]},
+}
+
+CALLOUTS = [
+    "NODE COUNT: instance group gpu in hyperpod-prod-hyperpod goes from 4 to 5 node(s)",
+    "TEAM ADDED: team ml-inference: compute quota (1 instance of ml.p5.48xlarge; sharing Lend (borrows nothing)); its namespace "
+    "hyperpod-ns-ml-inference and queue hyperpod-ns-ml-inference-localqueue (task governance makes them of the quota); its Role "
+    "and ClusterRole; access entries for 1 principal(s)",
+    "TEAM REMOVED: team ml-production: its compute quota (2 instances of ml.p5.48xlarge; sharing LendAndBorrow up to 50% of its "
+    "quota); its namespace hyperpod-ns-ml-production and queue hyperpod-ns-ml-production-localqueue (task governance makes them of "
+    "the quota); its Role and ClusterRole; access entries for 1 principal(s) go; its jobs lose their guarantee",
+    "TEAM QUOTA: team ml-research: guaranteed ml.p5.48xlarge instances 2 -> 1; may borrow at most ml.p5.48xlarge accelerators 8 -> 16",
+    f"ACCESS GAINED: {INFERENCE} -> namespace hyperpod-ns-ml-inference",
+    f"ACCESS LOST: {PRODUCTION} -> namespace hyperpod-ns-ml-production",
+    f"ACCESS GAINED: {ONCALL} -> cluster admin",
+]
+
+
+@pytest.fixture(scope="module")
+def pull_request(synth) -> dict:
+    baseline = changes.load_baseline([str(synth("prod").outdir)], [])
+    return review.build(synth("prod", PULL_REQUEST).outdir, against=baseline, with_lint=False, with_cdk_diff=True)
+
+
+def test_each_team_and_each_persons_access_is_called_out_at_the_line_the_pull_request_changed(pull_request, tmp_path):
+    assert pull_request["changes"]["callouts"] == CALLOUTS and pull_request["pass"]
+    project = _project(tmp_path, PULL_REQUEST, env="prod")
+    results = {r["message"]["text"]: r for r in sarif.log(pull_request, project=project, env="prod")["runs"][0]["results"]}
+    shown = {text: _field_text(project, results[text]) for text in CALLOUTS}
+    assert shown == {
+        CALLOUTS[0]: '"count": 5',
+        CALLOUTS[1]: '{"name": "ml-inference", "quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}], "sharing": "Lend", '
+                     f'"principals": ["{INFERENCE}"]}}',
+        CALLOUTS[2]: '"teams": [',  # removed: the list it was in
+        CALLOUTS[3]: '"quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}]',
+        CALLOUTS[4]: f'"{INFERENCE}"',
+        CALLOUTS[5]: '"teams": [',
+        CALLOUTS[6]: f'"{ONCALL}"',
+    }
+    assert {results[text]["level"] for text in CALLOUTS} == {"warning"}
+
+
+def test_a_quota_left_out_is_read_with_sagemakers_defaults():
+    # botocore's SageMaker model documents what a ComputeQuota means where a field is not given.
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    sharing = model.shape_for("ResourceSharingConfig").members
+    assert f"Default is <code>{people.DEFAULT_BORROW_LIMIT}</code>" in sharing["BorrowLimit"].documentation
+    assert "Default is <code>LendandBorrow</code>" in sharing["Strategy"].documentation and people.DEFAULT_STRATEGY in sharing["Strategy"].enum
+    assert f"Weight {people.DEFAULT_FAIR_SHARE_WEIGHT} is the default" in model.shape_for("ComputeQuotaTarget").members["FairShareWeight"].documentation
+    assert f"Default is <code>{people.DEFAULT_PREEMPT}</code>" in model.shape_for("ComputeQuotaConfig").members["PreemptTeamTasks"].documentation
+
+
+def test_this_updates_plan_waits_for_the_new_nodes_deep_health_checks_and_the_gates_not_a_whole_deploy(pull_request, synth):
+    # One more p5 node with both deep health checks ("a DHC takes around 60-90 minutes": HyperPod docs, in
+    # infra/timing.py), read from the template; the gates re-run because their properties change.
+    (group,) = [g for r in synth("prod", PULL_REQUEST).resources("hyperpod", "AWS::SageMaker::Cluster").values()
+                for g in r["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu"]
+    assert group["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    nodes = timing.node_minutes(accelerated=True, efa_interfaces=32, count=1, checks=group["OnStartDeepHealthChecks"])
+    plan = pull_request["changes"]["update_plan"]
+    links = len(synth("prod").resources("hyperpod", "Custom::HyperPodNodesReady"))
+    assert plan["waits"] == [
+        f"nodes added: 1 x ml.p5.48xlarge in group gpu with deep health checks InstanceStress, InstanceConnectivity (~{nodes:.0f} min)",
+        "the accelerator gate re-runs",
+        f"the node gate re-runs ({links} link(s))",
+    ]
+    # prod provisions continuously: the cluster's update ends at once and the node gate's first link waits for the node.
+    path = {(st["type"], st["minutes"]) for st in plan["critical_path"]}
+    assert ("Custom::HyperPodNodesReady", nodes) in path and ("AWS::SageMaker::Cluster", 3.0) in path
+    assert nodes < plan["minutes"] < pull_request["deploy_plan"]["minutes"]  # not the first deploy's
+    (line,) = pull_request["changes"]["deltas"]["lines"]["plan"]
+    assert line.startswith(f"Deploy: about {plan['minutes']} minute(s) for this update: nodes added: 1 x ml.p5.48xlarge")
+    text = review.to_markdown(pull_request)
+    assert "This update waits on (the plan at the end is a first deploy's):" in text and "## Estimated deploy plan (a first deploy)" in text
+
+
+def test_the_node_gates_identical_link_diffs_fold_into_one_and_the_alert_rules_yaml_shows_what_changes(pull_request, synth):
+    diff = pull_request["changes"]["cdk_diff"]
+    # cdk diff names a resource by its construct path without the stack and a last "Default".
+    links = sorted(r["Metadata"]["aws:cdk:path"].removeprefix("hyperpod-prod-hyperpod/").removesuffix("/Default")
+                   for r in synth("prod").resources("hyperpod", "Custom::HyperPodNodesReady").values())
+    gates = [line for line in diff["hyperpod-prod-hyperpod"].splitlines() if line.startswith("[~] Custom::HyperPodNodesReady")]
+    (gate,) = gates
+    first = gate.split()[2]
+    assert first in links and gate.endswith(f"(x{len(links)}: the same change also in {', '.join(l for l in links if l != first)})")
+    # The rule group's YAML (the operations stack's RuleGroupsNamespace Data): only the two rules that name the teams' namespaces.
+    rules = diff["hyperpod-prod-operations"]
+    assert "a value of" in rules and "the lines that change:" in rules
+    changed = [line.strip() for line in rules.splitlines() if line.strip().startswith(("- ", "+ "))]
+    assert [c[:2] + c[2:].split(":")[0] for c in changed if "expr" in c] == ["-    expr", "+    expr", "-    expr", "+    expr"]
+    assert "GpuXidError" not in rules and "hyperpod-ns-ml-inference" in rules
