@@ -241,6 +241,9 @@ def cmd_review(args) -> int:
             if any(_overlaps(outdir, Path(a.partition("=")[2] or a)) for a in against):
                 outdir = out_root / f"review-{env}-next"  # never write over what we compare against
             shutil.rmtree(outdir, ignore_errors=True)
+        # A config cdk synth would refuse (a job no team can ever hold among its rules) is refused here, in
+        # its lines and exit 2, before anything is synthesized, the baseline included.
+        settings, _ = config.load_settings(context, env)
         # Read the baseline before synthesizing, so nothing written below can change it.
         baseline = None
         if against:
@@ -248,7 +251,6 @@ def cmd_review(args) -> int:
             try:
                 baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
                                                  progress=lambda line: print(line, file=sys.stderr, flush=True))
-                settings, _ = config.load_settings(context, env)
                 changes.check_environment(baseline, env, f"aws://{settings.account}/{settings.region}", _names_by_env(context))
             except changes.BaselineError as err:
                 raise CliError(str(err)) from None
