@@ -4,6 +4,10 @@ An add-on has a `key` (its block under `addons` in config), the add-ons it `requ
 (a missing one is a config error), the ones it must merely come `after` when they are on,
 and a `build` that puts it into the addons stack and returns the construct others wait
 for. `addons.registry.plan` orders the enabled ones; the stack wires the dependencies.
+
+An add-on the cluster already runs (`existing`, on a cluster this project joins) is enabled
+all the same: it satisfies what requires it and is ordered like the others, but its build
+creates no add-on and no prerequisite of its own, only the readiness gate dependents wait for.
 """
 
 from __future__ import annotations
@@ -76,6 +80,11 @@ class Addon(ABC):
     def enabled(self) -> bool:
         return self.core or self.config.enabled
 
+    @property
+    def existing(self) -> bool:
+        """The cluster already runs it (addons.<key>.existing): the deploy creates none."""
+        return not self.core and self.config.existing
+
     @abstractmethod
     def build(self, ctx: AddonContext, after: list[IConstruct]) -> IConstruct:
         """Build into ctx.scope, created after `after` (the add-ons it requires or follows);
@@ -99,6 +108,8 @@ class ManagedAddon(Addon):
         return []
 
     def build(self, ctx: AddonContext, after: list[IConstruct]) -> IConstruct:
+        if self.existing:
+            return self._ready(ctx, after) if self.ready_when else ctx.cluster
         prerequisites = [*self.prerequisites(ctx), *after]
         values = deep_merge(self.configuration(ctx), self.config.configuration_values)
         addon = eks.Addon(
@@ -117,6 +128,11 @@ class ManagedAddon(Addon):
             addon.node.add_dependency(resource)
         if self.ready_when is None:
             return addon
+        return self._ready(ctx, [addon])
+
+    def _ready(self, ctx: AddonContext, after: list[IConstruct]) -> IConstruct:
+        """The gate dependents wait for: ours once it is created, or the cluster's own (still
+        proved serving: "ready" means the cluster can run the work)."""
         ready = self.ready_when
         gate = readiness.kubernetes_ready(
             ctx.scope,
@@ -128,7 +144,8 @@ class ManagedAddon(Addon):
             json_path=ready.json_path,
             minutes=10,
         )
-        gate.node.add_dependency(addon)
+        for resource in after:
+            gate.node.add_dependency(resource)
         return gate
 
 

@@ -49,6 +49,8 @@ class ObservabilityAddon(ManagedAddon):
     title = "HyperPod observability"
     eks_name = "amazon-sagemaker-hyperpod-observability"
     requires = (PodIdentityAgentAddon,)
+    # The Prometheus workspace this project creates with it (None: the cluster's own add-on).
+    prometheus = None
 
     def prerequisites(self, ctx: AddonContext):
         stack = ctx.scope

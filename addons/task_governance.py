@@ -10,6 +10,7 @@ creates after its quota, is waited for here too, before anything is applied into
 
 from __future__ import annotations
 
+import json
 import re
 
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ cdk = lazy.module("aws_cdk")
 sagemaker = lazy.module("aws_cdk.aws_sagemaker")
 eks = lazy.module("aws_cdk.aws_eks_v2")
 teams = lazy.module("manifests.teams")
+tenancy = lazy.module("manifests.tenancy")
 readiness = lazy.module("infra.readiness")
 
 
@@ -164,11 +166,37 @@ class TaskGovernanceAddon(ManagedAddon):
                 minutes=10,
             )
             namespace.node.add_dependency(quota)
+            self._tenant_isolation(ctx, team, namespace)
             if team.principals:
                 self._team_access(ctx, team, namespace)
             cdk.CfnOutput(ctx.scope, f"Queue-{team.name}", value=f"{names.namespace}/{names.local_queue}")
+        queue_policy = tenancy.queue_label_policy(self.settings)
+        if queue_policy:
+            # Cluster-wide objects naming the team namespaces and groups, which need not exist yet.
+            eks.KubernetesManifest(ctx.scope, "TeamQueueLabelPolicy", cluster=ctx.cluster, manifest=queue_policy).node.add_dependency(kueue)
         # The training operator follows Kueue, not the quotas.
         return kueue
+
+    def _tenant_isolation(self, ctx: AddonContext, team: Team, namespace: IConstruct) -> None:
+        """Pod Security labels on the namespace task governance made (a merge patch: the
+        namespace stays the add-on's, see manifests/tenancy.py) and its default-deny ingress."""
+        names = naming.team_names(team.name)
+        apply, restore = tenancy.namespace_patch(team)
+        labels = eks.KubernetesPatch(
+            ctx.scope,
+            f"PodSecurity-{team.name}",
+            cluster=ctx.cluster,
+            resource_name=f"namespace/{names.namespace}",
+            apply_patch=apply,
+            restore_patch=restore,
+            patch_type=eks.PatchType.MERGE,
+        )
+        # A merge patch removes a label by setting it to null, and jsii drops the None values of
+        # a mapping on its way to CDK's toJsonString: the restore patch goes in as JSON text.
+        labels.node.find_child("Resource").node.default_child.add_property_override("RestorePatchJson", json.dumps(restore))
+        policy = eks.KubernetesManifest(ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster, manifest=[tenancy.isolation_policy(team.name)])
+        for construct in (labels, policy):
+            construct.node.add_dependency(namespace)
 
     def _team_access(self, ctx: AddonContext, team: Team, namespace: IConstruct) -> None:
         """The team's people into its namespace: an access entry per IAM role, mapped to the

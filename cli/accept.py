@@ -268,13 +268,23 @@ class Kubectl:
 
     def finished(self, obj: dict) -> bool:
         kind = "mpijobs.kubeflow.org" if obj["kind"] == "MPIJob" else "jobs"
-        doc = json.loads(self._kubectl("get", kind, obj["metadata"]["name"], "-n", m.NAMESPACE, "-o", "json"))
+        namespace = obj["metadata"].get("namespace", m.NAMESPACE)
+        doc = json.loads(self._kubectl("get", kind, obj["metadata"]["name"], "-n", namespace, "-o", "json"))
         done = {"Succeeded", "Failed", "Complete"}
         return any(c.get("type") in done and c.get("status") == "True" for c in doc.get("status", {}).get("conditions", []))
 
-    def result_log(self, run: str) -> str:
+    def result_log(self, run: str, namespace: str = m.NAMESPACE) -> str:
         selector = f"{m.RUN_LABEL}={run},{m.ROLE_LABEL}=result"
-        return self._kubectl("logs", "-n", m.NAMESPACE, "-l", selector, "--tail=-1")
+        return self._kubectl("logs", "-n", namespace, "-l", selector, "--tail=-1")
+
+    def refusal(self, obj: dict) -> str | None:
+        """The API server's refusal of `obj` in a server-side dry run (admission runs, nothing
+        is created), or None where it would be admitted."""
+        try:
+            self._kubectl("create", "--dry-run=server", "-f", "-", stdin=to_yaml([obj]))
+        except AcceptError as err:
+            return str(err)
+        return None
 
 
 class Recording:
@@ -303,9 +313,14 @@ class Recording:
     def finished(self, obj: dict) -> bool:
         return True
 
-    def result_log(self, run: str) -> str:
+    def result_log(self, run: str, namespace: str = m.NAMESPACE) -> str:
         path = self.folder / "logs" / f"{run}.log"
         return path.read_text() if path.is_file() else ""
+
+    def refusal(self, obj: dict) -> str | None:
+        """dry-run/<name>.txt: the server's answer to the dry run; none recorded, admitted."""
+        path = self.folder / "dry-run" / f"{obj['metadata']['name']}.txt"
+        return path.read_text().strip() if path.is_file() else None
 
     def cluster_nodes(self) -> dict | None:
         path = self.folder / "list-cluster-nodes.json"
@@ -430,7 +445,50 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
             report.checks += _pair_check(settings, cluster, group, nodes, sleep=sleep, clock=clock)
     if deep_health_check and settings.acceptance.deep_health_check:
         report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
+    for team in settings.governance.teams:
+        report.checks += tenancy_checks(settings, cluster, team.name, keep=keep, sleep=sleep, clock=clock)
     return report
+
+
+# ------------------------------------------------------------------ tenancy
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def tenancy_checks(settings: Settings, cluster, team: str, *, keep: bool = False, sleep: Callable, clock: Callable) -> list[Check]:
+    """From the team's namespace: the instance metadata service out of reach, its pods closed
+    to another namespace and open to its own, a privileged pod refused."""
+    from infra import naming
+
+    ns = naming.team_names(team).namespace
+    objects = m.tenancy_objects(settings, team)
+    checks = []
+    refusal = cluster.refusal(objects["privileged"])
+    refused = refusal is not None and "violates PodSecurity" in refusal
+    checks.append(Check(ns, "tenancy", "privileged pod", "pass" if refused else "fail",
+                        _clip(refusal[refusal.index("violates PodSecurity"):]) if refused
+                        else _clip(refusal) if refusal else "admitted: the namespace enforces no Pod Security level"))
+    probes = {k: objects[k] for k in ("imds", "same namespace", "other namespace")}
+    started = [objects["listener"], objects["service"], *probes.values()]
+    cluster.apply(started)
+    late = {o["metadata"]["name"] for o in _wait(cluster, list(probes.values()), sleep=sleep, clock=clock)}
+    expected = {"imds": (m.BLOCKED, "instance metadata"), "same namespace": (m.CONNECTED, "from its own namespace"),
+                "other namespace": (m.REFUSED, f"from {m.NAMESPACE}")}
+    for key, obj in probes.items():
+        run_name = obj["metadata"]["name"]
+        verdict = _last_line(cluster.result_log(run_name, obj["metadata"]["namespace"]))
+        want, subject = expected[key]
+        if run_name in late:
+            status, detail = "fail", f"did not finish within {m.PROBE_DEADLINE_S} s"
+        else:
+            status, detail = ("pass" if verdict == want else "fail"), verdict or "no result in the log"
+        checks.append(Check(ns, "tenancy", subject, status, detail))
+    if not keep:
+        cluster.delete(started)
+    return checks
 
 
 # ------------------------------------------------------------------ deep health check

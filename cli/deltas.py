@@ -111,8 +111,8 @@ def _uncovered(stacks: list[StackSummary]) -> dict[str, tuple[int, int]]:
     covered: dict[str, float] = {}
     for _, _, res in quotas:
         for entry in res["Properties"].get("ComputeQuotaConfig", {}).get("ComputeQuotaResources", []):
-            kind = catalogue.lookup(entry.get("InstanceType", ""))
-            if kind is None:
+            kind = catalogue.figures(entry.get("InstanceType", ""))
+            if kind is None:  # unknown, or its figures are: no share can be computed
                 continue
             share = entry.get("Count")
             if share is None and entry.get("Accelerators") and kind.accelerators:

@@ -82,7 +82,7 @@ def _continuous(resources: dict) -> bool:
 
 def group_minutes(group: dict) -> float:
     """Minutes until one instance group's nodes are all Running, by type, count and checks."""
-    kind = catalogue.lookup(group_instance_type(group))
+    kind = catalogue.figures(group_instance_type(group))
     count = group.get("InstanceCount", 1)
     return timing.node_minutes(
         accelerated=bool(kind and kind.is_accelerated),

@@ -316,11 +316,12 @@ def cmd_upgrade_plan(args) -> int:
         if args.from_account:
             source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
         current, steps = upgrade_plan.build(settings, args.to, source)
+        pending = upgrade_plan.pending_migration(settings, source)
     except (upgrade_plan.Refused, preflight.NoCredentials) as err:
         raise CliError(str(err)) from None
     except (BotoCoreError, ClientError) as err:
         raise CliError(preflight.failure_line(err, args.profile)) from None
-    sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name))
+    sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name, pending))
     return 0
 
 
@@ -343,7 +344,10 @@ def cmd_accept(args) -> int:
     try:
         cluster = accept.Recording(Path(args.from_dir)) if args.from_dir else accept.Kubectl()
         if args.render:
-            sys.stdout.write(accept.to_yaml(acceptance_manifests.objects(settings, accept.nodes_to_test(settings, cluster, args.group))))
+            objects = acceptance_manifests.objects(settings, accept.nodes_to_test(settings, cluster, args.group))
+            # The tenancy probes of each team (the privileged pod is only ever a dry run).
+            objects += [o for t in settings.governance.teams for k, o in acceptance_manifests.tenancy_objects(settings, t.name).items() if k != "privileged"]
+            sys.stdout.write(accept.to_yaml(objects))
             return 0
         sagemaker = None
         if not args.from_dir and not args.no_deep_health_check and settings.acceptance.deep_health_check:

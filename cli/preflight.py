@@ -538,7 +538,8 @@ def check_drift_images(settings: Settings, aws: Clients) -> list[Result]:
 def check_drift_addons(settings: Settings, aws: Clients) -> list[Result]:
     """Each EKS add-on's deployed version against its pin. EKS cannot move an add-on back to an
     older version, so a pin below what runs makes the next deploy's UpdateAddon fail."""
-    from cli.upgrade_plan import _version_key, addons_of
+    from cli.upgrade_plan import TASK_GOVERNANCE, _version_key, addons_of
+    from infra import versions
 
     if _deployed(settings, aws) is None:
         return []
@@ -562,6 +563,11 @@ def check_drift_addons(settings: Settings, aws: Clients) -> list[Result]:
         elif _version_key(running) > _version_key(addon.pinned):
             results.append(_drift(check, "fail", f"runs {running}, newer than the pin {addon.pinned}: updated outside the templates",
                                   f"pin {addon.path}.version to {running}; EKS cannot move an add-on back"))
+        elif versions.crosses_task_governance_migration(running, addon.pinned) and addon.name == TASK_GOVERNANCE:
+            # UpdateAddon fails on the Kueue CRDs' stored versions (the upgrade page's error).
+            results.append(_drift(check, "fail", f"runs {running}, pinned {addon.pinned}: the update crosses the Kueue CRD storage-version "
+                                  f"migration at {versions.TASK_GOVERNANCE_CRD_MIGRATION}, and UpdateAddon fails without it",
+                                  f"migrate first, then deploy: {versions.TASK_GOVERNANCE_MIGRATION_WAYS}"))
         else:
             results.append(_drift(check, "warn", f"runs {running}, pinned {addon.pinned}", "the next deploy updates it to the pin"))
     return results
@@ -648,16 +654,22 @@ def check_existing_cluster(settings: Settings, aws: Clients) -> list[Result]:
     # VPC CNI: the only CNI HyperPod supports, at a minimum version.
     floor = ".".join(map(str, versions.VPC_CNI_MIN_FOR_HYPERPOD))
     if "vpc-cni" in installed:
-        cni = eks.describe_addon(clusterName=name, addonName="vpc-cni")["addon"]["addonVersion"]
+        addon = eks.describe_addon(clusterName=name, addonName="vpc-cni")["addon"]
+        cni = addon["addonVersion"]
         results.append(
             Result("VPC CNI", "pass", f"{cni} (HyperPod needs {floor} or later)")
             if (_semver(cni) or (0, 0, 0)) >= versions.VPC_CNI_MIN_FOR_HYPERPOD
             else Result("VPC CNI", "fail", f"{cni} is older than {floor}, which HyperPod needs ({versions.VPC_CNI_SOURCE})",
                         f"aws eks update-addon --cluster-name {name} --addon-name vpc-cni --addon-version <{floor} or later>")
         )
+        results.append(_network_policy(name, addon.get("configurationValues") or "{}"))
     else:
         results.append(Result("VPC CNI", "warn", f"not an EKS add-on on {name}: a self-managed aws-node must be {floor} or later",
                               "kubectl -n kube-system get daemonset aws-node -o jsonpath='{..image}'"))
+        results.append(Result("VPC CNI network policy", "warn",
+                              f"not an EKS add-on on {name}: its network policy agent must run with --enable-network-policy=true, "
+                              "or the team namespaces' NetworkPolicies are not enforced",
+                              "kubectl -n kube-system get daemonset aws-node -o jsonpath='{..args}'"))
     agent = "eks-pod-identity-agent"
     if ec.install_pod_identity_agent:
         results.append(
@@ -673,9 +685,8 @@ def check_existing_cluster(settings: Settings, aws: Clients) -> list[Result]:
                         f"set eks.existing_cluster.install_pod_identity_agent true, or aws eks create-addon --cluster-name {name} --addon-name {agent}")
         )
     for addon in registry.plan(settings):
-        if isinstance(addon, ManagedAddon) and addon.eks_name in installed:
-            results.append(Result(f"add-on {addon.eks_name}", "fail", f"already installed on {name}: the addons stack's CreateAddon fails",
-                                  f"delete it from the cluster first (aws eks delete-addon --preserve keeps its workloads), or switch addons.{addon.key} off"))
+        if isinstance(addon, ManagedAddon) and (addon.existing or addon.eks_name in installed):
+            results.append(_existing_addon(settings, addon, installed, eks))
     entries = set(eks.list_access_entries(clusterName=name).get("accessEntries", []))
     for arn in settings.eks.admin_principal_arns:
         if arn in entries:
@@ -685,7 +696,97 @@ def check_existing_cluster(settings: Settings, aws: Clients) -> list[Result]:
         results.append(Result("kubectl role", "fail", f"{ec.kubectl_role_arn} has no access entry on {name}: the chart's install would be refused",
                               f"aws eks create-access-entry --cluster-name {name} --principal-arn {ec.kubectl_role_arn}, then associate "
                               "AmazonEKSClusterAdminPolicy; or leave kubectl_role_arn out and the stack makes one"))
+    results.append(_existing_chart(settings, aws))
     return results
+
+
+def _network_policy(cluster: str, values: str) -> Result:
+    """The cluster's own VPC CNI add-on enforces NetworkPolicies only with its network policy
+    agent on; this project does not configure a VPC CNI it did not install."""
+    import yaml
+
+    from infra.config.eks import NETWORK_POLICY_KEY, NETWORK_POLICY_ON
+
+    try:  # EKS takes configuration values as JSON or YAML
+        given = yaml.safe_load(values).get(NETWORK_POLICY_KEY)
+    except (yaml.YAMLError, AttributeError):
+        given = None
+    if given == NETWORK_POLICY_ON:
+        return Result("VPC CNI network policy", "pass", f"{NETWORK_POLICY_KEY} is \"{NETWORK_POLICY_ON}\"")
+    return Result(
+        "VPC CNI network policy", "fail",
+        f"{NETWORK_POLICY_KEY} is {given!r} on {cluster}'s vpc-cni add-on: the team namespaces' and the job's NetworkPolicies "
+        "would not be enforced, and every team's pods could reach every other's",
+        f"aws eks update-addon --cluster-name {cluster} --addon-name vpc-cni --configuration-values "
+        f"'{{\"{NETWORK_POLICY_KEY}\": \"{NETWORK_POLICY_ON}\"}}' (merged with its other values)",
+    )
+
+
+def _existing_addon(settings: Settings, addon, installed: set[str], eks) -> Result:
+    """One line for an EKS add-on the deploy would create that the cluster has (what config
+    should say), or one config adopts (there, and at a version what needs it accepts)."""
+    from infra.config.addons import version_floors
+    from infra import versions
+
+    name, check, key = settings.eks_cluster_name, f"add-on {addon.eks_name}", f"addons.{addon.key}"
+    if addon.eks_name not in installed:
+        return Result(check, "fail", f"{key}.existing is true, but {name} has no {addon.eks_name} add-on",
+                      f"set {key}.existing false (or leave it out), and the deploy installs it")
+    found = eks.describe_addon(clusterName=name, addonName=addon.eks_name)["addon"]
+    running, status = found.get("addonVersion", "?"), found.get("status", "UNKNOWN")
+    if not addon.existing:
+        return Result(check, "fail", f"{name} already runs it ({running}): the addons stack's CreateAddon would fail",
+                      f"set {key}.existing: true to use it")
+    floors = [f for f in version_floors(settings) if f.key == addon.key]
+    short = [f for f in floors if not versions.addon_version_at_least(running, f.minimum)]
+    if short:
+        f = short[0]
+        return Result(check, "fail", f"{running} is older than {f.minimum}, which {f.needed_by} needs ({f.source})",
+                      f"have its owner update it: aws eks update-addon --cluster-name {name} --addon-name {addon.eks_name} "
+                      f"--addon-version <{f.minimum} or newer>{_migration_note(running, addon.eks_name)}")
+    accepts = "; ".join(f"{f.needed_by} needs {f.minimum} or newer" for f in floors) or "nothing here asks for a version of it"
+    if status != "ACTIVE":
+        return Result(check, "warn", f"adopted: {running}, {status}", f"aws eks describe-addon --cluster-name {name} --addon-name {addon.eks_name}")
+    return Result(check, "pass", f"adopted: {running} ({accepts})")
+
+
+def _migration_note(running: str, addon: str) -> str:
+    """Where an update of task governance out of v1.3.x crosses the Kueue CRD migration."""
+    from infra import versions
+
+    if addon != "amazon-sagemaker-hyperpod-taskgovernance" or versions.addon_version_at_least(running, versions.TASK_GOVERNANCE_CRD_MIGRATION):
+        return ""
+    return f"; to {versions.TASK_GOVERNANCE_CRD_MIGRATION} or later only through the migration: {versions.TASK_GOVERNANCE_MIGRATION_WAYS}"
+
+
+# What the quick setup's helm-chart-template.yaml takes (HelmRelease, Namespace, EKSClusterName)
+# and answers (HelmChartDeploymentComplete): its stack is how the account shows the release.
+QUICK_SETUP_CHART_OUTPUT = "HelmChartDeploymentComplete"
+
+
+def _existing_chart(settings: Settings, aws: Clients) -> Result:
+    """The HyperPod dependencies chart the quick setup installed on the cluster: a second
+    release of it fails on the objects the first owns ("invalid ownership metadata"); the same
+    release name makes the deploy upgrade it in place (helm upgrade --install)."""
+    name, ours = settings.eks_cluster_name, settings.hyperpod.helm_chart.release
+    check = "dependencies chart"
+    for page in aws("cloudformation").get_paginator("describe_stacks").paginate():
+        for stack in page["Stacks"]:
+            params = {p["ParameterKey"]: p.get("ParameterValue") for p in stack.get("Parameters", [])}
+            outputs = {o["OutputKey"] for o in stack.get("Outputs", [])}
+            if params.get("EKSClusterName") != name or "HelmRelease" not in params or QUICK_SETUP_CHART_OUTPUT not in outputs:
+                continue
+            release, namespace = params["HelmRelease"], params.get("Namespace", "kube-system")
+            where = f"release {release} in {namespace} (stack {stack['StackName']})"
+            if namespace != "kube-system":
+                return Result(check, "fail", f"{name} runs the HyperPod dependencies chart as {where}; HyperPod's must be in kube-system",
+                              f"have its owner remove it (helm uninstall {release} -n {namespace}) before this deploy installs it in kube-system")
+            if release != ours:
+                return Result(check, "fail", f"{name} runs the HyperPod dependencies chart as {where}: a second release of it fails on the objects the first owns",
+                              f"set hyperpod.helm_chart.release to \"{release}\": the deploy then upgrades that release to this revision and values")
+            return Result(check, "warn", f"the deploy upgrades {where} to revision {settings.hyperpod.helm_chart.revision[:12]}",
+                          "destroying this environment uninstalls that release too, and the cluster's other workloads lose its device plugins")
+    return Result(check, "pass", f"no quick-setup stack installed the chart on {name} (a release installed by hand shows in `helm list -n kube-system`)")
 
 
 def check_existing_subnets(settings: Settings, aws: Clients) -> list[Result]:
@@ -703,7 +804,7 @@ def check_existing_subnets(settings: Settings, aws: Clients) -> list[Result]:
     for sn in subnets:
         groups = [g for g in settings.hyperpod.instance_groups if (g.availability_zone or default_az) == sn.availability_zone]
         nodes = sum(g.ceiling for g in groups)
-        dense = sum(g.ceiling * (1 + _max_pods(g.spec.vcpus)) for g in groups if catalogue.lookup(g.instance_type))
+        dense = sum(g.ceiling * (1 + _max_pods(g.spec.vcpus)) for g in groups if catalogue.figures(g.instance_type))
         have, check = free.get(sn.subnet_id, 0), f"subnet {sn.subnet_id}"
         if have < nodes:
             results.append(Result(check, "fail", f"{have} free addresses for {nodes} nodes in {sn.availability_zone}",

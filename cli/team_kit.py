@@ -27,7 +27,7 @@ def team(settings: Settings, name: str) -> Team:
 
 
 def _amount(q: QuotaResource) -> str:
-    spec = catalogue.lookup(q.instance_type)
+    spec = catalogue.figures(q.instance_type)
     parts = []
     if q.count is not None:
         whole = f"{q.count} instance{'s' if q.count != 1 else ''}"

@@ -134,7 +134,7 @@ def parse_nodes(doc: dict, pods: dict | None = None, tolerated: tuple[str, ...] 
         status, spec = item.get("status", {}) or {}, item.get("spec", {}) or {}
         advertised = status.get("allocatable") or status.get("capacity") or {}
         devices = [r for r in ACCELERATOR_RESOURCES if r in advertised]
-        known = catalogue.lookup(itype)
+        known = catalogue.figures(itype)
         gpus = _quantity(advertised[devices[0]]) if devices else (known.accelerators if known else 0)
         ready = next((c.get("status", "Unknown") for c in status.get("conditions") or [] if c.get("type") == "Ready"), "missing")
         health = labels.get(HEALTH_LABEL, "Unknown")

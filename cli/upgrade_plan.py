@@ -69,9 +69,21 @@ def addons_of(settings: Settings) -> list[Addon]:
     installed = settings.core_addons_installed
     out = [Addon(name, f"eks.core_addons.{key}", getattr(core, key).version) for name, key in CORE_ADDONS.items() if key in installed]
     for addon in registry.plan(settings):
-        if isinstance(addon, ManagedAddon):
+        if isinstance(addon, ManagedAddon) and not addon.existing:
             out.append(Addon(addon.eks_name, f"addons.{addon.key}", addon.config.version))
     return out
+
+
+def owners_addons(settings: Settings) -> list[str]:
+    """The EKS add-ons a deploy uses but does not install, on a cluster this project joins:
+    the core ones it leaves to the cluster, and those config adopts (addons.<key>.existing)."""
+    from addons import registry
+    from addons.base import ManagedAddon
+
+    if not settings.uses_existing_cluster:
+        return []
+    core = [name for name, key in CORE_ADDONS.items() if key not in settings.core_addons_installed]
+    return core + [a.eks_name for a in registry.plan(settings) if isinstance(a, ManagedAddon) and a.existing]
 
 
 class OfflineVersions:
@@ -262,11 +274,44 @@ def cdk_json_change(settings: Settings, step: Step) -> dict:
     return patch
 
 
-def to_text(settings: Settings, current: str, target: str, steps: list[Step], source_name: str) -> str:
+def pending_migration(settings: Settings, source) -> tuple[str, str] | None:
+    """(running, pinned) where the task governance pin in config is past the Kueue CRD migration
+    and the deployed add-on is before it: the next deploy's UpdateAddon fails, at any
+    Kubernetes version, until the CRDs are migrated (what preflight fails on, said here too)."""
+    addon = next((a for a in addons_of(settings) if a.name == TASK_GOVERNANCE and a.pinned), None)
+    if addon is None:
+        return None
+    running = source.deployed(settings, addon)
+    return (running, addon.pinned) if versions.crosses_task_governance_migration(running, addon.pinned) else None
+
+
+def _migration_lines(head: str, to: str, deploy: str) -> list[str]:
+    """The way across the Kueue CRD migration, the page's manual steps around the deploy."""
+    return [
+        f"  2. {head}: the task governance add-on goes to {to}, past {versions.TASK_GOVERNANCE_CRD_MIGRATION}, whose Kueue CRDs "
+        f"drop v1alpha1 ({versions.TASK_GOVERNANCE_UPGRADE_PAGE}). The page recommends the HyperPod console's upgrade option, "
+        "which migrates the CRDs itself, then deploy with the pin (the quick setup's task-governance-addon-migration-template.yaml "
+        "automates the same); by hand, which deletes and re-creates every Kueue object from a backup:",
+        f"     a. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[0]}",
+        f"     b. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[1]}",
+        f"     c. deploy, which updates the add-on: {deploy}",
+        *(f"     {chr(ord('d') + i)}. {line}" for i, line in enumerate(versions.TASK_GOVERNANCE_MIGRATION_STEPS[3:])),
+    ]
+
+
+def to_text(settings: Settings, current: str, target: str, steps: list[Step], source_name: str,
+            pending: tuple[str, str] | None = None) -> str:
     env = settings.env_name
+    deploy = f"hyperpod-cdk validate -c env={env} && hyperpod-cdk review --env {env} && cdk deploy --all -c env={env}"
+    first = []
+    if pending:
+        first = [f"before anything else: task governance runs {pending[0]} and config pins {pending[1]}; the next deploy's "
+                 "UpdateAddon fails until the Kueue CRDs are migrated", *_migration_lines("MIGRATE FIRST", pending[1], deploy), ""]
     if not steps:
-        return f"{env}: the cluster already runs Kubernetes {current}; nothing to do\n"
+        return "\n".join([*first, f"{env}: the cluster already runs Kubernetes {current}; nothing else to do" if first
+                           else f"{env}: the cluster already runs Kubernetes {current}; nothing to do"]) + "\n"
     out = [
+        *first,
         f"upgrade plan for {env}: Kubernetes {current} -> {target}, {len(steps)} step{'s' if len(steps) > 1 else ''} "
         f"(one minor version each); add-on versions from {source_name}",
         "",
@@ -289,7 +334,7 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
             out.append(f"  EKS upgrade insights for {step.after}: all passing")
         if settings.uses_existing_cluster:
             # The deploy only checks eks.version against the cluster it joins; it cannot move a control plane it does not own.
-            owners = [name for name, key in CORE_ADDONS.items() if key not in settings.core_addons_installed]
+            owners = owners_addons(settings)
             out.append(f"  0. the control plane is not this project's (eks.existing_cluster): its owner upgrades it to {step.after}, "
                        f"and its own add-ons ({', '.join(owners)}) to versions for {step.after}, first:")
             out.append(f"       aws eks update-cluster-version --region {settings.region} --name {settings.eks_cluster_name} "
@@ -299,20 +344,11 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         unknown = [s.addon.name for s in step.addons if s.version is None]
         if unknown:
             out.append(f"     and pin {', '.join(unknown)} to the versions the account lists for {step.after}")
-        deploy = f"hyperpod-cdk validate -c env={env} && hyperpod-cdk review --env {env} && cdk deploy --all -c env={env}"
         what = ("the add-ons and chart this project installs" if settings.uses_existing_cluster
                 else "the control plane first, then the add-ons, in the stacks' order")
         if step.migration is not False:
             head = "MIGRATE FIRST" if step.migration else "IF task governance is at v1.3.x, MIGRATE FIRST"
-            out.append(f"  2. {head}: the task governance add-on goes to {step.migration_to or 'a version for ' + step.after}, "
-                       f"past {versions.TASK_GOVERNANCE_CRD_MIGRATION}, whose Kueue CRDs drop v1alpha1 "
-                       f"({versions.TASK_GOVERNANCE_UPGRADE_PAGE}). The page recommends the HyperPod console's upgrade option, "
-                       "which migrates the CRDs itself, then deploy with the pin; by hand, which deletes and re-creates every "
-                       "Kueue object from a backup:")
-            out.append(f"     a. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[0]}")
-            out.append(f"     b. {versions.TASK_GOVERNANCE_MIGRATION_STEPS[1]}")
-            out.append(f"     c. deploy, which updates the add-on: {deploy}")
-            out += [f"     {chr(ord('d') + i)}. {line}" for i, line in enumerate(versions.TASK_GOVERNANCE_MIGRATION_STEPS[3:])]
+            out += _migration_lines(head, step.migration_to or "a version for " + step.after, deploy)
             if step.migration is None:  # whether it crosses is the cluster's to say: the step deploys either way
                 out.append(f"     otherwise (v1.5 or later already), deploy ({what}): {deploy}")
         else:

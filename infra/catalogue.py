@@ -1,50 +1,89 @@
-"""The HyperPod instance types this package knows, and what each one offers.
+"""Every instance type SageMaker HyperPod takes, and what each one offers.
 
-Validation uses it to reject unknown types, deep health checks where they cannot run and
-required topology where EC2 publishes no network-node labels; the sample job takes its
-GPU and EFA counts from it.
+The types are SageMaker's own `ClusterInstanceType` enum (botocore's sagemaker service model);
+their figures (vCPUs, memory, GPUs or Neuron devices and their memory, EFA interfaces) are EC2's
+DescribeInstanceTypes output as moto ships it (moto/ec2/resources/instance_types.json.gz), both
+read from .venv into `instance_types.json` beside this module (`python -m infra.catalogue
+refresh` writes it; a test holds it against both). A type none of them describes is still a
+type HyperPod takes: it is accepted, and validation warns which figures cannot be checked.
 
-Sources: the EC2 accelerated-computing instance specifications (GPUs, EFA interfaces),
-the HyperPod deep-health-check documentation (accelerated types only), the EC2
-instance-topology documentation (p4d/p4de/p5/p5e/p5en/p6e-gb200/trn1/trn1n/trn2/trn2u) and
-the EFA documentation for RDMA read (p4d, p5, p5e, p5en, p6 and Trainium).
+What holds per family, from the documentation that states it: deep health checks on
+accelerated p and trn types (HyperPod deep-health-check docs), EC2 topology labels on
+p4d/p4de/p5/p5e/p5en/p6e-gb200/trn1/trn1n/trn2/trn2u (EC2 instance topology docs), RDMA read
+on p4d, p5, p5e, p5en, p6 and Trainium (EFA docs), UltraServers (p6e-gb200, trn2u). MIG
+profiles per GPU come from NVIDIA's MIG user guide.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
-
 
 # The extended resource the EFA device plugin advertises.
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+NVIDIA_GPU = "nvidia.com/gpu"
+NEURON = "aws.amazon.com/neuron"
+
+DATA = Path(__file__).with_name("instance_types.json")
+TYPES_SOURCE = "botocore's sagemaker service model, shape ClusterInstanceType"
+FIGURES_SOURCE = "EC2 DescribeInstanceTypes output as moto ships it (moto/ec2/resources/instance_types.json.gz)"
+
+# Families by what the documentation says of them.
+DEEP_HEALTH_CHECK_PREFIXES = ("p", "trn")  # accelerated only
+TOPOLOGY_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6e-gb200", "trn1", "trn1n", "trn2", "trn2u"})
+RDMA_READ_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200", "trn1", "trn1n", "trn2", "trn2u"})
+ULTRASERVER_FAMILIES = frozenset({"p6e-gb200", "trn2u"})
+
+# Types the EC2 data moto ships leaves out, with the figures of a page that states them.
+_AWS_GB200_POST = (
+    "EC2 accelerated-computing instance specifications (p6e-gb200.36xlarge: 144 vCPUs, 960 GiB, 4 GB200 GPUs) and the "
+    "AWS Machine Learning blog 'Train and deploy AI models at trillion-parameter scale with Amazon SageMaker HyperPod "
+    "support for P6e-GB200 UltraServers' (2025-08-13: up to 17 EFA network cards per node)"
+)
+BEYOND_THE_DATA = MappingProxyType({
+    "ml.p6e-gb200.36xlarge": ({"vcpus": 144, "memory_mib": 960 * 1024, "efa": 17, "gpu": ["GB200", 4, None]}, _AWS_GB200_POST),
+})
 
 
 @dataclass(frozen=True)
 class InstanceType:
     name: str
-    vcpus: int
-    memory_gib: int
-    accelerators: int = 0
+    # None: no source here states it (validation warns what cannot be checked).
+    vcpus: int | None
+    memory_gib: int | None
+    accelerators: int | None = 0
     accelerator: str = ""
     # The extended resource the device plugin advertises for the accelerator.
-    accelerator_resource: str = "nvidia.com/gpu"
-    efa_interfaces: int = 0
+    accelerator_resource: str = NVIDIA_GPU
+    # One GPU's memory, GB (None: no source states it).
+    accelerator_memory_gb: int | None = None
+    efa_interfaces: int | None = 0
     topology: bool = False
     deep_health_checks: bool = False
     # EFA with RDMA read (FI_EFA_USE_DEVICE_RDMA=1); elsewhere libfabric aborts with it set.
     efa_rdma_read: bool = False
     # Part of an EC2 UltraServer: its nodes carry the topology.k8s.aws/ultraserver-id label.
     ultraserver: bool = False
+    source: str = FIGURES_SOURCE
 
     @property
     def is_accelerated(self) -> bool:
-        return self.accelerators > 0
+        return bool(self.accelerators)
+
+    @property
+    def unknown(self) -> tuple[str, ...]:
+        """The figures no source here states (empty: every figure is known)."""
+        missing = {"vCPUs": self.vcpus, "memory": self.memory_gib, "accelerators": self.accelerators, "EFA interfaces": self.efa_interfaces}
+        if self.is_accelerated and self.accelerator_resource == NVIDIA_GPU:
+            missing["GPU memory"] = self.accelerator_memory_gb
+        return tuple(name for name, value in missing.items() if value is None)
 
     @property
     def mig_profiles(self) -> dict[str, int]:
         """The MIG profiles one of its GPUs can be cut into, and how many of each fit one GPU
-        (empty: the GPU has no MIG)."""
+        (empty: NVIDIA's guide gives its GPU none)."""
         return MIG_PROFILES.get(self.accelerator, {})
 
     @property
@@ -56,62 +95,12 @@ class InstanceType:
             out[EFA_RESOURCE] = self.efa_interfaces
         return out
 
-    @property
-    def size_rank(self) -> int:
-        """vCPUs stand in for size: 4xlarge has 16, which the observability add-on needs."""
-        return self.vcpus
-
-
-def _gpu(name, vcpus, mem, gpus, gpu, efa, *, topology=False, dhc=True, rdma=False):
-    return InstanceType(name, vcpus, mem, gpus, gpu, "nvidia.com/gpu", efa, topology, dhc, rdma)
-
-
-def _neuron(name, vcpus, mem, chips, chip, efa):
-    return InstanceType(name, vcpus, mem, chips, chip, "aws.amazon.com/neuron", efa, True, True, True)
-
-
-def _cpu(name, vcpus, mem):
-    return InstanceType(name, vcpus, mem)
-
-
-_TYPES = (
-    _gpu("ml.p4d.24xlarge", 96, 1152, 8, "A100", 4, topology=True, rdma=True),
-    _gpu("ml.p4de.24xlarge", 96, 1152, 8, "A100-80GB", 4, topology=True, rdma=True),
-    _gpu("ml.p5.48xlarge", 192, 2048, 8, "H100", 32, topology=True, rdma=True),
-    _gpu("ml.p5e.48xlarge", 192, 2048, 8, "H200", 32, topology=True, rdma=True),
-    _gpu("ml.p5en.48xlarge", 192, 2048, 8, "H200", 16, topology=True, rdma=True),
-    _gpu("ml.p6-b200.48xlarge", 192, 2048, 8, "B200", 8, rdma=True),
-    InstanceType("ml.p6e-gb200.36xlarge", 144, 960, 4, "GB200", "nvidia.com/gpu", 17, True, True, True, True),
-    _gpu("ml.g5.8xlarge", 32, 128, 1, "A10G", 1, dhc=False),
-    _gpu("ml.g5.12xlarge", 48, 192, 4, "A10G", 1, dhc=False),
-    _gpu("ml.g5.24xlarge", 96, 384, 4, "A10G", 1, dhc=False),
-    _gpu("ml.g5.48xlarge", 192, 768, 8, "A10G", 1, dhc=False),
-    _gpu("ml.g6.8xlarge", 32, 128, 1, "L4", 1, dhc=False),
-    _gpu("ml.g6.12xlarge", 48, 192, 4, "L4", 1, dhc=False),
-    _gpu("ml.g6.48xlarge", 192, 768, 8, "L4", 1, dhc=False),
-    _gpu("ml.g6e.12xlarge", 48, 384, 4, "L40S", 1, dhc=False),
-    _gpu("ml.g6e.48xlarge", 192, 1536, 8, "L40S", 4, dhc=False),
-    _neuron("ml.trn1.32xlarge", 128, 512, 16, "Trainium", 8),
-    _neuron("ml.trn1n.32xlarge", 128, 512, 16, "Trainium", 16),
-    _neuron("ml.trn2.48xlarge", 192, 2048, 16, "Trainium2", 16),
-    _cpu("ml.m5.xlarge", 4, 16),
-    _cpu("ml.m5.2xlarge", 8, 32),
-    _cpu("ml.m5.4xlarge", 16, 64),
-    _cpu("ml.m5.8xlarge", 32, 128),
-    _cpu("ml.m5.12xlarge", 48, 192),
-    _cpu("ml.m5.16xlarge", 64, 256),
-    _cpu("ml.m5.24xlarge", 96, 384),
-    _cpu("ml.c5.4xlarge", 16, 32),
-    _cpu("ml.c5.9xlarge", 36, 72),
-    _cpu("ml.c5.18xlarge", 72, 144),
-    _cpu("ml.t3.xlarge", 4, 16),
-    _cpu("ml.t3.2xlarge", 8, 32),
-)
 
 # MIG profiles per GPU and how many of each one GPU holds (NVIDIA MIG user guide, "Supported
 # MIG Profiles", read 2026-12: A100 40GB, A100 80GB, H100 80GB, H200 141GB, B200 180GB, GB200
-# 186GB). A10G, L4 and L40S have no MIG. Prefixed with "mig-", these are exactly the 28 values
-# AWS::SageMaker::ComputeQuota takes as AcceleratorPartition.Type (a test holds them together).
+# 186GB). Prefixed with "mig-", these are exactly the 28 values AWS::SageMaker::ComputeQuota
+# takes as AcceleratorPartition.Type (a test holds them together). GPUs the guide, as read, gives
+# no profiles (A10G, L4, L40S, T4, B300, the RTX PRO parts) are not cut here.
 _A100_80 = {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1}
 MIG_PROFILES: MappingProxyType[str, dict[str, int]] = MappingProxyType({
     "A100": {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
@@ -130,27 +119,128 @@ def mig_memory_gb(profile: str) -> int:
     return int(profile.split(".", 1)[1].removesuffix("gb"))
 
 
-# Memory of one GPU without MIG, GB (EC2 accelerated-computing instance specifications: g5's
-# A10G 24 GB, g6's L4 24 GB, g6e's L40S 48 GB). A GPU with MIG has its whole-GPU profile's.
-_GPU_MEMORY_GB = {"A10G": 24, "L4": 24, "L40S": 48}
+def _gpu_label(name: str, memory_mib: int | None) -> str:
+    # NVIDIA's MIG tables tell the A100s apart by memory (A100-SXM4-40GB, A100-SXM4-80GB);
+    # DescribeInstanceTypes names both "A100".
+    return "A100-80GB" if name == "A100" and (memory_mib or 0) >= 80 * 1024 else name
 
 
-def gpu_memory_gb(accelerator: str) -> int | None:
-    """One GPU's memory: A100 40, A100-80GB and H100 80, H200 141, B200 180, GB200 186."""
-    profiles = MIG_PROFILES.get(accelerator)
+def _gpu_memory_gb(label: str, memory_mib: int | None) -> int | None:
+    """A GPU's memory: its whole-GPU MIG profile where it has one (NVIDIA's figure), else the
+    MiB DescribeInstanceTypes states, in GB (A10G 22888 MiB: 24 GB, as EC2's pages say)."""
+    profiles = MIG_PROFILES.get(label)
     if profiles:
         return max(mig_memory_gb(p) for p in profiles)
-    return _GPU_MEMORY_GB.get(accelerator)
+    return round(memory_mib * 2**20 / 1e9) if memory_mib else None
 
 
-CATALOGUE: MappingProxyType[str, InstanceType] = MappingProxyType({t.name: t for t in _TYPES})
+def family(name: str) -> str:
+    """ml.p5.48xlarge -> p5."""
+    return name.removeprefix("ml.").split(".", 1)[0]
+
+
+def _build(name: str, row: dict | None, source: str) -> InstanceType:
+    row = row or {}
+    fam = family(name)
+    gpu, neuron = row.get("gpu"), row.get("neuron")
+    accelerators = gpu[1] if gpu else neuron[1] if neuron else (0 if row else None)
+    if gpu:
+        label = _gpu_label(gpu[0], gpu[2])
+        accelerator, resource, memory = label, NVIDIA_GPU, _gpu_memory_gb(label, gpu[2])
+    elif neuron:
+        accelerator, resource, memory = neuron[0], NEURON, None
+    else:
+        accelerator, resource, memory = "", NVIDIA_GPU, None
+    mib = row.get("memory_mib")
+    accelerated = bool(accelerators)
+    return InstanceType(
+        name,
+        row.get("vcpus"),
+        mib // 1024 if mib else None,
+        accelerators,
+        accelerator,
+        resource,
+        memory,
+        row.get("efa", None if not row else 0),
+        topology=fam in TOPOLOGY_FAMILIES,
+        deep_health_checks=accelerated and fam.startswith(DEEP_HEALTH_CHECK_PREFIXES),
+        efa_rdma_read=fam in RDMA_READ_FAMILIES,
+        ultraserver=fam in ULTRASERVER_FAMILIES,
+        source=source if row else f"no source here: not in {FIGURES_SOURCE}",
+    )
+
+
+def _load() -> tuple[MappingProxyType, dict]:
+    data = json.loads(DATA.read_text())
+    types = {}
+    for name, row in data["types"].items():
+        extra = BEYOND_THE_DATA.get(name)
+        types[name] = _build(name, extra[0], extra[1]) if row is None and extra else _build(name, row, FIGURES_SOURCE)
+    return MappingProxyType(types), data["read"]
+
+
+CATALOGUE, READ = _load()
 
 # The observability add-on's collectors need a node of at least this size (4xlarge: 16 vCPUs).
 OBSERVABILITY_MIN_VCPUS = 16
 
 
 def lookup(name: str) -> InstanceType | None:
+    """The type, if SageMaker HyperPod takes it (its figures may be unknown: InstanceType.unknown)."""
     return CATALOGUE.get(name)
+
+
+def figures(name: str) -> InstanceType | None:
+    """The type when every figure of it is known: what arithmetic over types may use."""
+    spec = CATALOGUE.get(name)
+    return spec if spec is not None and not spec.unknown else None
+
+
+# ---------------------------------------------------------------------- the data file
+
+
+def rows(enum: list[str], ec2: dict) -> dict[str, dict | None]:
+    """One row per ClusterInstanceType (None where EC2's data has no such type): what
+    `instance_types.json` holds, from the enum and DescribeInstanceTypes output."""
+    out = {}
+    for name in enum:
+        it = ec2.get(name.removeprefix("ml."))
+        if it is None:
+            out[name] = None
+            continue
+        row = {"vcpus": it["VCpuInfo"]["DefaultVCpus"], "memory_mib": it["MemoryInfo"]["SizeInMiB"],
+               "efa": it["NetworkInfo"].get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)}
+        gpus = it.get("GpuInfo", {}).get("Gpus", [])
+        devices = it.get("NeuronInfo", {}).get("NeuronDevices", [])
+        if gpus:
+            row["gpu"] = [gpus[0]["Name"], sum(g["Count"] for g in gpus), gpus[0].get("MemoryInfo", {}).get("SizeInMiB")]
+        elif devices:
+            row["neuron"] = [devices[0]["Name"], sum(d["Count"] for d in devices)]
+        out[name] = row
+    return out
+
+
+def sources() -> tuple[list[str], dict, str]:
+    """(the enum, EC2's instance-type data, where they were read): botocore's and moto's, from .venv."""
+    import gzip
+    from importlib.metadata import version
+
+    import botocore.session
+    import moto
+
+    enum = botocore.session.get_session().get_service_model("sagemaker").shape_for("ClusterInstanceType").enum
+    with gzip.open(Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz") as f:
+        ec2 = json.load(f)
+    return list(enum), ec2, f"botocore {version('botocore')}, moto {version('moto')}"
+
+
+def _refresh(read: str) -> None:
+    enum, ec2, where = sources()
+    body = ",\n".join(f"    {json.dumps(name)}: {json.dumps(row)}" for name, row in rows(enum, ec2).items())
+    DATA.write_text(
+        f'{{\n  "types_source": {json.dumps(TYPES_SOURCE)},\n  "figures_source": {json.dumps(FIGURES_SOURCE)},\n'
+        f'  "read_from": {json.dumps(where)},\n  "read": {json.dumps(read)},\n  "types": {{\n{body}\n  }}\n}}\n'
+    )
 
 
 @dataclass(frozen=True)
@@ -178,3 +268,13 @@ NCCL_ALL_REDUCE_BUSBW: MappingProxyType[str, PublishedBusBandwidth] = MappingPro
     # "2x p5.48xlarge", 8 B to 16 GiB: 487.09 GB/s at 17179869184 B.
     "ml.p5.48xlarge": PublishedBusBandwidth(487.09, 16 * 1024**3, 2, _AWSOME_NCCL, "2024-04-19"),
 })
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintainer's command
+    import datetime
+    import sys
+
+    if sys.argv[1:] != ["refresh"]:
+        sys.exit("usage: python -m infra.catalogue refresh")
+    _refresh(datetime.date.today().isoformat())
+    print(f"wrote {DATA}")

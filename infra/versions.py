@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The newest version that HyperPod and every add-on here document (see COMPONENT_RANGES).
-# It is in EKS extended support in Dec 2026: the README states the extra cost.
-DEFAULT_EKS_VERSION = "1.33"
+# It left EKS standard support on 2026-12-02 (as 1.33 did before it), so it is billed at the
+# extended rate, for longer than 1.33 would be: the README states the extra cost.
+DEFAULT_EKS_VERSION = "1.34"
 # Below this, EKS no longer creates clusters at all (1.28/1.29 are past extended support,
 # but the package still synthesizes them for accounts on a support exception).
 MIN_EKS_VERSION = (1, 28)
@@ -32,20 +33,27 @@ class ComponentRange:
     seen: str  # when the source was read
 
 
+_HYPERPOD_PREREQUISITES = "AWS docs page sagemaker-hyperpod-eks-prerequisites, supported Kubernetes versions"
 COMPONENT_RANGES: tuple[ComponentRange, ...] = (
-    # The English page lists 1.28-1.33; a newer translation lists 1.34 too. The narrower wins.
+    # Two copies of the page disagree: the English one as stored lists 1.28-1.33, its Chinese
+    # translation (docs.amazonaws.cn zh_cn .md), made from a newer English text, lists 1.28-1.34.
+    # The newer text wins; the quick setup's eks-template.yaml defaults to 1.34 likewise.
     ComponentRange(
         "SageMaker HyperPod (EKS orchestrator)",
         (1, 28),
-        (1, 33),
-        "AWS docs page sagemaker-hyperpod-eks-prerequisites, supported Kubernetes versions",
+        (1, 34),
+        f"{_HYPERPOD_PREREQUISITES} (1.28-1.34 in the newer zh_cn copy; 1.28-1.33 in the older English copy)",
         "2026-12",
     ),
+    # The add-on's own published range: DescribeAddonVersions metadata of v1.2.1-eksbuild.1, the
+    # default for Kubernetes 1.28-1.35 (awsome-distributed-ai PR 1076). Its docs page, older,
+    # still lists 1.28-1.33.
     ComponentRange(
         "HyperPod training operator add-on",
         (1, 28),
-        (1, 33),
-        "AWS docs page sagemaker-eks-operator, supported Kubernetes versions",
+        (1, 35),
+        "DescribeAddonVersions of amazon-sagemaker-hyperpod-training-operator v1.2.1-eksbuild.1, as quoted in "
+        "https://github.com/awslabs/awsome-distributed-ai/pull/1076 (its docs page sagemaker-eks-operator, older, lists 1.28-1.33)",
         "2026-12",
     ),
 )
@@ -59,6 +67,9 @@ TRAINING_OPERATOR_KUEUE_RECOMMENDED = ("0.12.2", "0.12.3")
 TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR = "v1.3.0-eksbuild.1"
 # Topology-aware scheduling needs task governance at least this version.
 TASK_GOVERNANCE_MIN_FOR_TOPOLOGY = "v1.2.2"
+# The first training operator with elastic training (AWS docs, "Using elastic training in
+# Amazon SageMaker HyperPod": training operator v1.2 and above).
+TRAINING_OPERATOR_MIN_FOR_ELASTIC = "v1.2.0"
 
 TASK_GOVERNANCE_UPGRADE_PAGE = (
     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade.html"
@@ -110,6 +121,13 @@ TASK_GOVERNANCE_CRD_MIGRATION = "v1.5.0-eksbuild.1"
 TASK_GOVERNANCE_MIGRATION_ERROR = (
     'CustomResourceDefinition.apiextensions.k8s.io "cohorts.kueue.x-k8s.io" is invalid: status.storedVersions[0]: '
     'Invalid value: "v1alpha1": missing from spec.versions'
+)
+# The ways across the migration, in one line: the upgrade page's recommended one, the quick
+# setup's template that automates it, and the manual steps below (`hyperpod-cdk upgrade-plan`).
+TASK_GOVERNANCE_MIGRATION_WAYS = (
+    "the HyperPod console's task governance upgrade (recommended by the upgrade page, it migrates the Kueue CRDs), the "
+    "quick setup's task-governance-addon-migration-template.yaml (backup, update, restore), or the page's manual steps "
+    f"(hyperpod-cdk upgrade-plan prints them; {TASK_GOVERNANCE_UPGRADE_PAGE})"
 )
 # The upgrade page's manual procedure, step by step (its recommended way is the HyperPod
 # console's upgrade option, which migrates the CRDs itself).
@@ -250,7 +268,33 @@ ADDON_RELEASES: tuple[AddonRelease, ...] = (
         _PR_1076,
         "2026-12-04",
     ),
+    # What both references deploy on Kubernetes 1.34 and 1.33: the quick setup's
+    # cert-manager-template.yaml (CertManagerAddonVersion) beside its eks-template.yaml
+    # (KubernetesVersion '1.34'); the awsome Terraform's hyperpod_cluster cert_manager_version,
+    # run on 1.34 by its slinky-slurm custom.tfvars and on 1.33 by hyperpod-eks-tf/terraform.tfvars.
+    AddonRelease(
+        "cert-manager",
+        ("1.33", "1.34"),
+        "v1.18.2-eksbuild.2",
+        "aws/sagemaker-hyperpod-cluster-setup eks/cloudformation/cert-manager-template.yaml and eks-template.yaml "
+        "(commit 07829e4); awslabs/awsome-distributed-ai hyperpod-eks-tf/modules/hyperpod_cluster/variables.tf with "
+        "slinky-slurm/custom.tfvars (snapshot 95b939c, 2026-07-23)",
+        "2026-12-04",
+    ),
 )
+
+# Add-ons no offline source publishes a version of per Kubernetes version for the default: they
+# are left to EKS's default at create (`preflight` asks the account with DescribeAddonVersions,
+# `upgrade-plan --from-account` too), never pinned to a guess.
+NO_OFFLINE_VERSION = {
+    "vpc-cni": "the EKS user guide's Amazon VPC CNI versions table, as stored, ends at Kubernetes 1.33 (v1.20.1-eksbuild.3)",
+    "eks-pod-identity-agent": "the EKS Pod Identity agent pages (pod-id-agent-setup) publish no version table",
+    "amazon-sagemaker-hyperpod-taskgovernance": (
+        "the task governance upgrade page names v1.6.0-eksbuild.1 as the newest but no Kubernetes versions for it"
+    ),
+    "amazon-sagemaker-hyperpod-observability": "no page or reference read here names a version of it",
+    "aws-fsx-csi-driver": "the quick setup's fsx-template.yaml and the awsome Terraform install it unpinned",
+}
 
 
 def offline_addon_release(addon: str, kubernetes: str) -> AddonRelease | None:

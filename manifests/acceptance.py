@@ -185,3 +185,82 @@ def objects(settings: Settings, nodes_by_group: dict[str, Sequence[str]]) -> lis
     out += [dcgm_job(settings, groups[name], node) for name, nodes in nodes_by_group.items() for node in nodes]
     out += [nccl_job(settings, groups[name], nodes) for name, nodes in nodes_by_group.items() if len(nodes) >= 2]
     return out
+
+
+# ------------------------------------------------------------------ tenancy (team namespaces)
+
+# What only a cluster can answer about tenancy: from a team's namespace the instance metadata
+# service is out of reach (on_create.sh's rule), another namespace cannot connect to the
+# team's pods while the team's own can (its default deny, manifests/tenancy.py, enforced by the
+# VPC CNI's network policy agent on nodes with its kernel and BPF prerequisites), and a
+# privileged pod is refused (its Pod Security level). Every probe passes restricted itself.
+PROBE_PORT = 8080
+PROBE_DEADLINE_S = 300
+# Written by the probes as their last line, read by `accept`.
+BLOCKED, REACHED, CONNECTED, REFUSED = "BLOCKED", "REACHED", "CONNECTED", "REFUSED"
+IMDS_URL = "http://169.254.169.254/latest/meta-data/"
+_RESTRICTED = {
+    "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+}
+_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _probe(settings: Settings, name: str, namespace: str, script: str, *, labels: dict | None = None) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {**LABELS, RUN_LABEL: name}},
+        "spec": {
+            "backoffLimit": 0, "activeDeadlineSeconds": PROBE_DEADLINE_S, "ttlSecondsAfterFinished": 600,
+            "template": {
+                "metadata": {"labels": {**LABELS, RUN_LABEL: name, ROLE_LABEL: "result", **(labels or {})}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "securityContext": _POD_SECURITY,
+                    "containers": [{
+                        "name": "probe", "image": settings.acceptance.probe_image, "command": ["/bin/sh", "-c", script],
+                        "securityContext": _RESTRICTED,
+                        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+                    }],
+                },
+            },
+        },
+    }
+
+
+def _connect_script(url: str) -> str:
+    """Try for about a minute (the listener may still be starting); the last line says."""
+    return (f"for i in $(seq 20); do if wget -T 3 -q -O /dev/null {url}; then echo {CONNECTED}; exit 0; fi; sleep 1; done; "
+            f"echo {REFUSED}")
+
+
+def tenancy_objects(settings: Settings, team: str) -> dict[str, dict]:
+    """Per check, the objects of one team's tenancy probes: a listener and its Service in the
+    team's namespace, a client there and one in the acceptance namespace, the metadata probe,
+    and the privileged pod to be refused (created only as a server-side dry run)."""
+    from infra import naming
+
+    ns = naming.team_names(team).namespace
+    listener = name("tenancy-listener", team)
+    url = f"http://{listener}.{ns}.svc:{PROBE_PORT}/"
+    serve = _probe(settings, listener, ns, f"mkdir -p /tmp/www && echo ok > /tmp/www/index.html && httpd -f -p {PROBE_PORT} -h /tmp/www",
+                   labels={"hyperpod-cdk/probe": listener})
+    serve["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
+    serve["spec"]["template"]["spec"]["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
+    service = {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": listener, "namespace": ns, "labels": dict(LABELS)},
+        "spec": {"selector": {"hyperpod-cdk/probe": listener}, "ports": [{"port": PROBE_PORT, "targetPort": PROBE_PORT}]},
+    }
+    imds = _probe(settings, name("tenancy-imds", team), ns,
+                  f"out=$(wget -T 5 -q -O /dev/null {IMDS_URL} 2>&1); case \"$out\" in *'timed out'*) echo {BLOCKED};; "
+                  f"*) echo \"$out\"; echo {REACHED};; esac")
+    privileged = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name("tenancy-privileged", team), "namespace": ns, "labels": dict(LABELS)},
+        "spec": {"containers": [{"name": "probe", "image": settings.acceptance.probe_image, "securityContext": {"privileged": True}}]},
+    }
+    return {
+        "listener": serve, "service": service, "imds": imds, "privileged": privileged,
+        "same namespace": _probe(settings, name("tenancy-same", team), ns, _connect_script(url)),
+        "other namespace": _probe(settings, name("tenancy-other", team), NAMESPACE, _connect_script(url)),
+    }

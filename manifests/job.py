@@ -32,10 +32,14 @@ OPERATOR_NAMESPACE = "aws-hyperpod"
 CACHE_DIR = "/tmp/cache"
 # The env var naming the Secrets Manager secret that holds the Hugging Face token (train.py reads it).
 HF_TOKEN_SECRET_ENV = log_format.HF_TOKEN_SECRET_ENV
-# A world-writable (sticky) folder on the instance's NVMe, made by on_create.sh, and where
-# it appears in pods: the job runs as a non-root user.
-NODE_LOCAL = "/opt/sagemaker/jobs"
+# The job's own local scratch (the Hugging Face cache): an emptyDir, on the node's data
+# volume where kubelet keeps pods' ephemeral storage (on_create.sh moves kubelet there), and
+# deleted with the pod. Not a node folder shared with other jobs (a hostPath, which a team
+# namespace's Pod Security level refuses): another team could read or poison it.
 LOCAL_MOUNT = "/local"
+# The share of the pod's slice of the node's data volume (ebs_volume_gb) its scratch may fill:
+# the rest holds the images and the other pods' ephemeral storage.
+LOCAL_SHARE = 0.5
 # The FSx for Lustre claim every team namespace gets (fsx.enabled), and where pods see it.
 FSX_CLAIM = "fsx"
 FSX_MOUNT = naming.FSX_MOUNT
@@ -126,13 +130,12 @@ def throughput_floor(settings: Settings) -> int | None:
 
 def checkpoint_uri(settings: Settings) -> str:
     """Where the job's checkpoints go: its prefix of the checkpoint bucket (the stack creates
-    it under this fixed name), the shared FSx file system, or the node's NVMe."""
+    it under this fixed name) or its team's directory of the FSx file system. Never the pod's
+    scratch, which a restarted pod would not find (validation refuses checkpoint_to local)."""
     job = settings.sample_job
     if job.checkpoint_to == "s3":
         return f"s3://{settings.checkpoint_bucket_name}/{job.name}/checkpoints"
-    if job.checkpoint_to == "fsx":
-        return f"{FSX_MOUNT}/checkpoints/{job.name}"
-    return f"{LOCAL_MOUNT}/checkpoints/{job.name}"
+    return f"{FSX_MOUNT}/checkpoints/{job.name}"
 
 
 def _labels(settings: Settings, job: SampleJobSettings) -> dict:
@@ -297,7 +300,7 @@ def build(settings: Settings, *, image: str) -> dict:
         "volumes": [
             # NCCL and the data loader need far more shared memory than the 64 MiB default.
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, min(memory_gib // 2, max(8, spec.memory_gib // 4)))}Gi"}},
-            {"name": "local", "hostPath": {"path": NODE_LOCAL, "type": "DirectoryOrCreate"}},
+            {"name": "local", "emptyDir": {"sizeLimit": f"{max(1, int(group.ebs_volume_gb * LOCAL_SHARE * share))}Gi"}},
             {"name": "tmp", "emptyDir": {}},
             {"name": "agent", "emptyDir": {}},
             *([{"name": FSX_CLAIM, "persistentVolumeClaim": {"claimName": FSX_CLAIM}}] if settings.fsx.enabled else []),

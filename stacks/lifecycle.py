@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3_deployment
 
@@ -17,6 +18,7 @@ from infra.stack import PlatformStack
 
 LIFECYCLE_SCRIPTS = Path(__file__).parent / "lifecycle_scripts"
 ON_CREATE = "on_create.sh"
+LIFECYCLE_PREFIX = "lifecycle"
 
 
 def scripts_digest(folder: Path | None = None) -> str:
@@ -31,7 +33,7 @@ def scripts_digest(folder: Path | None = None) -> str:
 
 def deploy_scripts(stack: PlatformStack, bucket: s3.Bucket) -> tuple[str, s3_deployment.BucketDeployment]:
     """(S3 URI of the scripts' folder, the deployment that uploads them)."""
-    prefix = f"lifecycle/{scripts_digest()}/"
+    prefix = f"{LIFECYCLE_PREFIX}/{scripts_digest()}/"
     deployment = s3_deployment.BucketDeployment(
         stack,
         "LifecycleScripts",
@@ -43,6 +45,19 @@ def deploy_scripts(stack: PlatformStack, bucket: s3.Bucket) -> tuple[str, s3_dep
         prune=False,
         retain_on_delete=stack.settings.protection.retain_data,
     )
+    if bucket.node.default_child is not None:
+        # Every new node runs these scripts as root: only the upload may write them, whoever
+        # else in the account may write to S3. (An existing bucket's policy is its owner's.)
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="LifecycleScriptsOnlyFromTheDeployment",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[bucket.arn_for_objects(f"{LIFECYCLE_PREFIX}/*")],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": deployment.handler_role.role_arn}},
+            )
+        )
     # Ours by its logical id; an existing one by its name.
     scripts_in = (
         f"<{stack.get_logical_id(bucket.node.default_child)}.Arn>"

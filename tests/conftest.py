@@ -69,7 +69,7 @@ CAPABILITIES = {
         # Nothing reaches Hugging Face: the job's text and tokenizer come from FSx. Data kept, as
         # in prod, so the file system's final backup on deletion goes through the gates too.
         "protection": {"retain_data": True},
-        "fsx": {"enabled": True},
+        "fsx": {"enabled": True, "directory_image": "111111111111.dkr.ecr.us-east-1.amazonaws.com/busybox:1.37.0"},
         "sample_job": {"dataset": {"files": ["/fsx/datasets/c4/*.txt"]}, "tokenizer": "/fsx/tokenizers/llama"},
     },
     # An H100 group cut into MIG slices (3 x 1g.10gb and 1 x 4g.40gb per GPU), two teams with
@@ -107,10 +107,13 @@ CAPABILITIES = {
         },
     },
 }
-# HyperPod joins an EKS cluster this project does not create, in that cluster's VPC.
+# HyperPod joins an EKS cluster this project does not create, in that cluster's VPC, adopting the
+# cert-manager add-on it runs (as a quick-setup cluster does: its inference operator, on by
+# default, installs it); creating the others there is the path dev's add-ons take.
 CAPABILITIES["existing-cluster"] = {
     "network": CAPABILITIES["existing-vpc"]["network"],
     "eks": {"existing_cluster": {"name": "platform-shared", "security_group_id": "sg-0a1b2c3d4e5f60719"}},
+    "addons": {"cert_manager": {"existing": True}},
 }
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from infra import catalogue
-from infra.config.base import Model, Problems
+from infra.config.base import IMAGE_REFERENCE, Model, Problems
 
 if TYPE_CHECKING:
     from infra.config.settings import Settings
@@ -20,19 +20,21 @@ if TYPE_CHECKING:
 NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:cuda13.1.2-efa1.50.0-ofiv1.21.1-ncclv2.31.2-1-testsv2.20.0"
 # NVIDIA's DCGM container on NGC (nv-hostengine and dcgmi), a tag public GPU-cluster scripts run.
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
-# An OCI image reference: registry/path:tag or @sha256 digest, no spaces.
-_IMAGE = r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})$"
+# Docker's official busybox on AWS's public gallery.
+PROBE_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
 
 
 class AcceptanceSettings(Model):
     # The GPU groups to prove; empty: every group of NVIDIA GPUs not cut into MIG slices.
     instance_groups: tuple[str, ...] = ()
-    nccl_image: str = Field(default=NCCL_TESTS_IMAGE, pattern=_IMAGE)
-    dcgm_image: str = Field(default=DCGM_IMAGE, pattern=_IMAGE)
+    nccl_image: str = Field(default=NCCL_TESTS_IMAGE, pattern=IMAGE_REFERENCE)
+    dcgm_image: str = Field(default=DCGM_IMAGE, pattern=IMAGE_REFERENCE)
     # A fabric passes at this share of the published bus bandwidth for its instance type.
     min_bandwidth_percent: int = Field(default=90, ge=1, le=100)
     # HyperPod's on-demand deep health check (StartClusterHealthCheck) on types that have one.
     deep_health_check: bool = True
+    # A small image with a shell, wget and httpd (busybox) for the tenancy probes in team namespaces.
+    probe_image: str = Field(default=PROBE_IMAGE, pattern=IMAGE_REFERENCE)
 
 
 def accepted_groups(s: Settings) -> list:
@@ -41,7 +43,7 @@ def accepted_groups(s: Settings) -> list:
         return [g for g in s.hyperpod.instance_groups if g.name in s.acceptance.instance_groups]
     return [
         g for g in s.hyperpod.instance_groups
-        if catalogue.lookup(g.instance_type) and g.spec.accelerator_resource == "nvidia.com/gpu"
+        if catalogue.figures(g.instance_type) and g.spec.accelerator_resource == "nvidia.com/gpu"
         and g.spec.is_accelerated and not g.mig_profile
     ]
 
@@ -55,6 +57,8 @@ def check_acceptance(s: Settings, p: Problems):
             p.error(path, name, f"is not an instance group; groups: {', '.join(names)}")
         elif not catalogue.lookup(group.instance_type):
             continue  # the instance type's own error names it
+        elif group.spec.unknown:
+            p.error(path, name, f"is {group.instance_type}, whose {', '.join(group.spec.unknown)} no source here states; the run is sized from them")
         elif not group.spec.is_accelerated or group.spec.accelerator_resource != "nvidia.com/gpu":
             p.error(path, name, f"is {group.instance_type}, which has no NVIDIA GPUs for NCCL and DCGM to test")
         elif group.mig_profile:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import Field
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
 
 class AddonSwitch(Model):
     enabled: bool = True
+    # The cluster (eks.existing_cluster) already runs it: the deploy creates none, and what
+    # needs it uses that one (`preflight` checks it is there at a version they accept).
+    existing: bool = False
     # Pinned EKS add-on version; None lets EKS choose its default at create time.
     version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
     configuration_values: dict[str, Any] = {}
@@ -66,9 +70,15 @@ def check_addons(s: Settings, p: Problems):
         big = [
             g.name
             for g in s.hyperpod.instance_groups
-            if catalogue.lookup(g.instance_type) and g.spec.vcpus >= catalogue.OBSERVABILITY_MIN_VCPUS
+            if catalogue.lookup(g.instance_type) and (g.spec.vcpus or 0) >= catalogue.OBSERVABILITY_MIN_VCPUS
         ]
-        if not big:
+        unsized = [g.name for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and g.spec.vcpus is None]
+        if not big and unsized:
+            p.warn(
+                f"addons.observability.enabled: its collectors need a node of 4xlarge (16 vCPUs) or larger, and the vCPUs "
+                f"of group(s) {', '.join(unsized)} are in no source here; this cannot be checked"
+            )
+        elif not big:
             p.error(
                 "addons.observability.enabled",
                 True,
@@ -88,20 +98,50 @@ def check_addons(s: Settings, p: Problems):
             )
     elif a.observability.grafana.enabled:
         p.error("addons.observability.grafana.enabled", True, "needs addons.observability.enabled (Grafana reads its Prometheus workspace)")
-    tg, to = a.task_governance, a.training_operator
-    if tg.enabled and to.enabled and tg.version and not versions.addon_version_at_least(
-        tg.version, versions.TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR
-    ):
-        p.error(
-            "addons.task_governance.version",
-            tg.version,
-            f"is refused by the training operator; use {versions.TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR} or newer",
-        )
-    if s.topology.mode != "none" and tg.enabled and tg.version and not versions.addon_version_at_least(
-        tg.version, versions.TASK_GOVERNANCE_MIN_FOR_TOPOLOGY
-    ):
-        p.error(
-            "addons.task_governance.version",
-            tg.version,
-            f"is too old for topology-aware scheduling; use {versions.TASK_GOVERNANCE_MIN_FOR_TOPOLOGY} or newer",
-        )
+    for key in AddonsSettings.model_fields:
+        _check_existing(s, key, getattr(a, key), p)
+    for floor in version_floors(s):
+        pinned = getattr(a, floor.key).version
+        if pinned and not versions.addon_version_at_least(pinned, floor.minimum):
+            p.error(f"addons.{floor.key}.version", pinned, f"is older than {floor.minimum}, which {floor.needed_by} needs; use it or newer")
+
+
+def _check_existing(s: Settings, key: str, switch: AddonSwitch, p: Problems) -> None:
+    """`existing: true` says the cluster runs the add-on: only on a cluster this project joins,
+    only with the add-on on, and with nothing that would configure it (its owner does)."""
+    if not switch.existing:
+        return
+    where = f"addons.{key}.existing"
+    if s.eks.existing_cluster is None:
+        p.error(where, True, "applies only with eks.existing_cluster: a cluster this project creates runs none of its own add-ons")
+    elif not switch.enabled:
+        p.error(where, True, f"says the cluster runs it, so the deploy uses it; leave addons.{key}.enabled on (or existing out)")
+    for field in sorted(switch.model_fields_set - {"enabled", "existing"}):
+        p.error(f"addons.{key}.{field}", getattr(switch, field) if not isinstance(getattr(switch, field), Model) else getattr(switch, field).model_dump(exclude_unset=True),
+                "configures an add-on the cluster's owner runs (existing: true); leave it out")
+
+
+@dataclass(frozen=True)
+class VersionFloor:
+    """The oldest version of an add-on that something this config turns on accepts."""
+
+    key: str  # the add-on's block under `addons`
+    minimum: str
+    needed_by: str
+    source: str
+
+
+def version_floors(s: Settings) -> list[VersionFloor]:
+    """Every floor on the add-ons' versions this config sets, one model for what a pin may be
+    (validation) and for what a running add-on must be (preflight, on a cluster that has it)."""
+    a, out = s.addons, []
+    if a.task_governance.enabled and a.training_operator.enabled:
+        out.append(VersionFloor("task_governance", versions.TASK_GOVERNANCE_MIN_FOR_TRAINING_OPERATOR, "the training operator",
+                                "AWS docs page sagemaker-eks-operator-troubleshooting, incompatible task governance version"))
+    if a.task_governance.enabled and s.topology.mode != "none":
+        out.append(VersionFloor("task_governance", versions.TASK_GOVERNANCE_MIN_FOR_TOPOLOGY, f"topology-aware scheduling (topology.mode {s.topology.mode})",
+                                "HyperPod's topology-aware scheduling docs: task governance v1.2.2 or later (FACTS, add-ons and their order)"))
+    if a.training_operator.enabled and s.sample_job.enabled and s.sample_job.max_nodes is not None:
+        out.append(VersionFloor("training_operator", versions.TRAINING_OPERATOR_MIN_FOR_ELASTIC, "elastic training (sample_job.max_nodes)",
+                                "AWS docs, Using elastic training in Amazon SageMaker HyperPod"))
+    return out

@@ -25,6 +25,18 @@ class CoreAddon(Model):
     configuration_values: dict[str, Any] = {}
 
 
+# The VPC CNI's network policy agent, which enforces NetworkPolicies (the team namespaces'
+# default deny, the job's own): off unless this configuration value is the string "true"
+# (EKS user guide, "Restrict Pod network traffic with Kubernetes network policies").
+NETWORK_POLICY_KEY = "enableNetworkPolicy"
+NETWORK_POLICY_ON = "true"
+
+
+def vpc_cni_configuration(s: Settings) -> dict[str, Any]:
+    """The vpc-cni add-on's configuration values: config's, with the network policy agent on."""
+    return {**s.eks.core_addons.vpc_cni.configuration_values, NETWORK_POLICY_KEY: NETWORK_POLICY_ON}
+
+
 class CoreAddons(Model):
     vpc_cni: CoreAddon = CoreAddon()
     kube_proxy: CoreAddon = CoreAddon()
@@ -105,6 +117,13 @@ def check_eks(s: Settings, p: Problems):
         p.error("eks.admin_principal_arns", arn, "is listed twice")
     if s.eks.existing_cluster:
         return  # the rest is about a control plane this project creates
+    given = s.eks.core_addons.vpc_cni.configuration_values.get(NETWORK_POLICY_KEY, NETWORK_POLICY_ON)
+    if given != NETWORK_POLICY_ON:
+        p.error(
+            f"eks.core_addons.vpc_cni.configuration_values.{NETWORK_POLICY_KEY}", given,
+            f'must be "{NETWORK_POLICY_ON}" (a string) or left out: the network policy agent enforces the team namespaces\' '
+            "default deny and the job's NetworkPolicy, which are inert without it",
+        )
     check_endpoint_access(s, p)
     if not s.eks.admin_principal_arns:
         # CloudFormation's role creates the cluster: with access entries only, nobody else

@@ -96,6 +96,10 @@ class Team(Model):
     # Its range, as every mapped field's, comes from the schema (infra/config/limits.py).
     fair_share_weight: int = 50
     active: bool = True
+    # The Pod Security Standard its namespace enforces (warn and audit are always restricted):
+    # baseline refuses privileged pods, host namespaces, hostPath and added capabilities;
+    # restricted also requires non-root, no privilege escalation, seccomp and no capabilities.
+    pod_security: Literal["baseline", "restricted"] = "baseline"
 
 
 class GovernanceSettings(Model):
@@ -178,6 +182,7 @@ def check_governance(s: Settings, p: Problems):
             else:
                 p.errors.append(line + "; set governance.allow_oversubscription to intend it")
             break
+    _check_queue_policy(s, p)
     t = s.topology
     if t.level not in TOPOLOGY_LEVELS:
         p.error("topology.level", t.level, f"is not a topology level; allowed: {', '.join(TOPOLOGY_LEVELS)}")
@@ -235,7 +240,13 @@ def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict,
     if "count" in given and len(given) > 1:
         p.error(path, shown, "count is whole instances; give it alone, or the other kinds without it")
         return None
-    have = capacity[q.instance_type]
+    have = {kind: n for kind, n in capacity[q.instance_type].items() if n is not None}
+    unknown = [kind for kind in given if kind not in have and kind in capacity[q.instance_type]]
+    for kind in unknown:
+        # The type's figure is in no source here: SageMaker judges it at deploy, this cannot.
+        p.warn(f"{path}.{_field(kind)}: {given[kind]:g} cannot be checked against {q.instance_type}, whose {kind} no source here states")
+    if unknown:
+        return None
     problems = len(p.errors)
     for kind, amount in given.items():
         if amount <= 0:
@@ -250,8 +261,32 @@ def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict,
         elif amount > have.get(kind, 0) + 1e-9:
             p.error(f"{path}.{_field(kind)}", amount, f"is more than the cluster's {_amount(kind, have.get(kind, 0))} of {q.instance_type}")
     # `capacity` holds catalogued types only, so the lookup finds it.
-    return q.takes(have, catalogue.CATALOGUE[q.instance_type].accelerators) if len(p.errors) == problems else None
+    return q.takes(have, catalogue.CATALOGUE[q.instance_type].accelerators or 0) if len(p.errors) == problems else None
 
 
 def _field(kind: str) -> str:
     return "accelerator_partition.count" if kind.startswith("mig-") else kind
+
+
+
+# admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, which refuses a team's job without
+# its queue label (manifests/tenancy.py), is GA and on from Kubernetes 1.30.
+QUEUE_POLICY_SINCE = (1, 30)
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def queue_label_enforced(s: Settings) -> bool:
+    from infra import versions
+
+    return bool(s.governance.teams) and versions.parse(s.eks.version) >= QUEUE_POLICY_SINCE
+
+
+def _check_queue_policy(s: Settings, p: Problems) -> None:
+    """Below 1.30 a team's job without its queue label is not refused, and runs outside its
+    team's quota."""
+    if s.governance.teams and not queue_label_enforced(s):
+        since = ".".join(map(str, QUEUE_POLICY_SINCE))
+        p.warn(
+            f"eks.version: {s.eks.version} has no ValidatingAdmissionPolicy (GA in {since}), so a team's job without the label "
+            f"{QUEUE_LABEL} is not refused and runs outside its team's quota; use {since} or later"
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import difflib
 import re
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -117,7 +118,7 @@ class InstanceGroup(Model):
         from infra import chart
 
         per_gpu = chart.MIG_CONFIGS.get(self.mig_profile or "", {})
-        return {profile: n * self.spec.accelerators for profile, n in per_gpu.items()}
+        return {profile: n * self.spec.accelerators for profile, n in per_gpu.items()} if self.spec.accelerators else {}
 
     @property
     def node_labels(self) -> dict[str, str]:
@@ -146,7 +147,7 @@ class InstanceGroup(Model):
         spec = catalogue.lookup(self.instance_type)
         return timing.node_minutes(
             accelerated=bool(spec and spec.is_accelerated),
-            efa_interfaces=spec.efa_interfaces if spec else 0,
+            efa_interfaces=(spec.efa_interfaces or 0) if spec else 0,
             count=self.count,
             checks=self.health_checks,
         )
@@ -217,7 +218,21 @@ def check_instance_groups(s: Settings, p: Problems):
             p.error(f"{path}.name", g.name, "must be 1-63 letters, digits and hyphens, starting and ending alphanumeric")
         spec = catalogue.lookup(g.instance_type)
         if spec is None:
-            p.error(f"{path}.instance_type", g.instance_type, f"is not a known HyperPod type; known: {', '.join(sorted(catalogue.CATALOGUE))}")
+            near = difflib.get_close_matches(g.instance_type, list(catalogue.CATALOGUE), n=3, cutoff=0.6)
+            p.error(
+                f"{path}.instance_type", g.instance_type,
+                f"is not a type SageMaker HyperPod takes ({catalogue.TYPES_SOURCE}, {len(catalogue.CATALOGUE)} types)"
+                + (f"; did you mean {', '.join(near)}?" if near else ""),
+            )
+        elif spec.unknown:
+            # Accepted: SageMaker takes it. What is sized from its figures cannot be checked.
+            p.warn(
+                f"{path}.instance_type: {g.instance_type}'s {', '.join(spec.unknown)} are in no source here ({spec.source}); "
+                "quotas by them, the observability size, subnet sizing and the chart's device plugins cannot be checked or "
+                "derived for it (set hyperpod.helm_chart.values to switch a device plugin on)"
+            )
+            if g.autoscaled:
+                p.error(f"{path}.autoscaled", True, f"sizes Karpenter's NodePool limits from {g.instance_type}'s {', '.join(spec.unknown)}, which no source here states")
         ceiling = s.hyperpod.max_instances_per_group
         if g.autoscaled:
             if g.count != 0:  # "If you start with more than 0 nodes, Karpenter will scale them down to 0"
@@ -286,6 +301,8 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
             p.error(where, other, "is not a known HyperPod type")
         elif other == g.instance_type or other in g.alternative_instance_types[:j]:
             p.error(where, other, "is listed twice")
+        elif alt.unknown or (spec is not None and spec.unknown):
+            p.warn(f"{where}: {other} and {g.instance_type} cannot be compared ({', '.join(alt.unknown or spec.unknown)} in no source here); a job sized for one must fit the other")
         elif spec is not None and (alt.accelerators, alt.accelerator_resource) != (spec.accelerators, spec.accelerator_resource):
             p.error(where, other, f"has {alt.accelerators} x {alt.accelerator_resource}, {g.instance_type} {spec.accelerators}: a job sized for one must fit the other")
     if g.mig_profile is not None and spec is not None:
@@ -419,7 +436,7 @@ def check_chart(s: Settings, p: Problems):
     for image in chart.CHART_IMAGES:
         if image.keys or image.serves not in s.device_resources:
             continue
-        groups = [g.name for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and image.serves in g.device_resources]
+        groups = [g.name for g in s.hyperpod.instance_groups if catalogue.figures(g.instance_type) and image.serves in g.device_resources]
         p.error(
             "hyperpod.instance_groups",
             groups,

@@ -207,7 +207,7 @@ def _check_subnet_capacity(s: Settings, p: Problems):
         if sn.cidr is None:
             continue  # an existing subnet: its free addresses are the account's to know (preflight)
         groups = [g for g in s.hyperpod.instance_groups if (g.availability_zone or default_az) == sn.availability_zone]
-        known = [g for g in groups if catalogue.lookup(g.instance_type)]
+        known = [g for g in groups if catalogue.figures(g.instance_type)]  # the others: warned per group
         usable = sn.cidr.num_addresses - SUBNET_RESERVED
         nodes = sum(g.ceiling for g in groups)
         at_density = sum(g.ceiling * (1 + _max_pods(g.spec.vcpus)) for g in known)

@@ -85,5 +85,7 @@ def check_operations(s: Settings, p: Problems) -> None:
             p.error("operations.notifications.topic_arn", n.topic_arn, f"is not in {s.region}, the cluster's region; EventBridge publishes only to topics in its own region")
     if ops.alerts.enabled and not s.addons.observability.enabled:
         p.error("operations.alerts.enabled", True, "needs addons.observability.enabled (the rules read its Prometheus workspace)")
+    elif ops.alerts.enabled and s.addons.observability.existing:
+        p.error("operations.alerts.enabled", True, "needs the Prometheus workspace this project creates with observability; with addons.observability.existing the workspace is the cluster owner's")
     if ops.alerts.enabled and not (n.emails or n.topic_arn):
         p.warn("operations.alerts.enabled: alerts go to the operations topic, which has no subscriber; add operations.notifications.emails or subscribe to the topic after deploy")

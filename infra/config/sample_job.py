@@ -51,9 +51,8 @@ class SampleJobSettings(Model):
     efa_per_node: Optional[int] = None
     max_steps: int = Field(default=100, ge=1, le=10_000_000)
     checkpoint_interval_steps: int = Field(default=50, ge=1)
-    # Checkpoints go to this S3 prefix in the job's own bucket when true, else to local NVMe.
-    # s3: the checkpoint bucket; fsx: the shared FSx for Lustre file system (fsx.enabled);
-    # local: the node's NVMe (single-node jobs only).
+    # s3: the checkpoint bucket; fsx: the team's directory of the FSx for Lustre file system
+    # (fsx.enabled). local is refused: the pod's own scratch goes with the pod.
     checkpoint_to: Literal["s3", "fsx", "local"] = "s3"
     # Complete checkpoints kept; older ones are deleted after each save (S3 keeps noncurrent
     # versions for the bucket's lifecycle window).
@@ -73,6 +72,11 @@ def check_sample_job(s: Settings, p: Problems):
         )
     elif job.nodes > group.ceiling:
         p.error("sample_job.nodes", job.nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
+    elif catalogue.lookup(group.instance_type) and group.spec.unknown:
+        p.error(
+            "sample_job.instance_group", job.instance_group,
+            f"is {group.instance_type}, whose {', '.join(group.spec.unknown)} no source here states; the job's ranks, CPU and memory are sized from them",
+        )
     elif catalogue.lookup(group.instance_type) and not group.spec.is_accelerated:
         p.error("sample_job.instance_group", job.instance_group, f"is {group.instance_type}, which has no GPUs")
     elif catalogue.lookup(group.instance_type):
@@ -81,7 +85,7 @@ def check_sample_job(s: Settings, p: Problems):
             p.error("sample_job.gpus_per_node", job.gpus_per_node, f"does not match {spec.name}, which has {spec.accelerators}")
         if job.efa_per_node is not None and job.efa_per_node != spec.efa_interfaces:
             p.error("sample_job.efa_per_node", job.efa_per_node, f"does not match {spec.name}, which has {spec.efa_interfaces} EFA interfaces")
-    if job.gpu_partition is not None and group is not None and catalogue.lookup(group.instance_type):
+    if job.gpu_partition is not None and group is not None and catalogue.figures(group.instance_type):
         _check_partition(job, group, p)
     if job.max_nodes is not None:
         _check_elastic(s, group, p)
@@ -105,17 +109,18 @@ def check_sample_job(s: Settings, p: Problems):
             f"({job.max_steps}): the only checkpoint is the last, so a run longer than "
             "30 minutes is restarted by the CheckpointCadence rule"
         )
-    if group is not None and catalogue.lookup(group.instance_type) and group.spec.accelerator_resource != "nvidia.com/gpu" and group.spec.is_accelerated:
+    if group is not None and catalogue.figures(group.instance_type) and group.spec.accelerator_resource != "nvidia.com/gpu" and group.spec.is_accelerated:
         p.error(
             "sample_job.instance_group",
             job.instance_group,
             f"is {group.instance_type} ({group.spec.accelerator}); the sample job's image is CUDA PyTorch, which needs NVIDIA GPUs",
         )
-    if job.checkpoint_to == "local" and job.nodes > 1:
+    if job.checkpoint_to == "local":
         p.error(
             "sample_job.checkpoint_to",
             "local",
-            f"must be s3 or fsx with {job.nodes} nodes: each node's NVMe holds only its own ranks' shards, so no node could resume",
+            "must be s3 or fsx: the job's local scratch is its pod's own emptyDir, deleted with the pod, so a restarted pod "
+            "could not resume; a node folder that outlives the pod is a hostPath shared between jobs, which team namespaces refuse",
         )
     if s.network.closed:
         # Nothing reaches Hugging Face from a network without NAT.
@@ -169,7 +174,7 @@ def memory_problem(s: Settings, model: str) -> str | None:
 
     job = s.sample_job
     group = s.instance_group(job.instance_group)
-    spec = catalogue.lookup(group.instance_type) if group is not None else None
+    spec = catalogue.figures(group.instance_type) if group is not None else None
     if spec is None or not spec.is_accelerated:
         return None
     if job.gpu_partition is not None:
@@ -177,7 +182,7 @@ def memory_problem(s: Settings, model: str) -> str | None:
             return None
         memory, ranks, where = catalogue.mig_memory_gb(job.gpu_partition), 1, f"a {job.gpu_partition} slice"
     else:
-        memory, ranks, where = catalogue.gpu_memory_gb(spec.accelerator), job.nodes * spec.accelerators, f"{spec.name}'s {spec.accelerator}"
+        memory, ranks, where = spec.accelerator_memory_gb, job.nodes * spec.accelerators, f"{spec.name}'s {spec.accelerator}"
     if memory is None:
         return None
     preset = model_shape.PRESETS[model]
@@ -217,17 +222,3 @@ def _check_elastic(s: Settings, group, p: Problems) -> None:
         p.error("sample_job.max_nodes", job.max_nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
     if job.gpu_partition is not None:
         p.error("sample_job.max_nodes", job.max_nodes, "cannot scale a job on a MIG slice (gpu_partition), which is one process on one node")
-    if job.checkpoint_to == "local":
-        p.error("sample_job.checkpoint_to", "local", "must be s3 or fsx for an elastic job (max_nodes): a node added or removed needs every rank's shards")
-    version = s.addons.training_operator.version
-    if version and tuple(int(x) for x in version[1:].split("-")[0].split(".")) < ELASTIC_OPERATOR:
-        p.error(
-            "addons.training_operator.version",
-            version,
-            f"has no elastic training, which sample_job.max_nodes asks for; use v{'.'.join(map(str, ELASTIC_OPERATOR))} or newer",
-        )
-
-
-# The first training operator release with elastic training (AWS docs, "Using elastic
-# training in Amazon SageMaker HyperPod": training operator v1.2 and above).
-ELASTIC_OPERATOR = (1, 2, 0)

@@ -105,8 +105,9 @@ class Settings(Model):
     def resource_capacity(self) -> dict[str, dict[str, float]]:
         """Per instance type, what its groups hold at their ceilings, by the kinds a quota
         names: instances ("count"), whole accelerators, vCPUs, memory (GiB) and MIG slices
-        ("mig-<profile>"). A group cut into slices has no whole accelerators."""
-        out: dict[str, dict[str, float]] = {}
+        ("mig-<profile>"). A group cut into slices has no whole accelerators. A kind whose
+        figure no source states for the type is None (unknown, never 0); instances always count."""
+        out: dict[str, dict[str, float | None]] = {}
         for g in self.hyperpod.instance_groups:
             if catalogue.lookup(g.instance_type) is None:
                 continue
@@ -114,7 +115,10 @@ class Settings(Model):
             per_node = {"count": 1, "accelerators": 0 if g.mig_slices else spec.accelerators, "vcpu": spec.vcpus, "memory_gib": spec.memory_gib}
             per_node.update({f"mig-{profile}": n for profile, n in g.mig_slices.items()})
             for kind, n in per_node.items():
-                kinds[kind] = kinds.get(kind, 0) + n * g.ceiling
+                if n is None or (kind in kinds and kinds[kind] is None):
+                    kinds[kind] = None
+                else:
+                    kinds[kind] = kinds.get(kind, 0) + n * g.ceiling
         return out
 
     @property
@@ -147,7 +151,7 @@ class Settings(Model):
     @property
     def device_resources(self) -> set[str]:
         """The extended resources some instance group's nodes advertise (accelerators, EFA)."""
-        return {r for g in self.hyperpod.instance_groups if catalogue.lookup(g.instance_type) for r in g.device_resources}
+        return {r for g in self.hyperpod.instance_groups if catalogue.figures(g.instance_type) for r in g.device_resources}
 
     @property
     def gpu_operator(self) -> bool:
@@ -215,7 +219,7 @@ def check_region(s: Settings, p: Problems):
     wanted = ["AWS::EKS::Cluster", "AWS::SageMaker::Cluster"]
     if s.governance.teams:
         wanted += ["AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"]
-    if s.addons.observability.enabled:
+    if s.addons.observability.enabled and not s.addons.observability.existing:
         wanted.append("AWS::APS::Workspace")
         if s.addons.observability.grafana.enabled:
             wanted.append("AWS::Grafana::Workspace")

@@ -8,6 +8,14 @@
 # a symlink. Both live on the root volume and survive a reboot; nothing is added to
 # /etc/fstab (a bad fstab line can stop a node from booting).
 #
+# Pods must not reach the node's credentials: HyperPod has no instance metadata options, so a
+# systemd unit drops traffic from pods (the VPC CNI's eni+ interfaces, routed through FORWARD)
+# to the instance metadata service at every boot, before kubelet starts any pod. That is the
+# rule of the EKS user guide ("Restrict access to the instance profile assigned to the worker
+# node") and the EKS Best Practices Guide (Security, IAM). Host-network agents (the HyperPod
+# health agent, the Pod Identity agent) send from the host, not through FORWARD, and pods still
+# reach the Pod Identity endpoint, 169.254.170.23.
+#
 # Written for Amazon Linux 2's bash 4.2: no arrays (an empty one aborts under `set -u`
 # there). Every step is logged, and running the script again changes nothing.
 set -euo pipefail
@@ -21,6 +29,10 @@ AL2_CONTAINERD_CONFIG="${AL2_CONTAINERD_CONFIG:-/etc/eks/containerd/containerd-c
 SYSTEMD_DIR="${SYSTEMD_DIR:-/etc/systemd/system}"
 MOUNT_WAIT_SECONDS="${MOUNT_WAIT_SECONDS:-60}"
 LOG_FILE="${LOG_FILE:-/var/log/hyperpod-cdk/on_create.log}"
+
+IMDS_UNIT="hyperpod-cdk-block-pod-imds.service"
+# The rule: checked first (-C), so a restart of the unit adds it once.
+IMDS_RULE="FORWARD --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"
 
 CONTAINERD_ROOT="$DATA_ROOT/containerd/data-root"
 KUBELET_ROOT="$DATA_ROOT/kubelet"
@@ -109,20 +121,36 @@ move_kubelet_dir() {
   log "$KUBELET_DIR now points to $KUBELET_ROOT"
 }
 
-# Jobs run as non-root users: give them a sticky, world-writable folder (like /tmp).
-prepare_job_dir() {
-  mkdir -p "$DATA_ROOT/jobs"
-  chmod 1777 "$DATA_ROOT/jobs"
-  log "job folder $DATA_ROOT/jobs ready"
+# A oneshot unit, enabled, so the rule is back at every boot before kubelet (a node recovered
+# by reboot does not run this script again) and in place now.
+block_pod_imds() {
+  mkdir -p "$SYSTEMD_DIR"
+  cat > "$SYSTEMD_DIR/$IMDS_UNIT" <<UNIT
+[Unit]
+Description=Drop pod traffic to the instance metadata service (hyperpod-cdk)
+Before=kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'iptables -C $IMDS_RULE 2>/dev/null || iptables -I $IMDS_RULE'
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+  if command -v systemctl >/dev/null; then
+    systemctl daemon-reload
+    systemctl enable --now "$IMDS_UNIT"
+  fi
+  log "pods' traffic to 169.254.169.254 dropped ($IMDS_UNIT)"
 }
 
 log "starting; data root $DATA_ROOT"
+block_pod_imds
 if ! wait_for_data_root; then
   log "$DATA_ROOT is not mounted after ${MOUNT_WAIT_SECONDS}s (no secondary volume); containerd and kubelet stay on the root volume"
-  prepare_job_dir
   exit 0
 fi
-prepare_job_dir
 
 # Plain variables, not an array: see the bash 4.2 note above.
 restart_kubelet=no

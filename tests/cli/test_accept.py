@@ -196,7 +196,10 @@ class FakeCluster:
                     "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
                 self.logs[obj["metadata"]["name"]] = _slowed(P5, 0.5) if self.slow in hosts else P5
             elif obj["kind"] == "Job":
-                self.logs[obj["metadata"]["name"]] = DCGM_PASS
+                # The tenancy probes' verdicts where the team namespaces are tenants.
+                verdicts = {"tenancy-imds": m.BLOCKED, "tenancy-same": m.CONNECTED, "tenancy-other": m.REFUSED}
+                name = obj["metadata"]["name"]
+                self.logs[name] = next((v for k, v in verdicts.items() if name.startswith(k)), DCGM_PASS)
 
     def delete(self, objects):
         self.deleted += objects
@@ -204,8 +207,11 @@ class FakeCluster:
     def finished(self, obj):
         return self.finishes
 
-    def result_log(self, run):
+    def result_log(self, run, namespace=m.NAMESPACE):
         return self.logs.get(run, "")
+
+    def refusal(self, obj):
+        return 'pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged'
 
 
 def _four_node_prod():
@@ -236,7 +242,8 @@ def test_checks_that_never_finish_fail_after_their_deadline_and_no_sooner():
     # The run waits out the longest check's activeDeadlineSeconds (the cluster stops it then).
     assert now[0] >= max(m.NCCL_DEADLINE_S, m.DCGM_DEADLINE_S)
     timed_out = [c for c in report.checks if "did not finish" in c.detail]
-    assert len(timed_out) == 1 + len(nodes)
+    # The fabric, each node's diagnostics, and each team's three tenancy probes.
+    assert len(timed_out) == 1 + len(nodes) + 3 * 2
 
 
 # ------------------------------------------------------------------ deep health check
@@ -395,3 +402,53 @@ def test_a_closed_network_refuses_public_images_before_touching_the_cluster(tmp_
     monkeypatch.chdir(tmp_path)
     assert cli.main(["accept", "-c", "env=dev"]) == 2
     assert "acceptance.nccl_image: public.ecr.aws/hpc-cloud/nccl-tests" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ tenancy
+
+
+def test_the_recorded_run_proves_each_teams_namespace_is_a_tenant():
+    report = accept.run(_prod(), accept.Recording(RECORDING))
+    tenancy = {(c.group, c.subject): c for c in report.checks if c.check == "tenancy"}
+    for ns in ("hyperpod-ns-ml-research", "hyperpod-ns-ml-production"):
+        assert {s: c.status for (g, s), c in tenancy.items() if g == ns} == {
+            "privileged pod": "pass", "instance metadata": "pass", "from its own namespace": "pass", "from hyperpod-acceptance": "pass"}
+        assert 'violates PodSecurity "baseline:latest"' in tenancy[(ns, "privileged pod")].detail
+
+
+def test_a_reachable_metadata_service_an_open_namespace_and_an_admitted_privileged_pod_fail(tmp_path):
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(RECORDING, folder)
+    (folder / "logs" / "tenancy-imds-ml-research.log").write_text("wget: server returned error: HTTP/1.1 401 Unauthorized\nREACHED\n")
+    (folder / "logs" / "tenancy-other-ml-research.log").write_text("CONNECTED\n")
+    (folder / "dry-run" / "tenancy-privileged-ml-research.txt").unlink()
+    report = accept.run(_prod(), accept.Recording(folder))
+    failed = {c.subject: c.detail for c in report.checks if c.check == "tenancy" and c.group == "hyperpod-ns-ml-research" and c.status == "fail"}
+    assert failed == {"instance metadata": "REACHED", "from hyperpod-acceptance": "CONNECTED",
+                      "privileged pod": "admitted: the namespace enforces no Pod Security level"}
+
+
+def test_the_tenancy_probes_pass_restricted_and_the_privileged_one_breaks_baseline():
+    from tests.manifests import pod_security_standards as pss
+
+    objects = m.tenancy_objects(_prod(), "ml-research")
+    for key in ("listener", "imds", "same namespace", "other namespace"):
+        assert pss.violations(pss.pod_of(objects[key]["spec"]["template"]), "restricted") == [], key
+    assert any(v.startswith("baseline Privileged Containers") for v in pss.violations(objects["privileged"], "baseline"))
+    # The other-namespace client is outside every team namespace; the rest are in the team's.
+    assert objects["other namespace"]["metadata"]["namespace"] == m.NAMESPACE
+    assert {objects[k]["metadata"]["namespace"] for k in ("listener", "imds", "same namespace", "service")} == {"hyperpod-ns-ml-research"}
+
+
+def test_kubectl_asks_the_server_for_a_dry_run_of_the_privileged_pod():
+    calls = []
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        err = 'Error from server (Forbidden): error when creating "STDIN": pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged'
+        return type("R", (), {"returncode": 1, "stdout": "", "stderr": err})()
+
+    refusal = accept.Kubectl(run).refusal(m.tenancy_objects(_prod(), "ml-research")["privileged"])
+    assert calls == [["kubectl", "create", "--dry-run=server", "-f", "-"]] and "violates PodSecurity" in refusal

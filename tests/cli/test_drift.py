@@ -193,3 +193,23 @@ def test_the_readme_shows_the_section_as_this_account_answers_it():
 
     settings = config.load_settings(patched_context("dev", PATCH), "dev")[0]
     assert preflight.table(drift(settings)) in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize(("running", "status"), [("v1.3.1-eksbuild.1", "fail"), ("v1.5.0-eksbuild.1", "warn")])
+def test_a_task_governance_pin_across_the_kueue_crd_migration_fails_while_the_cluster_runs_v1_3(running, status):
+    # The task governance upgrade page: UpdateAddon from v1.3.x to v1.5 or later fails on the Kueue
+    # CRDs' stored versions until they are migrated (the console's upgrade, or the page's steps).
+    settings = config.load_settings(patched_context("dev", {"addons": {"task_governance": {"version": "v1.6.0-eksbuild.1"}}}), "dev")[0]
+    eks, ek = _client("eks")
+    for addon in upgrade_plan.addons_of(settings):
+        version = running if addon.name == upgrade_plan.TASK_GOVERNANCE else addon.pinned or "v1.0.0-eksbuild.1"
+        ek.add_response("describe_addon", {"addon": {"addonName": addon.name, "clusterName": settings.eks_cluster_name,
+                                                     "addonVersion": version}},
+                        {"clusterName": settings.eks_cluster_name, "addonName": addon.name})
+    ek.activate()
+    aws = preflight.Clients(None, REGION, {"eks": eks, ("deployed", settings.hyperpod_cluster_name): {"ClusterName": "x"}})
+    found = {r.check: r for r in preflight.check_drift_addons(settings, aws)}[f"drift add-on {upgrade_plan.TASK_GOVERNANCE}"]
+    assert found.status == status
+    if status == "fail":
+        assert "v1.5.0-eksbuild.1" in found.detail and "HyperPod console" in found.action
+        assert "task-governance-addon-migration-template.yaml" in found.action and "upgrade-plan" in found.action

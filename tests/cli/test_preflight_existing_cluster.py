@@ -6,6 +6,7 @@ EKS answers from a botocore Stubber with the service model's response shapes."""
 from __future__ import annotations
 
 import boto3
+import pytest
 from botocore.stub import Stubber
 
 from cli import preflight
@@ -26,8 +27,18 @@ def _settings(eks: dict | None = None, **top):
     return config.load_settings(patched_context("dev", patch), "dev")[0]
 
 
-def _eks(*, version="1.33", mode="API", vpc=VPC, group=GROUP, addons=("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"),
-         cni="v1.19.2-eksbuild.1", entries=(), found=True):
+CORE = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
+CERT_MANAGER = "v1.18.2-eksbuild.2"  # what the quick setup installs (cert-manager-template.yaml)
+
+
+def _eks(settings, *, version="1.34", mode="API", vpc=VPC, group=GROUP, addons=(*CORE, "cert-manager"), running=None,
+         cni="v1.19.2-eksbuild.1", cni_values='{"enableNetworkPolicy": "true"}', entries=(), found=True):
+    """EKS's answers, in the order preflight asks: the cluster, its add-ons (the VPC CNI's
+    version, then each add-on of the plan it has or config adopts), its access entries."""
+    from addons import registry
+    from addons.base import ManagedAddon
+
+    running = {"cert-manager": CERT_MANAGER, **(running or {})}
     client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(client)
     if not found:
@@ -40,35 +51,52 @@ def _eks(*, version="1.33", mode="API", vpc=VPC, group=GROUP, addons=("vpc-cni",
     }}, {"name": NAME})
     stub.add_response("list_addons", {"addons": list(addons)}, {"clusterName": NAME})
     if "vpc-cni" in addons:
-        stub.add_response("describe_addon", {"addon": {"addonName": "vpc-cni", "clusterName": NAME, "addonVersion": cni}},
+        addon = {"addonName": "vpc-cni", "clusterName": NAME, "addonVersion": cni, **({"configurationValues": cni_values} if cni_values else {})}
+        stub.add_response("describe_addon", {"addon": addon},
                           {"clusterName": NAME, "addonName": "vpc-cni"})
+    for addon in registry.plan(settings):
+        if isinstance(addon, ManagedAddon) and addon.eks_name in addons:
+            stub.add_response("describe_addon", {"addon": {"addonName": addon.eks_name, "clusterName": NAME, "status": "ACTIVE",
+                                                           "addonVersion": running[addon.eks_name]}},
+                              {"clusterName": NAME, "addonName": addon.eks_name})
     stub.add_response("list_access_entries", {"accessEntries": list(entries)}, {"clusterName": NAME})
     stub.activate()
     return client
 
 
-def _check(settings, eks_client):
-    results = preflight.check_existing_cluster(settings, preflight.Clients(None, REGION, {"eks": eks_client}))
+def _cloudformation(*stacks):
+    client = boto3.client("cloudformation", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_response("describe_stacks", {"Stacks": list(stacks)}, {})
+    stub.activate()
+    return client
+
+
+def _check(settings, cfn=None, **eks):
+    clients = {"eks": _eks(settings, **eks), "cloudformation": cfn or _cloudformation()}
+    results = preflight.check_existing_cluster(settings, preflight.Clients(None, REGION, clients))
     return {r.check: r for r in results}
 
 
 def test_a_cluster_that_meets_every_prerequisite_passes_one_line_each():
-    results = _check(_settings(), _eks())
+    results = _check(_settings())
     assert {c: r.status for c, r in results.items()} == {
-        "EKS cluster": "pass", "EKS cluster version": "pass", "EKS authentication mode": "pass", "VPC CNI": "pass", "Pod Identity agent": "pass",
+        "EKS cluster": "pass", "EKS cluster version": "pass", "EKS authentication mode": "pass", "VPC CNI": "pass",
+        "VPC CNI network policy": "pass", "Pod Identity agent": "pass", "add-on cert-manager": "pass", "dependencies chart": "pass",
     }
 
 
 def test_each_missing_prerequisite_is_one_line_that_says_what_to_do():
+    s = _settings()
     results = _check(
-        _settings(),
-        _eks(version="1.31", mode="CONFIG_MAP", vpc="vpc-0fffffffffffffff0", group="sg-0fffffffffffffff0",
-             addons=("vpc-cni", "cert-manager"), cni="v1.18.1-eksbuild.3", entries=(ADMIN,)),
+        s, version="1.31", mode="CONFIG_MAP", vpc="vpc-0fffffffffffffff0", group="sg-0fffffffffffffff0",
+        addons=("vpc-cni", "amazon-sagemaker-hyperpod-training-operator"), running={"amazon-sagemaker-hyperpod-training-operator": "v1.2.1-eksbuild.1"},
+        cni="v1.18.1-eksbuild.3", cni_values=None, entries=(ADMIN,),
     )
     failed = {c for c, r in results.items() if r.status == "fail"}
     assert failed == {
-        "EKS cluster version", "EKS authentication mode", "EKS cluster VPC", "EKS cluster security group", "VPC CNI",
-        "Pod Identity agent", "add-on cert-manager", "access entry Admin",
+        "EKS cluster version", "EKS authentication mode", "EKS cluster VPC", "EKS cluster security group", "VPC CNI", "VPC CNI network policy",
+        "Pod Identity agent", "add-on cert-manager", "add-on amazon-sagemaker-hyperpod-training-operator", "access entry Admin",
     }
     for check in failed:
         assert results[check].action and "\n" not in results[check].detail + results[check].action
@@ -76,30 +104,116 @@ def test_each_missing_prerequisite_is_one_line_that_says_what_to_do():
     assert "authenticationMode=API_AND_CONFIG_MAP" in results["EKS authentication mode"].action
     assert "1.18.3" in results["VPC CNI"].detail
     assert "install_pod_identity_agent true" in results["Pod Identity agent"].action
+    # Adopted but absent, and present but not adopted: each says what config should say.
+    assert "addons.cert_manager.existing false" in results["add-on cert-manager"].action
+    assert results["add-on amazon-sagemaker-hyperpod-training-operator"].action == "set addons.training_operator.existing: true to use it"
 
 
 def test_a_version_config_and_cluster_agree_on_is_still_held_to_hyperpods_range():
-    (version,) = [r for c, r in _check(_settings({"version": "1.35"}), _eks(version="1.35")).items() if c == "EKS cluster version"]
-    assert version.status == "fail" and "1.28-1.33" in version.detail
+    (version,) = [r for c, r in _check(_settings({"version": "1.35"}), version="1.35").items() if c == "EKS cluster version"]
+    assert version.status == "fail" and "1.28-1.34" in version.detail
 
 
 def test_a_self_managed_cni_is_a_warning_naming_the_command_that_shows_its_image():
-    cni = _check(_settings(), _eks(addons=("eks-pod-identity-agent",)))["VPC CNI"]
-    assert cni.status == "warn" and "aws-node" in cni.action
+    results = _check(_settings(), addons=("eks-pod-identity-agent", "cert-manager"))
+    assert results["VPC CNI"].status == "warn" and "aws-node" in results["VPC CNI"].action
+    assert results["VPC CNI network policy"].status == "warn" and "--enable-network-policy=true" in results["VPC CNI network policy"].detail
+
+
+@pytest.mark.parametrize("values", ['{"enableNetworkPolicy": "false"}', '{"enableNetworkPolicy": true}', "{}", "enableNetworkPolicy: true"])
+def test_the_clusters_own_cni_must_run_its_network_policy_agent(values):
+    # EKS user guide, "Restrict Pod network traffic with Kubernetes network policies": the
+    # add-on's configuration value enableNetworkPolicy, the string "true". This project does
+    # not change the VPC CNI of a cluster it did not create, so preflight says what to run.
+    policy = _check(_settings(), cni_values=values)["VPC CNI network policy"]
+    assert policy.status == "fail" and "--configuration-values '{\"enableNetworkPolicy\": \"true\"}'" in policy.action
+    # The same value written as YAML, which EKS also takes, passes.
+    assert _check(_settings(), cni_values='enableNetworkPolicy: "true"')["VPC CNI network policy"].status == "pass"
 
 
 def test_an_agent_to_install_must_not_be_there_yet_and_a_kubectl_role_needs_its_entry():
     role = "arn:aws:iam::111111111111:role/platform-kubectl"
     s = _settings({"existing_cluster": {"install_pod_identity_agent": True, "kubectl_role_arn": role}})
-    results = _check(s, _eks())
+    results = _check(s)
     assert results["Pod Identity agent"].status == "fail" and "install_pod_identity_agent false" in results["Pod Identity agent"].action
     assert results["kubectl role"].status == "fail" and "create-access-entry" in results["kubectl role"].action
-    fine = _check(s, _eks(addons=("vpc-cni",), entries=(role,)))
+    fine = _check(s, addons=("vpc-cni", "cert-manager"), entries=(role,))
     assert fine["Pod Identity agent"].status == "pass" and "kubectl role" not in fine
 
 
 def test_no_such_cluster_is_one_failure():
-    assert [(r.check, r.status) for r in _check(_settings(), _eks(found=False)).values()] == [("EKS cluster", "fail")]
+    results = preflight.check_existing_cluster(_settings(), preflight.Clients(None, REGION, {"eks": _eks(_settings(), found=False)}))
+    assert [(r.check, r.status) for r in results] == [("EKS cluster", "fail")]
+
+
+# ------------------------------------------------------------------ a cluster the quick setup built
+# aws/sagemaker-hyperpod-cluster-setup, eks/cloudformation (file index, 2026-12): eks-template.yaml
+# (Kubernetes 1.34, API_AND_CONFIG_MAP, the four core add-ons), cert-manager-template.yaml
+# (cert-manager v1.18.2-eksbuild.2 and an admin access entry for its Lambda), helm-chart-template.yaml
+# (the dependencies chart as release "dependencies" in kube-system, an admin access entry for its
+# Lambda, output HelmChartDeploymentComplete), and the training operator and task governance the
+# main stack may add; the console user who created it has an access entry of its own.
+QUICK_SETUP_ADDONS = (*CORE, "cert-manager", "amazon-sagemaker-hyperpod-taskgovernance", "amazon-sagemaker-hyperpod-training-operator")
+QUICK_SETUP_RUNNING = {"amazon-sagemaker-hyperpod-taskgovernance": "v1.3.1-eksbuild.1", "amazon-sagemaker-hyperpod-training-operator": "v1.2.1-eksbuild.1"}
+QUICK_SETUP_ENTRIES = (ADMIN, "arn:aws:iam::111111111111:role/sagemaker-hyperpod-eks-HelmCustomResourceRole-1A2B3C",
+                       "arn:aws:iam::111111111111:role/sagemaker-hyperpod-eks-CertManagerCustomResourceRole-4D5E6F")
+
+
+def _quick_setup_chart_stack():
+    import datetime
+
+    return {
+        "StackName": "hyperpod-quick-setup-HelmChartStack-7G8H9I", "StackStatus": "CREATE_COMPLETE",
+        "CreationTime": datetime.datetime(2026, 10, 1, tzinfo=datetime.timezone.utc),
+        "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in
+                       (("EKSClusterName", NAME), ("HelmRelease", "dependencies"), ("Namespace", "kube-system"),
+                        ("HelmRepoPath", "helm_chart/HyperPodHelmChart"))],
+        "Outputs": [{"OutputKey": "HelmChartDeploymentComplete", "OutputValue": "HelmChartDeploymentComplete"}],
+    }
+
+
+def _quick_setup(settings, **overrides):
+    return _check(settings, _cloudformation(_quick_setup_chart_stack()), **{
+        "mode": "API_AND_CONFIG_MAP", "addons": QUICK_SETUP_ADDONS, "running": QUICK_SETUP_RUNNING, "cni": "v1.20.1-eksbuild.3",
+        "entries": QUICK_SETUP_ENTRIES, **overrides})
+
+
+def test_on_a_quick_setup_cluster_preflight_says_in_one_line_per_add_on_what_config_should_say():
+    results = _quick_setup(_settings())
+    failed = {c: r for c, r in results.items() if r.status == "fail"}
+    assert set(failed) == {"add-on amazon-sagemaker-hyperpod-taskgovernance", "add-on amazon-sagemaker-hyperpod-training-operator",
+                           "access entry Admin", "dependencies chart"}
+    assert failed["add-on amazon-sagemaker-hyperpod-taskgovernance"].action == "set addons.task_governance.existing: true to use it"
+    assert "(v1.3.1-eksbuild.1)" in failed["add-on amazon-sagemaker-hyperpod-taskgovernance"].detail
+    assert failed["dependencies chart"].action.startswith('set hyperpod.helm_chart.release to "dependencies"')
+    assert results["add-on cert-manager"].status == "pass" and CERT_MANAGER in results["add-on cert-manager"].detail
+    # Config that says what preflight said validates and passes on the same account; the chart is
+    # upgraded in place, which preflight says in a warning with what destroying it then takes away.
+    adopted = _settings({"admin_principal_arns": []}, addons={"cert_manager": {"existing": True}, "task_governance": {"existing": True},
+                                                             "training_operator": {"existing": True}},
+                        hyperpod={"helm_chart": {"release": "dependencies"}})
+    again = _quick_setup(adopted)
+    assert {c: r.status for c, r in again.items() if r.status != "pass"} == {"dependencies chart": "warn"}
+    assert "needs v1.3.0-eksbuild.1 or newer" in again["add-on amazon-sagemaker-hyperpod-taskgovernance"].detail
+
+
+def test_an_adopted_add_on_older_than_what_depends_on_it_fails_naming_the_migration_where_it_crosses_it():
+    adopted = _settings(addons={"task_governance": {"existing": True}, "training_operator": {"existing": True}})
+    results = _quick_setup(adopted, running={**QUICK_SETUP_RUNNING, "amazon-sagemaker-hyperpod-taskgovernance": "v1.2.2-eksbuild.1"})
+    tg = results["add-on amazon-sagemaker-hyperpod-taskgovernance"]
+    # The training operator's troubleshooting page: it "works only with version v1.3.0-eksbuild.1 or higher".
+    assert tg.status == "fail" and "older than v1.3.0-eksbuild.1, which the training operator needs" in tg.detail
+    assert "update-addon" in tg.action and "task-governance-addon-migration-template.yaml" in tg.action
+
+
+def test_an_adopted_add_on_the_cluster_lacks_fails_and_existing_needs_an_existing_cluster():
+    adopted = _settings(addons={"observability": {"existing": True}})
+    results = _quick_setup(adopted)
+    assert results["add-on amazon-sagemaker-hyperpod-observability"].status == "fail"
+    with pytest.raises(config.ConfigError) as err:
+        config.load_settings(patched_context("dev", {"addons": {"cert_manager": {"existing": True}}}), "dev")
+    assert err.value.problems == ["dev: addons.cert_manager.existing: True applies only with eks.existing_cluster: a cluster this "
+                                  "project creates runs none of its own add-ons"]
 
 
 def _subnets(free: int):

@@ -77,8 +77,9 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
         + 2 * (m["AWS::EKS::Addon"] + m["Custom::AWSCDK-EKS-KubernetesObjectValue"])
         + m["Custom::AWSCDK-EKS-KubernetesResource"]
     )
-    # A team's Role waits for the namespace task governance makes of its quota.
-    if any(t.principals for t in synth(env).settings.governance.teams):
+    # A team's default-deny policy (and its Role, beside it) waits for the namespace task
+    # governance makes of its quota: the job must not run in a namespace without it.
+    if synth(env).settings.governance.teams:
         unavoidable += m["Custom::AWSCDK-EKS-KubernetesResource"]
     # The node gate's links after the first (each ends at its first check).
     links = sum(1 for s in stacks for r in s.resources.values() if r["Type"] == "Custom::HyperPodNodesReady")

@@ -187,7 +187,7 @@ def test_a_field_is_found_where_the_environment_gets_it():
     line, start, end = dev.where("hyperpod.instance_groups[gpu]")  # an element: the group's own line
     assert json.loads(text.splitlines()[line - 1][start - 1 : end - 1])["instance_type"] == "ml.g5.8xlarge"
     # Not in dev's block: from `defaults`, as the config merges them.
-    assert dev.where("eks.version") == prod.where("eks.version") and written(dev.where("eks.version")) == {"version": "1.33"}
+    assert dev.where("eks.version") == prod.where("eks.version") and written(dev.where("eks.version")) == {"version": "1.34"}
     assert dev.where("eks.public_access_cidrs") is None  # a default in code: no line of cdk.json says it
     assert dev.where("hyperpod.instance_groups[nosuch]") is None
 

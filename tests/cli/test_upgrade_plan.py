@@ -25,9 +25,9 @@ def _settings(env="dev", patch=None):
 
 def test_offline_the_plan_takes_one_minor_version_per_step_with_the_tables_versions():
     settings = _settings()
-    current, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
-    assert current == settings.eks.version == "1.33"
-    assert [(s.before, s.after) for s in steps] == [("1.33", "1.34"), ("1.34", "1.35")]
+    current, steps = upgrade_plan.build(settings, "1.36", upgrade_plan.OfflineVersions())
+    assert current == settings.eks.version == "1.34"
+    assert [(s.before, s.after) for s in steps] == [("1.34", "1.35"), ("1.35", "1.36")]
     for step in steps:
         found = {s.addon.name: s.version for s in step.addons}
         for row in versions.ADDON_RELEASES:
@@ -41,7 +41,7 @@ def test_offline_the_plan_takes_one_minor_version_per_step_with_the_tables_versi
 
 def test_each_steps_cdk_json_change_is_a_config_that_validates():
     settings = _settings()
-    _, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
+    _, steps = upgrade_plan.build(settings, "1.36", upgrade_plan.OfflineVersions())
     context = CONTEXT
     for step in steps:
         patch = upgrade_plan.cdk_json_change(settings, step)
@@ -49,14 +49,16 @@ def test_each_steps_cdk_json_change_is_a_config_that_validates():
                                                "dev": config.deep_merge(context["environments"]["dev"], patch)}}
         after, _ = config.load_settings(context, "dev")
         assert after.eks.version == step.after
-        assert after.eks.core_addons.kube_proxy.version == versions.offline_addon_release("kube-proxy", step.after).version
+        row = versions.offline_addon_release("kube-proxy", step.after)
+        if row is not None:  # 1.36 has no row: the pin of 1.35 stays, and the plan says to ask the account
+            assert after.eks.core_addons.kube_proxy.version == row.version
 
 
 def test_an_unknown_task_governance_version_is_called_out_once_and_a_known_crossing_every_time():
     settings = _settings()
-    _, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
+    _, steps = upgrade_plan.build(settings, "1.36", upgrade_plan.OfflineVersions())
     assert [s.migration for s in steps] == [None, False]
-    text = upgrade_plan.to_text(settings, "1.33", "1.35", steps, upgrade_plan.OFFLINE_SOURCE)
+    text = upgrade_plan.to_text(settings, "1.34", "1.36", steps, upgrade_plan.OFFLINE_SOURCE)
     assert text.count("IF task governance is at v1.3.x, MIGRATE FIRST") == 1
     # The migration's own steps, in the upgrade page's order, around the deploy that updates the add-on.
     body = text[text.index("MIGRATE FIRST"):]
@@ -107,7 +109,7 @@ def test_the_newest_target_is_the_newest_kubernetes_version_aws_cdk_lib_offers()
 
 
 def test_the_same_version_is_nothing_to_do(capsys):
-    assert cli.main(["upgrade-plan", "--to", "1.33"]) == 0
+    assert cli.main(["upgrade-plan", "--to", "1.34"]) == 0
     assert "nothing to do" in capsys.readouterr().out
 
 
@@ -204,8 +206,8 @@ def test_the_readme_shows_prods_plan_as_the_command_prints_it():
     from tests.conftest import ROOT
 
     settings = _settings("prod")
-    current, steps = upgrade_plan.build(settings, "1.34", upgrade_plan.OfflineVersions())
-    text = upgrade_plan.to_text(settings, current, "1.34", steps, upgrade_plan.OFFLINE_SOURCE)
+    current, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
+    text = upgrade_plan.to_text(settings, current, "1.35", steps, upgrade_plan.OFFLINE_SOURCE)
     assert text.rstrip("\n") in (ROOT / "README.md").read_text()
 
 
@@ -213,16 +215,32 @@ def test_on_an_existing_cluster_its_owner_upgrades_the_control_plane_and_only_ou
     # Validation refuses core add-on pins on a cluster that is not ours (they would do nothing), so the
     # plan must not propose them; and a deploy cannot move a control plane it does not own.
     settings = _settings("dev", CAPABILITIES["existing-cluster"])
-    current, steps = upgrade_plan.build(settings, "1.34", upgrade_plan.OfflineVersions())
+    current, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
     names = {s.addon.name for s in steps[0].addons}
     assert not names & {"vpc-cni", "kube-proxy", "coredns"}
     context = patched_context("dev", config.deep_merge(CAPABILITIES["existing-cluster"], upgrade_plan.cdk_json_change(settings, steps[0])))
     problems = config.load_settings(context, "dev")  # raises ConfigError on a refused field
-    assert problems[0].eks.version == "1.34"
-    text = upgrade_plan.to_text(settings, current, "1.34", steps, upgrade_plan.OFFLINE_SOURCE)
+    assert problems[0].eks.version == "1.35"
+    text = upgrade_plan.to_text(settings, current, "1.35", steps, upgrade_plan.OFFLINE_SOURCE)
     assert (f"aws eks update-cluster-version --region {settings.region} --name {settings.eks.existing_cluster.name} "
-            "--kubernetes-version 1.34") in text
+            "--kubernetes-version 1.35") in text
     assert "the control plane first" not in text
+
+
+def test_with_credentials_a_pin_across_the_migration_comes_first_even_at_the_same_kubernetes_version():
+    settings = _settings(patch={"addons": {"task_governance": {"version": "v1.6.0-eksbuild.1"}}})
+    cluster = settings.eks_cluster_name
+    client, stub = _eks([("describe_addon", {"addon": {"addonName": upgrade_plan.TASK_GOVERNANCE, "clusterName": cluster,
+                                                       "addonVersion": "v1.3.1-eksbuild.1"}},
+                          {"clusterName": cluster, "addonName": upgrade_plan.TASK_GOVERNANCE})])
+    pending = upgrade_plan.pending_migration(settings, upgrade_plan.AccountVersions(client))
+    stub.assert_no_pending_responses()
+    assert pending == ("v1.3.1-eksbuild.1", "v1.6.0-eksbuild.1")
+    text = upgrade_plan.to_text(settings, "1.34", "1.34", [], "the account (DescribeAddonVersions)", pending)
+    assert text.startswith("before anything else: task governance runs v1.3.1-eksbuild.1 and config pins v1.6.0-eksbuild.1")
+    assert "2. MIGRATE FIRST" in text and "nothing else to do" in text
+    # Offline, what is deployed is the pin: nothing pending.
+    assert upgrade_plan.pending_migration(settings, upgrade_plan.OfflineVersions()) is None
 
 
 def test_every_step_deploys_whatever_task_governances_version_turns_out_to_be():

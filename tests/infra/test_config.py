@@ -101,20 +101,24 @@ def test_every_accepted_version_has_its_kubectl_layer_installed(minor):
     assert hasattr(importlib.import_module(module), cls)
 
 
-def test_old_versions_warn_with_the_component_its_source_and_when_it_was_read():
-    warnings = versions.support_warnings("1.34")
-    assert any("EKS standard support" in w for w in warnings)
-    assert any("SageMaker HyperPod" in w and "1.28-1.33" in w and "source:" in w and "read 2026-12" in w for w in warnings)
-    assert not [w for w in versions.support_warnings("1.35") if "standard support" in w]
+def test_versions_outside_a_range_warn_with_the_component_its_source_and_when_it_was_read():
+    beyond = versions.support_warnings("1.35")
+    assert any("SageMaker HyperPod" in w and "1.28-1.34" in w and "source:" in w and "read 2026-12" in w for w in beyond)
+    assert not [w for w in beyond if "standard support" in w or "training operator" in w]
+    assert any("training operator" in w and "1.28-1.35" in w for w in versions.support_warnings("1.36"))
+    assert any("EKS standard support" in w for w in versions.support_warnings("1.34"))
 
 
 def test_the_default_version_is_documented_by_hyperpod_and_every_addon():
-    # FACTS: HyperPod's EKS prerequisites and the training operator page both list 1.28-1.33.
+    # HyperPod's EKS prerequisites page in its newer copy (1.28-1.34, the zh_cn translation; the
+    # older English copy says 1.28-1.33) and the training operator add-on's published range
+    # (1.28-1.35, awsome PR 1076); the quick setup's eks-template.yaml defaults to 1.34 too.
     default = versions.parse(versions.DEFAULT_EKS_VERSION)
-    assert default == (1, 33)
+    assert default == (1, 34)
     assert all(r.oldest <= default <= r.newest for r in versions.COMPONENT_RANGES)
     _, warnings = load()
     assert not any("outside the documented range" in w for w in warnings)
+    assert "1.28-1.33" in versions.COMPONENT_RANGES[0].source  # the older copy is cited beside the newer
 
 
 def test_malformed_cidr_is_reported_with_its_value():

@@ -70,3 +70,20 @@ def test_the_offline_add_on_table_names_one_version_per_add_on_and_kubernetes_ve
     assert all(re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", r.version) for r in versions.ADDON_RELEASES)
     # kube-proxy follows the Kubernetes minor version it is listed for.
     assert all(r.version.startswith(f"v{r.kubernetes[0]}.") for r in versions.ADDON_RELEASES if r.addon == "kube-proxy")
+
+
+def test_prod_pins_every_add_on_it_installs_to_the_version_a_dated_source_publishes_for_its_kubernetes():
+    # The pins are the rows of the offline table for prod's Kubernetes version (each row names its
+    # source); an add-on no source publishes a version of for it is named with why, never guessed.
+    from cli.upgrade_plan import addons_of
+    from infra import config
+    from tests.conftest import CONTEXT
+
+    prod = config.load_settings(CONTEXT, "prod")[0]
+    for addon in addons_of(prod):
+        row = versions.offline_addon_release(addon.name, prod.eks.version)
+        if row is not None:
+            assert addon.pinned == row.version, addon.name
+        else:
+            assert addon.pinned is None and addon.name in versions.NO_OFFLINE_VERSION, addon.name
+    assert set(versions.NO_OFFLINE_VERSION) <= {a.name for a in addons_of(prod)} | {"aws-fsx-csi-driver"}

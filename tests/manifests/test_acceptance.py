@@ -166,7 +166,8 @@ def test_a_single_node_group_gets_diagnostics_but_no_fabric_test():
 def test_accept_render_prints_the_objects_the_run_applies(capsys):
     assert cli.main(["accept", "-c", "env=prod", "--render", "--from", str(RECORDING)]) == 0
     rendered = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert rendered == _objects(nodes=NODES[:2])
+    probes = [o for t in ("ml-research", "ml-production") for k, o in m.tenancy_objects(_prod(), t).items() if k != "privileged"]
+    assert rendered == _objects(nodes=NODES[:2]) + probes
 
 
 def test_the_builder_needs_no_cdk():

@@ -121,7 +121,9 @@ def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     assert mounts == {"/dev/shm", "/local", "/tmp", "/opt/ml"}  # the token is read from Secrets Manager, not mounted
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["shm"]["emptyDir"]["medium"] == "Memory" and volumes["local"]["hostPath"]["path"] == "/opt/sagemaker/jobs"
+    # The scratch is the pod's own, half of its node's 1000 GB data volume; nothing of the node's is mounted.
+    assert volumes["shm"]["emptyDir"]["medium"] == "Memory" and volumes["local"] == {"name": "local", "emptyDir": {"sizeLimit": "500Gi"}}
+    assert not any("hostPath" in v for v in pod["volumes"])
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
     assert pod["containers"][0]["command"][0] == "hyperpodrun"
@@ -177,10 +179,11 @@ def test_the_operator_namespace_reaches_the_agent_port_and_nothing_else_gets_in(
     assert operator["ports"] == [{"protocol": "TCP", "port": int(port.split("=")[1])}]
 
 
-def test_multi_node_jobs_refuse_node_local_checkpoints():
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_local_checkpoints_are_refused_as_the_pods_scratch_goes_with_the_pod(env):
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context("prod", {"sample_job": {"checkpoint_to": "local"}}), "prod")
-    assert any("sample_job.checkpoint_to: 'local' must be s3 or fsx with 2 nodes" in p for p in exc.value.problems)
+        config.load_settings(patched_context(env, {"sample_job": {"checkpoint_to": "local"}}), env)
+    assert any(p.startswith(f"{env}: sample_job.checkpoint_to: 'local' must be s3 or fsx: the job's local scratch") for p in exc.value.problems)
 
 
 def test_the_gated_tokenizer_needs_its_secret_and_the_8b_model_wants_it():

@@ -304,11 +304,18 @@ def test_fsx_csi_driver_has_its_pod_identity_and_every_team_gets_a_bound_claim(s
     associations = [r["Properties"] for r in s.resources("addons", "AWS::EKS::PodIdentityAssociation").values()]
     assert any(a["Namespace"] == "kube-system" and a["ServiceAccount"] == "fsx-csi-controller-sa" for a in associations)
     objects = s.manifests("addons")
-    pv = next(o for o in objects if o["kind"] == "PersistentVolume")
-    pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
+    pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == "fsx")
+    pv = next(o for o in objects if o["kind"] == "PersistentVolume" and o["metadata"]["name"] == pvc["spec"]["volumeName"])
     assert pv["spec"]["csi"]["driver"] == "fsx.csi.aws.com" and pv["spec"]["accessModes"] == ["ReadWriteMany"]
     assert pv["spec"]["claimRef"] == {"namespace": pvc["metadata"]["namespace"], "name": "fsx"}
-    assert pvc["metadata"]["namespace"] == "hyperpod-ns-ml-research" and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert pvc["metadata"]["namespace"] == "hyperpod-ns-ml-research"
+    # The team's volume is its own directory (the mount name is a CloudFormation token here).
+    assert pv["spec"]["csi"]["volumeAttributes"]["mountname"].endswith("/hyperpod-ns-ml-research")
+    # Made before the team's volume, by a Job on the root, which a gate waits for.
+    job = next(o for o in objects if o["kind"] == "Job")
+    assert job["metadata"]["namespace"] == "kube-system" and "mkdir -p /fsx/hyperpod-ns-ml-research" in job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    (gate,) = [r for r in s.resources("addons", "Custom::AWSCDK-EKS-KubernetesObjectValue").values() if r["Properties"]["ObjectName"] == job["metadata"]["name"]]
+    assert gate["Properties"]["JsonPath"] == ".status.succeeded"
     execution = [st for p in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").values() for st in p["Properties"]["PolicyDocument"]["Statement"]]
     assert any(st.get("Sid") == "FsxDescribe" and st["Action"] == "fsx:DescribeFileSystems" for st in execution)
 

@@ -18,7 +18,7 @@ def _cluster(s):
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_cluster_runs_the_configured_version_with_api_auth(synth, env):
     props = _cluster(synth(env))
-    assert props["Version"] == "1.33"  # the newest version HyperPod and the training operator document
+    assert props["Version"] == "1.34"  # the newest version HyperPod and the training operator document
     assert props["AccessConfig"]["AuthenticationMode"] == "API"
     assert props["Name"] == f"hyperpod-{env}"
 

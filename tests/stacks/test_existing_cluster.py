@@ -110,7 +110,24 @@ def test_no_core_add_on_is_installed_and_add_ons_wait_for_the_clusters_own_agent
     s = synth("existing-cluster")
     names = {r["Properties"]["AddonName"] for suffix in s.templates for r in s.resources(suffix, "AWS::EKS::Addon").values()}
     assert not names & {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
-    assert {"cert-manager", "amazon-sagemaker-hyperpod-training-operator"} <= names
+    assert "amazon-sagemaker-hyperpod-training-operator" in names
+    # Without addons.cert_manager.existing, cert-manager is an add-on of ours there too.
+    created = {r["Properties"]["AddonName"] for r in synth("dev", WITH_OWN_ROLE).resources("addons", "AWS::EKS::Addon").values()}
+    assert "cert-manager" in created
+
+
+def test_an_adopted_cert_manager_is_created_by_nobody_and_the_training_operator_waits_for_its_webhook(synth):
+    # A quick-setup cluster runs the cert-manager add-on (its cert-manager-template.yaml): creating
+    # a second fails CreateAddon, so the deploy creates none and proves the cluster's one serving.
+    s = synth("existing-cluster")
+    addons = s.templates["addons"]["Resources"]
+    assert not [r for suffix in s.templates for r in s.resources(suffix, "AWS::EKS::Addon").values()
+                if r["Properties"]["AddonName"] == "cert-manager"]
+    (gate,) = [k for k, r in addons.items() if k.startswith("CertManagerAddonReady") and r["Type"].startswith("Custom::")]
+    assert "cert-manager-webhook" in json.dumps(addons[gate]["Properties"])
+    (operator,) = [k for k, r in addons.items() if r["Type"] == "AWS::EKS::Addon"
+                   and r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-training-operator"]
+    assert gate in addons[operator]["DependsOn"]
 
 
 def test_a_kubectl_role_of_its_own_gets_no_access_entry_and_the_agent_is_installed_only_when_asked(synth):

@@ -261,7 +261,11 @@ def test_instance_groups_come_from_config(synth, env):
         assert props["InstanceType"] == g.instance_type
         assert props["InstanceCount"] == g.count
         assert props["ThreadsPerCore"] == g.threads_per_core
-        assert props["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": g.ebs_volume_gb}}]
+        volumes = [c["EbsVolumeConfig"] for c in props["InstanceStorageConfigs"]]
+        assert {"VolumeSizeInGB": g.ebs_volume_gb} == {k: v for k, v in volumes[-1].items() if k != "VolumeKmsKeyId"}
+        # Under the group's own customer managed key where config asks (prod), root volume included.
+        encrypted = s.settings.hyperpod.volume_encryption is not None
+        assert all(("VolumeKmsKeyId" in v) == encrypted for v in volumes) and len(volumes) == 1 + encrypted
 
 
 def test_every_default_environment_has_a_4xlarge_or_larger_system_group(synth):

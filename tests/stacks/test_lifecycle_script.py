@@ -18,6 +18,10 @@ import pytest
 from stacks.lifecycle import LIFECYCLE_SCRIPTS
 
 SCRIPT = LIFECYCLE_SCRIPTS / "on_create.sh"
+IMDS_UNIT = "hyperpod-cdk-block-pod-imds.service"
+# The EKS user guide ("Restrict access to the instance profile assigned to the worker node") and
+# the EKS Best Practices Guide (Security, IAM), for pods on the VPC CNI's interfaces:
+EKS_GUIDE_RULE = "iptables --insert FORWARD 1 --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"
 AL2_CONFIG = 'version = 2\n# root = "/var/lib/containerd"\n\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "pause"\n'
 
 
@@ -141,8 +145,10 @@ def test_without_the_volume_it_gives_up_after_the_wait_and_leaves_everything_in_
     assert "is not mounted after 5s" in Path(env["LOG_FILE"]).read_text()
     assert not Path(env["KUBELET_DIR"]).is_symlink()
     assert Path(env["AL2_CONTAINERD_CONFIG"]).read_text() == AL2_CONFIG
-    jobs = Path(env["DATA_ROOT"]) / "jobs"
-    assert jobs.is_dir() and (jobs.stat().st_mode & 0o7777) == 0o1777  # non-root jobs can write
+    # No folder of the node is made for jobs to share: each job's scratch is its own emptyDir.
+    assert not (Path(env["DATA_ROOT"]) / "jobs").exists()
+    # Pods lose the instance metadata service all the same.
+    assert (Path(env["SYSTEMD_DIR"]) / IMDS_UNIT).is_file()
 
 
 @pytest.mark.parametrize("os_version", ["2", "2023"])
@@ -154,3 +160,50 @@ def test_a_reboot_runs_it_again_and_nothing_changes(tmp_path, os_version):
     assert result.returncode == 0, result.stdout + result.stderr
     assert _snapshot(Path(env["NODE"])) == first
     assert "already points to" in Path(env["LOG_FILE"]).read_text()
+
+
+def _unit(env: dict) -> dict[str, str]:
+    lines = (Path(env["SYSTEMD_DIR"]) / IMDS_UNIT).read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def _run_exec_start(env: dict, tmp_path: Path) -> list[str]:
+    """The unit's ExecStart as systemd runs it at boot, against an iptables that keeps its
+    rules in a file: the rules in FORWARD afterwards."""
+    rules = tmp_path / "forward.rules"
+    rules.touch()
+    fake = tmp_path / "bin" / "iptables"
+    fake.write_text(
+        f'#!/bin/sh\nop=$1; shift\nrule="$*"\n'
+        f'case "$op" in -C) grep -qxF "$rule" {rules};; -I) echo "$rule" >> {rules};; *) exit 2;; esac\n'
+    )
+    fake.chmod(0o755)
+    command = _unit(env)["ExecStart"]
+    assert command.startswith("/bin/sh -c ")
+    subprocess.run(["/bin/sh", "-c", command.removeprefix("/bin/sh -c ").strip("'")], env=env, check=True)
+    return rules.read_text().splitlines()
+
+
+def test_pods_lose_the_instance_metadata_service_at_every_boot_before_kubelet(tmp_path):
+    env = _sandbox(tmp_path)
+    assert _run(env).returncode == 0
+    unit = _unit(env)
+    # A boot-persistent oneshot, ordered before kubelet starts any pod, enabled and started now.
+    assert (unit["Type"], unit["RemainAfterExit"], unit["Before"], unit["WantedBy"]) == ("oneshot", "yes", "kubelet.service", "multi-user.target")
+    calls = Path(env["CALLS"]).read_text()
+    assert f"systemctl enable --now {IMDS_UNIT}" in calls and "systemctl daemon-reload" in calls
+    # The guide's rule, inserted at the head of FORWARD once however often the unit runs.
+    assert _run_exec_start(env, tmp_path) == ["FORWARD --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"]
+    assert _run_exec_start(env, tmp_path) == ["FORWARD --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"]
+    guide = EKS_GUIDE_RULE.split()
+    assert guide[1:3] == ["--insert", "FORWARD"] and guide[3] == "1"
+    assert _run_exec_start(env, tmp_path)[0].split() == guide[2:3] + guide[4:]
+
+
+def test_the_rule_leaves_the_host_and_the_pod_identity_endpoint_alone():
+    # Only routed traffic from pods' interfaces to the metadata address: not OUTPUT (the host's
+    # own agents), not 169.254.170.23 (EKS Pod Identity's agent, which pods must reach).
+    code = SCRIPT.read_text()
+    rule = next(line for line in code.splitlines() if line.startswith("IMDS_RULE="))
+    assert rule == 'IMDS_RULE="FORWARD --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"'
+    assert "OUTPUT" not in code and "169.254.170" not in rule

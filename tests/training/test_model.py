@@ -101,14 +101,16 @@ def test_peak_tflops_takes_the_gpu_named_as_a_whole_word(name, tflops):
     assert model_shape.peak_tflops(name) == tflops
 
 
-def test_every_nvidia_gpu_of_the_instance_catalogue_has_its_peak():
-    # The job's throughput rule sizes itself from the catalogue's names ("A100-80GB", "GB200").
+def test_every_nvidia_gpu_of_the_instance_catalogue_finds_its_own_peak_or_none():
+    # The job's throughput rule sizes itself from the catalogue's names ("A100-80GB", "GB200", and
+    # DescribeInstanceTypes' "RTX PRO Server 6000"): a GPU the table lacks gets no floor, never another's.
     from infra import catalogue
 
     for spec in catalogue.CATALOGUE.values():
         if spec.is_accelerated and spec.accelerator_resource == "nvidia.com/gpu":
             expected = {"A100-80GB": "A100"}.get(spec.accelerator, spec.accelerator)
-            assert model_shape.peak_tflops(spec.accelerator) == model_shape.PEAK_TFLOPS[expected], spec.name
+            assert model_shape.peak_tflops(spec.accelerator) == model_shape.PEAK_TFLOPS.get(expected), spec.name
+    assert model_shape.peak_tflops(catalogue.lookup("ml.p5.4xlarge").accelerator) == model_shape.PEAK_TFLOPS["H100"]
 
 
 @contextmanager

@@ -1,0 +1,169 @@
+"""Teams are tenants: read from the synthesized templates of prod and of the two-team `mig`
+config, each team's namespace enforces a Pod Security level, has a default-deny ingress policy,
+runs the job at restricted, shares no volume, and the network policy agent is on. Each claim
+is held against its outside source: the Pod Security Standards page (through
+tests/manifests/pod_security_standards.py), Pod Security Admission's label names, the EKS user
+guide's VPC CNI value, policy_sentry's condition keys, CDK's own BucketDeployment wiring."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from addons import fsx_csi
+from infra import config, naming
+from manifests import tenancy
+from tests.conftest import CAPABILITIES, patched_context
+from tests.manifests import pod_security_standards as pss
+
+# Pod Security Admission (Kubernetes, "Pod Security Admission"): the namespace labels and levels.
+PSA_LABELS = {f"pod-security.kubernetes.io/{mode}" for mode in ("enforce", "audit", "warn")}
+PSS_LEVELS = {"privileged", "baseline", "restricted"}
+
+
+def _patches(s) -> dict[str, dict]:
+    """Namespace name -> the merge patch the addons stack applies to it."""
+    out = {}
+    for r in s.resources("addons", "Custom::AWSCDK-EKS-KubernetesPatch").values():
+        kind, _, name = r["Properties"]["ResourceName"].partition("/")
+        if kind == "namespace":
+            assert r["Properties"]["PatchType"] == "merge"
+            out[name] = (json.loads(r["Properties"]["ApplyPatchJson"]), json.loads(r["Properties"]["RestorePatchJson"]))
+    return out
+
+
+def _isolated(policy: dict, namespace: str) -> bool:
+    """Every pod of the namespace, ingress only from its own pods or from namespaces that are
+    no team's."""
+    spec = policy["spec"]
+    if policy["metadata"]["namespace"] != namespace or spec["podSelector"] != {} or "Ingress" not in spec["policyTypes"]:
+        return False
+    for rule in spec.get("ingress", []):
+        for peer in rule.get("from", []):
+            selected = peer.get("namespaceSelector", {}).get("matchLabels", {}).get(tenancy.NAMESPACE_NAME_LABEL)
+            if "namespaceSelector" in peer and (selected is None or selected.startswith("hyperpod-ns-")):
+                return False  # another team's pods, or every namespace's
+            if "ipBlock" in peer:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("name", ["prod", "mig"])
+def test_every_team_is_a_tenant(synth, name):
+    s = synth(name)
+    teams = [naming.team_names(t.name).namespace for t in s.settings.governance.teams]
+    assert len(teams) == 2
+    patches = _patches(s)
+    objects = s.manifests("addons")
+    job_objects = s.manifests("sample-job")
+    job = next(o for o in job_objects if o["kind"] == "HyperPodPyTorchJob")
+    for ns in teams:
+        # Its namespace enforces a Pod Security level, and audits and warns at restricted;
+        # deleting the stack takes the labels off, not the namespace.
+        apply, restore = patches[ns]
+        labels = apply["metadata"]["labels"]
+        assert set(labels) == PSA_LABELS and labels["pod-security.kubernetes.io/enforce"] in PSS_LEVELS - {"privileged"}
+        assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+        assert restore == {"metadata": {"labels": {k: None for k in PSA_LABELS}}}
+        # A default-deny ingress policy no other team's pods get through.
+        assert any(o["kind"] == "NetworkPolicy" and _isolated(o, ns) for o in objects), ns
+    # The job, as the sample-job stack applies it, passes restricted, in its team's namespace.
+    assert job["metadata"]["namespace"] in teams
+    pod = pss.pod_of(job["spec"]["replicaSpecs"][0]["template"])
+    assert pss.violations(pod, "restricted") == []
+    # No volume of the node, so nothing another team's job could also mount.
+    assert not any("hostPath" in v for v in pod["spec"]["volumes"])
+    # The network policy agent that enforces it all is on (EKS user guide: the vpc-cni add-on's
+    # configuration value enableNetworkPolicy, the string "true").
+    (cni,) = [r["Properties"] for r in s.resources("cluster", "AWS::EKS::Addon").values() if r["Properties"]["AddonName"] == "vpc-cni"]
+    assert json.loads(cni["ConfigurationValues"])["enableNetworkPolicy"] == "true"
+
+
+def test_the_queue_label_policy_binds_the_team_namespaces_and_their_peoples_groups(synth):
+    s = synth("mig")
+    objects = {o["kind"]: o for o in s.manifests("addons") if o["metadata"].get("name") == tenancy.QUEUE_POLICY}
+    policy, binding = objects["ValidatingAdmissionPolicy"], objects["ValidatingAdmissionPolicyBinding"]
+    teams = [naming.team_names(t.name) for t in s.settings.governance.teams]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] and binding["spec"]["validationActions"] == ["Deny"]
+    (selector,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert selector["values"] == [t.namespace for t in teams]
+    # The groups the teams' access entries map their people to (the templates' own entries).
+    entry_groups = {g for r in s.resources("addons", "AWS::EKS::AccessEntry").values() for g in r["Properties"].get("KubernetesGroups", [])}
+    (condition,) = policy["spec"]["matchConditions"]
+    assert entry_groups and all(f"'{g}'" in condition["expression"] for g in entry_groups)
+    # Every kind a team's Role may create that Kueue queues is held to it.
+    from manifests import teams as team_rbac
+
+    creatable = {(g, r) for rule in team_rbac.namespace_rules() if "create" in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"] if "/" not in r}
+    held = {(g, r) for rule in policy["spec"]["matchConstraints"]["resourceRules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert creatable - {("", "configmaps")} <= held
+    assert "namespaceObject.metadata.name + '-localqueue'" in policy["spec"]["validations"][0]["expression"]
+
+
+def test_below_kubernetes_1_30_no_queue_policy_is_made_and_validation_says_so():
+    settings, warnings = config.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
+    assert tenancy.queue_label_policy(settings) == []
+    assert any("1.29 has no ValidatingAdmissionPolicy (GA in 1.30)" in w for w in warnings), warnings
+
+
+def test_turning_the_network_policy_agent_off_is_refused():
+    with pytest.raises(config.ConfigError) as err:
+        config.load_settings(patched_context("dev", {"eks": {"core_addons": {"vpc_cni": {"configuration_values": {"enableNetworkPolicy": True}}}}}), "dev")
+    assert any(p.startswith("dev: eks.core_addons.vpc_cni.configuration_values.enableNetworkPolicy: True must be \"true\" (a string)")
+               for p in err.value.problems), err.value.problems
+
+
+def test_with_fsx_each_team_mounts_only_its_own_directory():
+    # The FSx CSI driver mounts <dnsname>@tcp:/<mountname> (pkg/driver/node.go,
+    # NodePublishVolume), so a mountname of <MountName>/<dir> is that Lustre subdirectory.
+    patch = {**CAPABILITIES["fsx"], "governance": CAPABILITIES["mig"]["governance"]}
+    patch = {**patch, "hyperpod": CAPABILITIES["mig"]["hyperpod"], "sample_job": {**CAPABILITIES["mig"]["sample_job"], "checkpoint_to": "fsx"}}
+    settings = config.load_settings(patched_context("dev", patch), "dev")[0]
+    from stacks.storage import FileSystem
+
+    fs = FileSystem("fs-0123456789abcdef0", "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh")
+    volumes = [o for o in fsx_csi.volume_objects(settings, fs) if o["kind"] == "PersistentVolume"]
+    mounts = {v["spec"]["claimRef"]["namespace"]: v["spec"]["csi"]["volumeAttributes"]["mountname"] for v in volumes}
+    assert mounts == {"hyperpod-ns-research": "abcdefgh/hyperpod-ns-research", "hyperpod-ns-inference": "abcdefgh/hyperpod-ns-inference"}
+    assert len({v["spec"]["csi"]["volumeHandle"] for v in volumes}) == 2  # kubelet tells volumes apart by handle
+    # The Job that makes those directories makes exactly them, and only it mounts the root.
+    made = fsx_csi.directory_objects(settings, fs)
+    root = next(o for o in made if o["kind"] == "PersistentVolume")
+    assert root["spec"]["csi"]["volumeAttributes"]["mountname"] == "abcdefgh" and root["spec"]["claimRef"]["namespace"] == "kube-system"
+    command = next(o for o in made if o["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert command == ("mkdir -p /fsx/hyperpod-ns-inference /fsx/hyperpod-ns-research && "
+                       "chmod 1777 /fsx/hyperpod-ns-inference /fsx/hyperpod-ns-research")
+
+
+def test_the_node_roles_interface_actions_are_held_to_the_vpc(synth):
+    from policy_sentry.querying.actions import get_action_data
+
+    (policy,) = [p for p in synth("prod").resources("hyperpod", "AWS::IAM::ManagedPolicy").values()
+                 if any(st.get("Sid") == "NetworkInterfacesInTheVpc" for st in p["Properties"]["PolicyDocument"]["Statement"])]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    for st in statements:
+        resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+        text = json.dumps(resources)
+        if "network-interface/*" not in text:
+            continue
+        # Interfaces of any id, so only with the VPC condition, on a statement of interfaces alone.
+        assert "ec2:Vpc" in st.get("Condition", {}).get("StringEquals", {}), st
+        assert len(resources) == 1, st
+        for action in st["Action"] if isinstance(st["Action"], list) else [st["Action"]]:
+            rows = get_action_data("ec2", action.split(":")[1])["ec2"]
+            row = next(r for r in rows if r["action"].lower() == action.lower() and "network-interface/" in r["resource_arn_format"])
+            assert "ec2:Vpc" in row["condition_keys"], action
+
+
+def test_only_the_deployment_may_write_the_lifecycle_scripts(synth):
+    s = synth("prod")
+    resources = s.templates["cluster"]["Resources"]
+    (deny,) = [st for r in s.resources("cluster", "AWS::S3::BucketPolicy").values() for st in r["Properties"]["PolicyDocument"]["Statement"]
+               if st.get("Sid") == "LifecycleScriptsOnlyFromTheDeployment"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"} and deny["Action"] == "s3:PutObject"
+    assert deny["Resource"]["Fn::Join"][1][-1] == "/lifecycle/*"
+    # The one principal left out is the role CDK's BucketDeployment runs its upload as.
+    (upload,) = [r for r in resources.values() if r["Type"] == "Custom::CDKBucketDeployment"]
+    function = resources[upload["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]
+    assert deny["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": function["Properties"]["Role"]}}
