@@ -43,7 +43,7 @@ class Team:
     weight: int
     preempt: str
     active: bool
-    roles: bool = False  # its Role and ClusterRole are in the app
+    objects: list[str] = field(default_factory=list)  # the kinds of what the app applies for it (its Role, its policies)
     principals: list[str] = field(default_factory=list)
 
 
@@ -80,14 +80,34 @@ def teams(stacks: list[StackSummary]) -> dict[str, Team]:
             preempt=config.get("PreemptTeamTasks", DEFAULT_PREEMPT),
             active=props.get("ActivationState", "Enabled") == "Enabled",
         )
-    roles = {obj.get("metadata", {}).get("name") for _, _, obj in manifest_objects(stacks) if obj.get("kind") == "Role"}
     for name, team in out.items():
-        team.roles = naming.team_names(name).role in roles
+        team.objects = _team_objects(stacks, name)
     for principal, grants in access(stacks).items():
         for name, team in out.items():
             if _team_grant(name) in grants:
                 team.principals.append(principal)
     return out
+
+
+# A job is not the team's: it has a callout of its own.
+_NOT_THE_TEAMS = ("HyperPodPyTorchJob",)
+
+
+def _team_objects(stacks: list[StackSummary], team: str) -> list[str]:
+    """What the app applies for a team, by kind: objects in its namespace or named after it (its
+    ClusterRole and binding), and the labels a patch puts on its namespace (Pod Security's)."""
+    names = naming.team_names(team)
+    kinds: list[str] = []
+    for _, _, obj in manifest_objects(stacks):
+        meta = obj.get("metadata", {})
+        ours = meta.get("namespace") == names.namespace or str(meta.get("name", "")).startswith(f"{names.namespace}-")
+        if ours and obj.get("kind") not in _NOT_THE_TEAMS:
+            kinds.append(str(obj.get("kind")))
+    for _, _, res in of_type(stacks, "Custom::AWSCDK-EKS-KubernetesPatch"):
+        props = res.get("Properties", {})
+        if props.get("ResourceName") == f"namespace/{names.namespace}" and "pod-security.kubernetes.io/" in str(props.get("ApplyPatchJson")):
+            kinds.append("Pod Security labels")
+    return list(dict.fromkeys(kinds))
 
 
 def _team_grant(team: str) -> str:
@@ -171,8 +191,8 @@ def compare(before: list[StackSummary], after: list[StackSummary]) -> list[tuple
         where = [f"governance.teams[{name}]"]
         goes = [f"compute quota ({_amounts_text(team.quota)}; sharing {_sharing_text(team)})",
                 f"its namespace {names.namespace} and queue {names.local_queue} (task governance makes them of the quota)"]
-        if team.roles:
-            goes.append("its Role and ClusterRole")
+        if team.objects:
+            goes.append(f"its {', '.join(team.objects)}")
         if team.principals:
             goes.append(f"access entries for {len(team.principals)} principal(s)")
         if name not in old:

@@ -52,7 +52,8 @@ def _lines(report, section: str) -> list[str]:
 
 ML_OPS_ADDED = (
     "TEAM ADDED: team ml-ops: compute quota (1 accelerator of ml.g5.8xlarge; sharing LendAndBorrow up to 50% of its quota); "
-    "its namespace hyperpod-ns-ml-ops and queue hyperpod-ns-ml-ops-localqueue (task governance makes them of the quota)"
+    "its namespace hyperpod-ns-ml-ops and queue hyperpod-ns-ml-ops-localqueue (task governance makes them of the quota); "
+    "its NetworkPolicy, Pod Security labels"
 )
 
 

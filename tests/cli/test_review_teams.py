@@ -33,14 +33,17 @@ PULL_REQUEST = {
     ]},
 }
 
+# What the app applies for a team with people (manifests/teams.py's RBAC, and its tenancy: a default-deny policy and
+# Pod Security labels on its namespace).
+TEAM_OBJECTS = "NetworkPolicy, ClusterRole, ClusterRoleBinding, Role, RoleBinding, Pod Security labels"
 CALLOUTS = [
     "NODE COUNT: instance group gpu in hyperpod-prod-hyperpod goes from 4 to 5 node(s)",
     "TEAM ADDED: team ml-inference: compute quota (1 instance of ml.p5.48xlarge; sharing Lend (borrows nothing)); its namespace "
-    "hyperpod-ns-ml-inference and queue hyperpod-ns-ml-inference-localqueue (task governance makes them of the quota); its Role "
-    "and ClusterRole; access entries for 1 principal(s)",
+    "hyperpod-ns-ml-inference and queue hyperpod-ns-ml-inference-localqueue (task governance makes them of the quota); its "
+    f"{TEAM_OBJECTS}; access entries for 1 principal(s)",
     "TEAM REMOVED: team ml-production: its compute quota (2 instances of ml.p5.48xlarge; sharing LendAndBorrow up to 50% of its "
     "quota); its namespace hyperpod-ns-ml-production and queue hyperpod-ns-ml-production-localqueue (task governance makes them of "
-    "the quota); its Role and ClusterRole; access entries for 1 principal(s) go; its jobs lose their guarantee",
+    f"the quota); its {TEAM_OBJECTS}; access entries for 1 principal(s) go; its jobs lose their guarantee",
     "TEAM QUOTA: team ml-research: guaranteed ml.p5.48xlarge instances 2 -> 1; may borrow at most ml.p5.48xlarge accelerators 8 -> 16",
     f"ACCESS GAINED: {INFERENCE} -> namespace hyperpod-ns-ml-inference",
     f"ACCESS LOST: {PRODUCTION} -> namespace hyperpod-ns-ml-production",
