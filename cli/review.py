@@ -156,9 +156,17 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     (cdk.json context, environment) the assembly was made of, where it does not say itself."""
     from cli import changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
 
+    from concurrent.futures import ThreadPoolExecutor
+
     stacks = load_stacks(outdir)
     region = region_of(outdir)
     nag = load_nag(outdir)
+    diffed = None
+    if against is not None and with_cdk_diff:
+        # `cdk diff` runs in Node while cfn-lint runs here: started first, it costs no time of its own. Only
+        # where the template text differs: a replacement through an import is ours to call out.
+        differing = [s.name for s in stacks if s.name in against.templates and changes.differs(against.templates[s.name], s.template)]
+        diffed = ThreadPoolExecutor(max_workers=1).submit(changes.cdk_diff, outdir, against, differing)
     findings = lint(outdir, stacks, cache) if with_lint else []
     roles = iam_audit.audit({s.name: s.template for s in stacks})
     total, path = deploy_plan.plan(stacks)
@@ -242,10 +250,8 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         report["changes"]["deltas"]["lines"]["plan"] = [
             f"Deploy: about {update['minutes']} minute(s) for this update" + (f": {'; '.join(update['waits'])}" if update["waits"] else "")
         ] if report["changes"]["changes"] else []
-        if with_cdk_diff:
-            # Only where the template text differs: a replacement through an import is ours to call out.
-            differing = [s.name for s in stacks if s.name in against.templates and changes.differs(against.templates[s.name], s.template)]
-            report["changes"]["cdk_diff"] = changes.cdk_diff(outdir, against, differing)
+        if diffed is not None:
+            report["changes"]["cdk_diff"] = diffed.result()
     refused = [c for c in (report["changes"] or {}).get("callouts", []) if c.startswith("REFUSED")]
     report["pass"] = not (
         report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
