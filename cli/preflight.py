@@ -10,6 +10,7 @@ import os
 
 from dataclasses import dataclass
 
+from infra import identity
 from infra.config import Settings
 from cli.exposure import quota_name
 
@@ -190,8 +191,8 @@ def check_admins(settings: Settings, aws: Clients) -> list[Result]:
     if not settings.eks.admin_principal_arns:
         return [Result("admin principals", "warn", "eks.admin_principal_arns is empty", "add your role, or nobody can use kubectl")]
     for arn in settings.eks.admin_principal_arns:
-        kind, _, path_name = arn.split(":", 5)[5].partition("/")
-        name = path_name.rsplit("/", 1)[-1]
+        principal = identity.parse(arn, ("role", "user"))  # validated; Get* take the name without its path
+        kind, name = principal.kind, principal.name
         try:
             iam.get_role(RoleName=name) if kind == "role" else iam.get_user(UserName=name)
             results.append(Result(f"admin {name}", "pass", f"{kind} exists"))
@@ -687,12 +688,16 @@ def check_existing_cluster(settings: Settings, aws: Clients) -> list[Result]:
     for addon in registry.plan(settings):
         if isinstance(addon, ManagedAddon) and (addon.existing or addon.eks_name in installed):
             results.append(_existing_addon(settings, addon, installed, eks))
-    entries = set(eks.list_access_entries(clusterName=name).get("accessEntries", []))
-    for arn in settings.eks.admin_principal_arns:
-        if arn in entries:
-            results.append(Result(f"access entry {arn.rsplit('/', 1)[-1]}", "fail", f"{arn} already has an access entry on {name}: a second one fails",
-                                  "leave it out of eks.admin_principal_arns (it has access already)"))
-    if ec.kubectl_role_arn and ec.kubectl_role_arn not in entries:
+    entries = eks.list_access_entries(clusterName=name).get("accessEntries", [])
+    # The principals the deploy gives an entry, matched as IAM and EKS match them (infra/identity.py).
+    given = [("eks.admin_principal_arns", arn) for arn in settings.eks.admin_principal_arns]
+    given += [(f"governance.teams[{i}].principals", arn) for i, t in enumerate(settings.governance.teams) for arn in t.principals]
+    for field, arn in given:
+        entry = next((e for e in entries if identity.same(arn, e)), None)
+        if entry is not None:
+            results.append(Result(f"access entry {arn.rsplit('/', 1)[-1]}", "fail", f"{arn} already has an access entry on {name} ({entry}): a second one fails",
+                                  f"leave it out of {field} (it has access already)"))
+    if ec.kubectl_role_arn and not any(identity.same(ec.kubectl_role_arn, e) for e in entries):
         results.append(Result("kubectl role", "fail", f"{ec.kubectl_role_arn} has no access entry on {name}: the chart's install would be refused",
                               f"aws eks create-access-entry --cluster-name {name} --principal-arn {ec.kubectl_role_arn}, then associate "
                               "AmazonEKSClusterAdminPolicy; or leave kubectl_role_arn out and the stack makes one"))
@@ -923,7 +928,7 @@ def check_existing_execution_role(settings: Settings, aws: Clients) -> list[Resu
     arn = settings.hyperpod.existing_execution_role_arn
     if not arn:
         return []
-    iam, name = aws("iam"), arn.rsplit("/", 1)[1]  # GetRole takes the name without its path
+    iam, name = aws("iam"), identity.parse(arn).name  # GetRole takes the name without its path
     try:
         role = iam.get_role(RoleName=name)["Role"]
     except Exception as err:  # noqa: BLE001

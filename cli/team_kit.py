@@ -3,13 +3,14 @@
 Built from the validated settings with the same names the stacks give the objects (a test
 reads every item back from the synthesized templates): the role to assume and the kubeconfig
 command, the namespace, local queue and cluster queue, the priority classes, the topology
-annotation the cluster's jobs use, the FSx claim, the team's quotas in plain words, and the
+annotation the cluster's jobs use, the FSx claim, the team's quotas in plain words, the largest
+job it can run on each group (guaranteed and with borrowing, from infra/admission.py), and the
 command that renders a job into the team's queue.
 """
 
 from __future__ import annotations
 
-from infra import catalogue, naming
+from infra import admission, catalogue, naming
 from infra.config import QuotaResource, Settings, Team
 from manifests.job import FSX_CLAIM
 
@@ -49,8 +50,8 @@ def _amount(q: QuotaResource) -> str:
 def quotas_in_words(t: Team) -> list[str]:
     lines = [f"guaranteed: {_amount(q)}" for q in t.quotas]
     sharing = {
-        "LendAndBorrow": "lends its idle share and borrows idle capacity"
-        + (f", up to {t.borrow_limit}% of its quota" if t.borrow_limit is not None else ""),
+        "LendAndBorrow": "lends its idle share and borrows what other teams lend, up to "
+        + (f"{t.borrow_limit}% of its quota" if t.borrow_limit is not None else f"{admission.DEFAULT_BORROW_LIMIT}% of its quota (SageMaker's default)"),
         "Lend": "lends its idle share, never borrows",
         "DontLend": "keeps its share idle rather than lend it, never borrows",
     }[t.sharing]
@@ -60,6 +61,17 @@ def quotas_in_words(t: Team) -> list[str]:
         "a higher-priority job of the team preempts a lower-priority one" if t.preempt == "LowerPriority" else "never preempts its own jobs"
     )
     lines.append(f"fair-share weight {t.fair_share_weight}" + ("" if t.active else "; the quota is switched off (active: false)"))
+    return lines
+
+
+def largest_jobs_in_words(settings: Settings, t: Team) -> list[str]:
+    """The largest job of the sample's shape the team can run on each group it has a share of
+    (infra/admission.py, which validation and the review read too)."""
+    lines = []
+    for j in admission.largest_jobs(settings, t):
+        unit = "one-slice pods" if j.unit.endswith("slice") else "nodes"
+        what = f"{j.unit.removesuffix(' slice')} slices of {j.instance_type}" if j.unit.endswith("slice") else j.instance_type
+        lines.append(f"{what} (group {j.group}): {j.guaranteed} {unit} guaranteed, {j.with_borrowing} with borrowing")
     return lines
 
 
@@ -89,6 +101,7 @@ def build(settings: Settings, name: str) -> dict:
         ),
         "fsx_claim": FSX_CLAIM if settings.fsx.enabled else None,
         "quotas": quotas_in_words(t),
+        "largest_job": largest_jobs_in_words(settings, t),
         "render_job": f"hyperpod-cdk render-job -c env={settings.env_name} --team {t.name} --image <training image URI> > job.yaml",
         "submit": f"kubectl apply -n {names.namespace} -f job.yaml && kubectl get workloads -n {names.namespace}",
     }
@@ -120,6 +133,9 @@ def to_text(kit: dict) -> str:
         "",
         "Quota",
         *(f"  {line}" for line in kit["quotas"]),
+        "",
+        "The largest job you can run",
+        *(f"  {line}" for line in kit["largest_job"] or ["(none: the team has no share of any instance group)"]),
         "",
     ]
     return "\n".join(lines)

@@ -28,8 +28,6 @@ STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 # Kubernetes namespace (RFC 1123 label).
 K8S_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 K8S_LABEL_MAX = 63
-# An IAM role's ARN (with its path, if any), as EKS access entries take principals.
-IAM_ROLE_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:role/[\w+=,.@/-]+$")
 
 
 def partition(region: str) -> str:

@@ -9,7 +9,7 @@ training/train.py prints.
 
 from __future__ import annotations
 
-from infra import catalogue, naming
+from infra import admission, catalogue, naming
 from infra.config import SampleJobSettings, Settings
 from infra.config.sample_job import job_model
 from manifests import autoscaling
@@ -228,14 +228,15 @@ def build(settings: Settings, *, image: str) -> dict:
     group = settings.instance_group(job.instance_group)
     spec = group.spec
     labels = _labels(settings, job)
-    if job.gpu_partition:
-        # One slice: one process, and the node's CPUs and memory shared with its other slices.
-        gpus, share = 1, 1 / sum(group.mig_slices.values())
-        resources = {catalogue.MIG_RESOURCE_PREFIX + job.gpu_partition: 1}
-    else:
-        # The whole node: the same resources the accelerator gate waits to see allocatable.
-        gpus, share = spec.accelerators, 1.0
-        resources = dict(group.device_resources)
+    # One slice: one process, and its slice's share of the node's CPUs and memory; else the
+    # whole node, the resources the accelerator gate waits to see allocatable. What Kueue
+    # counts against the team's quota is this (infra/admission.py).
+    gpus = 1 if job.gpu_partition else spec.accelerators
+    share = admission.node_share(group, job.gpu_partition)
+    resources: dict = admission.pod_requests(group, job.gpu_partition)
+    memory_gib = resources.pop("memory")
+    resources["cpu"] = str(resources["cpu"])
+    resources["memory"] = f"{memory_gib}Gi"
     efa = catalogue.EFA_RESOURCE in resources
     env = [
         # The agent's rendezvous reads the node count from here.
@@ -257,10 +258,6 @@ def build(settings: Settings, *, image: str) -> dict:
         # The name of the secret, not the token: train.py reads it at start with the job's Pod
         # Identity role, so the token is in neither the pod spec nor a Kubernetes secret.
         env += [{"name": HF_TOKEN_SECRET_ENV, "value": job.hf_token_secret}, {"name": "AWS_REGION", "value": settings.region}]
-    # Most of the node goes to the job; the rest stays for kubelet and the HyperPod agents.
-    resources["cpu"] = str(max(1, int(spec.vcpus * 0.9 * share)))
-    memory_gib = max(1, int(spec.memory_gib * 0.85 * share))
-    resources["memory"] = f"{memory_gib}Gi"
     container = {
         "name": CONTAINER,
         "image": image,

@@ -106,6 +106,9 @@ def test_an_unusual_but_legal_config_is_accepted_by_validate(path, tmp_path, cap
     case = json.loads(path.read_text())
     monkeypatch.chdir(_project(case, tmp_path / "project"))
     assert cli.main(["validate", "-c", "env=dev"]) == 0, capsys.readouterr().err
+    # A legal case may still deserve a word (a job admitted only by borrowing): it says which.
+    if "warns" in case:
+        assert f"warning: dev: {case['warns']}" in capsys.readouterr().err
 
 
 def test_the_unusual_configs_together_synthesize(synth):

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
-from infra import naming, versions
-from infra.config.base import Model, Problems, collisions, duplicates
+from infra import identity, naming, versions
+from infra.config.base import Model, Problems, collisions
 
 if TYPE_CHECKING:
     from infra.config.settings import Settings
@@ -85,19 +85,13 @@ class EksSettings(Model):
                     f"{arn!r} is an STS session, which EKS access entries refuse; "
                     f"use the role's ARN, arn:{partition}:iam::{account}:role/{role} (with its path, if any)"
                 )
-            if not re.match(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]+$", arn):
-                raise ValueError(f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)")
-        return arns
+        return arns  # their shape, partition and identity: check_access_entries
 
 
 def check_eks(s: Settings, p: Problems):
     if s.eks.existing_cluster:
         check_existing_cluster(s, p)
-    for i, arn in enumerate(s.eks.admin_principal_arns):
-        if arn.split(":")[1] != naming.partition(s.region):
-            p.error(f"eks.admin_principal_arns[{i}]", arn, f"is in partition {arn.split(':')[1]}; {s.region} is in {naming.partition(s.region)}")
-    for a, b in collisions(s.eks.admin_principal_arns, lambda arn: naming.admin_entry_id(arn)):
-        p.error("eks.admin_principal_arns", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
+    check_access_entries(s, p)
     version = versions.parse(s.eks.version)
     if version < versions.MIN_EKS_VERSION or version > versions.MAX_EKS_VERSION:
         p.error(
@@ -113,8 +107,6 @@ def check_eks(s: Settings, p: Problems):
         importlib.metadata.distribution(package)
     except importlib.metadata.PackageNotFoundError:
         p.error("eks.version", s.eks.version, f"needs the kubectl layer package: pip install {package}")
-    for arn in duplicates(s.eks.admin_principal_arns):
-        p.error("eks.admin_principal_arns", arn, "is listed twice")
     if s.eks.existing_cluster:
         return  # the rest is about a control plane this project creates
     given = s.eks.core_addons.vpc_cni.configuration_values.get(NETWORK_POLICY_KEY, NETWORK_POLICY_ON)
@@ -191,21 +183,83 @@ def check_endpoint_access(s: Settings, p: Problems) -> None:
 
 # What an existing cluster already decides: given with one, each would silently do nothing.
 NOT_FOR_AN_EXISTING_CLUSTER = ("cluster_name", "authentication_mode", "endpoint_access", "public_access_cidrs", "logging")
-# IAM role ARNs may carry a path (role/<path/>name): IAM User Guide, "IAM identifiers".
-ROLE_ARN = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/(?:[\w+=,.@-]+/)*[\w+=,.@-]+$")
 
 
-def check_own_role(s: Settings, p: Problems, where: str, arn: str, runs_as_it: str) -> bool:
+def principal(s: Settings, p: Problems, where: str, arn: str, kinds: tuple[identity.Kind, ...] = ("role",)) -> identity.Principal | None:
+    """The principal `arn` names (infra/identity.py), of this cluster's partition; None, with
+    the problem said, if it names none."""
+    try:
+        found = identity.parse(arn, kinds)
+    except identity.NotAPrincipal as err:
+        p.error(where, arn, str(err))
+        return None
+    if found.partition != naming.partition(s.region):
+        p.error(where, arn, f"is in partition {found.partition}; {s.region} is in {naming.partition(s.region)}")
+        return None
+    return found
+
+
+def check_own_role(s: Settings, p: Problems, where: str, arn: str, runs_as_it: str) -> identity.Principal | None:
     """`arn` names a role of the deploying account and partition (what `runs_as_it` runs as it:
-    a role passed to a service is one of its own account). False, with the problem said, if not."""
-    found = ROLE_ARN.match(arn)
-    if not found:
-        p.error(where, arn, "is not an IAM role ARN (arn:aws:iam::<account>:role/<optional path/>name)")
-    elif (found.group(1), found.group(2)) != (naming.partition(s.region), s.account):
-        p.error(where, arn, f"must be a role of account {s.account} in partition {naming.partition(s.region)}: {runs_as_it} runs as it")
-    else:
-        return True
-    return False
+    a role passed to a service is one of its own account). None, with the problem said, if not."""
+    found = principal(s, p, where, arn)
+    if found is not None and found.account != s.account:
+        p.error(where, arn, f"must be a role of account {s.account} in partition {found.partition}: {runs_as_it} runs as it")
+        return None
+    return found
+
+
+def check_access_entries(s: Settings, p: Problems) -> None:
+    """Every principal a deploy gives an EKS access entry, or finds with one: one entry per
+    principal, compared as IAM and EKS compare them (infra/identity.py), whatever the case of
+    the name or the path written. The existing cluster's kubectl role has its entry already, and
+    HyperPod makes one for an existing execution role."""
+    # (field path, principal, the team whose it is), in the order the entries come to be.
+    entries: list[tuple[str, identity.Principal, str | None]] = []
+    ec = s.eks.existing_cluster
+    if ec is not None and ec.kubectl_role_arn is not None:
+        found = check_own_role(s, p, "eks.existing_cluster.kubectl_role_arn", ec.kubectl_role_arn, "the kubectl Lambda")
+        entries += [("eks.existing_cluster.kubectl_role_arn", found, None)] if found else []
+    execution = s.hyperpod.existing_execution_role_arn
+    if execution is not None:
+        # HyperPod makes the instance groups' role an entry of its own (SageMaker API reference,
+        # ClusterMetadata.EksRoleAccessEntries); check_existing_execution_role says what is wrong with it.
+        try:
+            entries.append(("hyperpod.existing_execution_role_arn", identity.parse(execution), None))
+        except identity.NotAPrincipal:
+            pass
+    for i, arn in enumerate(s.eks.admin_principal_arns):
+        found = principal(s, p, f"eks.admin_principal_arns[{i}]", arn, ("role", "user"))
+        entries += [(f"eks.admin_principal_arns[{i}]", found, None)] if found else []
+    for a, b in collisions(s.eks.admin_principal_arns, naming.admin_entry_id):
+        p.error("eks.admin_principal_arns", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
+    for i, team in enumerate(s.governance.teams):
+        for j, arn in enumerate(team.principals):
+            found = principal(s, p, f"governance.teams[{i}].principals[{j}]", arn)
+            entries += [(f"governance.teams[{i}].principals[{j}]", found, team.name)] if found else []
+        for a, b in collisions(team.principals, lambda arn: naming.team_entry_id(team.name, arn)):
+            p.error(f"governance.teams[{i}].principals", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
+    made_elsewhere = {
+        "eks.existing_cluster.kubectl_role_arn": f"which already has an access entry on {ec.name if ec else ''}",
+        "hyperpod.existing_execution_role_arn": "the nodes' role, which HyperPod gives an access entry itself",
+    }
+    first: dict[tuple, tuple[str, identity.Principal, str | None]] = {}
+    for where, found, team in entries:
+        if found.key not in first:
+            first[found.key] = (where, found, team)
+            continue
+        there, earlier, their_team = first[found.key]
+        if there in made_elsewhere:
+            said = f"is {there}, {made_elsewhere[there]}"
+        elif found.arn != earlier.arn:
+            said = f"names the same {found.kind} as {there} ({earlier.arn!r}): IAM compares {found.kind} names without case and whatever their path"
+        elif where.rsplit("[", 1)[0] == there.rsplit("[", 1)[0]:
+            said = f"is listed twice (also {there})"
+        else:
+            said = f"is also {there}"
+        if their_team is not None and their_team != team:
+            said += f", a principal of team {their_team}: one team each"
+        p.error(where, found.arn, f"{said}; EKS gives a principal one access entry" + (": leave it out" if there in made_elsewhere else ""))
 
 
 def check_existing_cluster(s: Settings, p: Problems) -> None:
@@ -238,5 +292,3 @@ def check_existing_cluster(s: Settings, p: Problems) -> None:
     if "pod_identity_agent" in s.eks.core_addons.model_fields_set and not ec.install_pod_identity_agent:
         given = s.eks.core_addons.pod_identity_agent.model_dump(exclude_unset=True)
         p.error("eks.core_addons.pod_identity_agent", given, f"applies only with {where}.install_pod_identity_agent true")
-    if ec.kubectl_role_arn is not None:
-        check_own_role(s, p, f"{where}.kubectl_role_arn", ec.kubectl_role_arn, "the kubectl Lambda")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
-from infra import catalogue, naming
+from infra import admission, catalogue, naming
 from infra.config.base import Model, Problems, collisions, duplicates
 
 if TYPE_CHECKING:
@@ -85,7 +85,8 @@ class Team(Model):
     name: str
     quotas: tuple[QuotaResource, ...] = Field(min_length=1)
     sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = "LendAndBorrow"
-    # Percent of the team's quota it may borrow from idle capacity (LendAndBorrow only).
+    # Percent of the team's quota it may borrow from idle capacity (LendAndBorrow only); unset,
+    # SageMaker's default 50 (infra/admission.py reads it).
     borrow_limit: Optional[int] = None
     # At most this much of each type this team may borrow, beside the percentage (AbsoluteBorrowLimits).
     absolute_borrow_limits: tuple[QuotaResource, ...] = ()
@@ -138,45 +139,30 @@ def check_governance(s: Settings, p: Problems):
             p.error(f"{path}.borrow_limit", team.borrow_limit, "applies only with sharing 'LendAndBorrow'")
         if team.absolute_borrow_limits and team.sharing != "LendAndBorrow":
             p.error(f"{path}.absolute_borrow_limits", len(team.absolute_borrow_limits), "apply only with sharing 'LendAndBorrow'")
+        sound = True
         for field, entries in (("quotas", team.quotas), ("absolute_borrow_limits", team.absolute_borrow_limits)):
             for itype in duplicates(q.instance_type for q in entries):
                 p.error(f"{path}.{field}", itype, "is listed twice; SageMaker takes one entry per instance type")
+                sound = False
             for j, q in enumerate(entries):
-                takes = _check_quota_entry(s, q, f"{path}.{field}[{j}]", capacity, p)
-                if takes and field == "quotas":
-                    for kind, amount in takes.items():
-                        demand.setdefault((q.instance_type, kind), []).append((team.name, amount))
-        for j, arn in enumerate(team.principals):
-            if not naming.IAM_ROLE_ARN.match(arn):
-                p.error(f"{path}.principals[{j}]", arn, "must be an IAM role ARN, arn:<partition>:iam::<account>:role/<name>")
-            elif arn.split(":")[1] != naming.partition(s.region):
-                p.error(f"{path}.principals[{j}]", arn, f"is in partition {arn.split(':')[1]}; this cluster is in {naming.partition(s.region)}")
-        for arn in duplicates(team.principals):
-            p.error(f"{path}.principals", arn, "is listed twice")
-        for a, b in collisions(team.principals, lambda arn: naming.team_entry_id(team.name, arn)):
-            p.error(f"{path}.principals", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
-    owners: dict[str, list[str]] = {}
-    for team in g.teams:
-        for arn in team.principals:
-            owners.setdefault(arn, []).append(team.name)
-    for arn, teams in owners.items():
-        if arn in s.eks.admin_principal_arns:
-            p.error("governance.teams", arn, f"is a principal of {teams[0]} and in eks.admin_principal_arns; EKS gives a principal one access entry")
-        elif len(teams) > 1:
-            # EKS keeps one access entry per principal: its groups would mix the teams.
-            p.error("governance.teams", arn, f"is a principal of {', '.join(teams)}; EKS gives a principal one access entry, so one team each")
+                sound = _check_quota_entry(s, q, f"{path}.{field}[{j}]", capacity, p) and sound
+        if sound:
+            # What the team's queue is given of each kind, as the admission model reads it.
+            for itype in {q.instance_type for q in team.quotas}:
+                for kind, n in admission.quota_of(team, itype, capacity).items():
+                    demand.setdefault((itype, kind), []).append((team.name, n))
     # Per instance type, the first kind the teams' quotas together take more of than the
     # groups have (whole instances first, memory last): one line a type.
-    rank = {"count": 0, "accelerators": 1, "vcpu": 3, "memory_gib": 4}
-    order = lambda kind: (rank.get(kind, 2), kind)  # noqa: E731 - MIG slices between accelerators and vCPUs
     for itype in sorted({t for t, _ in demand}):
-        for kind in sorted((k for t, k in demand if t == itype), key=order):
+        for kind in sorted((k for t, k in demand if t == itype), key=admission.kind_order):
             asks, have = demand[(itype, kind)], capacity[itype].get(kind, 0)
             total = sum(n for _, n in asks)
             if total <= have + 1e-9:
                 continue
             teams = ", ".join(t for t, n in asks if n)
-            line = f"governance.teams: quotas for {itype} add up to {_amount(kind, total)}, above the cluster's {_amount(kind, have)} (teams: {teams})"
+            spec = catalogue.lookup(itype)
+            line = (f"governance.teams: quotas for {itype} add up to {admission.amount(kind, total, spec)}, above the cluster's "
+                    f"{admission.amount(kind, have, spec)} (teams: {teams})")
             if g.allow_oversubscription:
                 p.warn(line + "; allowed by governance.allow_oversubscription")
             else:
@@ -219,34 +205,26 @@ def _check_team_name(s: Settings, team: Team, path: str, p: Problems) -> None:
         p.error(f"{path}.name", team.name, f"makes compute-quota name {quota_name!r}, longer than 63 characters")
 
 
-def _amount(kind: str, value: float) -> str:
-    number = f"{value:g}" if value == int(value) else f"{value:.1f}"
-    plural = "" if value == 1 else "s"
-    return {"count": f"{number} instance{plural}", "vcpu": f"{number} vCPU{plural}", "memory_gib": f"{number} GiB of memory"}.get(
-        kind, f"{number} {kind} slice{plural}" if kind.startswith("mig-") else f"{number} {kind}"
-    )
-
-
-def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict, p: Problems) -> dict[str, float] | None:
-    """One entry against its type's groups; what it takes of each kind when it is sound."""
+def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict, p: Problems) -> bool:
+    """One entry against its type's groups: whether it is sound."""
     if q.instance_type not in capacity:
         p.error(f"{path}.instance_type", q.instance_type, f"is provided by no instance group; groups have: {', '.join(sorted(capacity))}")
-        return None
+        return False
     given = q.given()
     shown = q.model_dump(exclude_none=True, exclude={"instance_type"})
     if not given:
         p.error(path, q.instance_type, "needs count, or any of accelerators, vcpu, memory_gib and accelerator_partition")
-        return None
+        return False
     if "count" in given and len(given) > 1:
         p.error(path, shown, "count is whole instances; give it alone, or the other kinds without it")
-        return None
+        return False
     have = {kind: n for kind, n in capacity[q.instance_type].items() if n is not None}
     unknown = [kind for kind in given if kind not in have and kind in capacity[q.instance_type]]
     for kind in unknown:
         # The type's figure is in no source here: SageMaker judges it at deploy, this cannot.
         p.warn(f"{path}.{_field(kind)}: {given[kind]:g} cannot be checked against {q.instance_type}, whose {kind} no source here states")
     if unknown:
-        return None
+        return False
     problems = len(p.errors)
     for kind, amount in given.items():
         if amount <= 0:
@@ -259,9 +237,8 @@ def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict,
             why = "are all cut into MIG slices; ask for accelerator_partition" if any(k.startswith("mig-") for k in have) else "has no accelerators; use count, vcpu or memory_gib"
             p.error(f"{path}.accelerators", amount, f"but {q.instance_type} {why}")
         elif amount > have.get(kind, 0) + 1e-9:
-            p.error(f"{path}.{_field(kind)}", amount, f"is more than the cluster's {_amount(kind, have.get(kind, 0))} of {q.instance_type}")
-    # `capacity` holds catalogued types only, so the lookup finds it.
-    return q.takes(have, catalogue.CATALOGUE[q.instance_type].accelerators or 0) if len(p.errors) == problems else None
+            p.error(f"{path}.{_field(kind)}", amount, f"is more than the cluster's {admission.amount(kind, have.get(kind, 0), catalogue.lookup(q.instance_type))} of {q.instance_type}")
+    return len(p.errors) == problems
 
 
 def _field(kind: str) -> str:

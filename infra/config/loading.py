@@ -19,7 +19,7 @@ from infra.config.hyperpod import check_autoscaling, check_chart, check_existing
 from infra.config.addons import check_addons
 from infra.config.governance import check_governance
 from infra.config.storage import check_fsx
-from infra.config.sample_job import check_sample_job
+from infra.config.sample_job import check_admission, check_sample_job
 from infra.config.acceptance import check_acceptance
 from infra.config.operations import check_operations
 from infra.config.settings import Settings, check_names, check_region
@@ -221,6 +221,7 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_chart(s, p)
     check_governance(s, p)
     check_sample_job(s, p)
+    check_admission(s, p)
     check_acceptance(s, p)
     check_operations(s, p)
     # Last: the schemas' limits, for fields no rule above has named already.

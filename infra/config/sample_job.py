@@ -154,6 +154,34 @@ def check_sample_job(s: Settings, p: Problems):
         )
 
 
+def check_admission(s: Settings, p: Problems) -> None:
+    """Whether the job's team can ever hold it (infra/admission.py, the one model the team kit
+    and the review read too): never is an error naming the field to change, only by borrowing
+    a warning. Judged once the job, its group and the teams are sound."""
+    from infra import admission
+
+    if any(p.named(area) for area in ("sample_job", "governance", "hyperpod.instance_groups")):
+        return
+    verdict = admission.sample_job(s)
+    if verdict is None:
+        return
+    if verdict.verdict == "never":
+        p.error(verdict.field, verdict.value, verdict.reason)
+    elif verdict.verdict in ("borrowing", "disabled"):
+        p.warn(verdict.line)
+    elif verdict.verdict == "unmanaged":
+        holders = [t.name for t in s.governance.teams if any(q.instance_type == verdict.instance_type for q in t.quotas)]
+        if holders:
+            p.warn(f"{verdict.line}, beside the quotas {', '.join(holders)} hold{'s' * (len(holders) == 1)} of {verdict.instance_type}, "
+                   "whose admitted jobs may then wait for nodes it took; give it a team")
+    job = s.sample_job
+    if job.max_nodes is not None and verdict.nodes_at_most is not None and verdict.verdict != "never" and job.max_nodes > verdict.nodes_at_most:
+        p.warn(
+            f"sample_job.max_nodes: {job.max_nodes} is more than team {job.team} can ever hold ({verdict.nodes_at_most} "
+            f"{'node' if verdict.nodes_at_most == 1 else 'nodes'} of {verdict.instance_type}): the elastic job never scales past that"
+        )
+
+
 # The share of a GPU's memory the estimate may fill: the rest is for the CUDA context, NCCL's
 # buffers and the allocator's fragmentation, which model_shape.memory_per_gpu leaves out.
 FIT_MARGIN = 0.9

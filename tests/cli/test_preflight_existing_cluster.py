@@ -325,3 +325,18 @@ def test_an_existing_execution_role_is_read_by_its_name_without_the_path_and_sim
     assert results["execution role: Pod Identity"].status == "fail"
     assert results["execution role: lifecycle scripts"].status == "pass"
     assert "arn:aws:s3:::platform-lifecycle/lifecycle/" in results["execution role: lifecycle scripts"].detail
+
+
+def test_an_entry_the_cluster_has_is_found_whatever_the_case_or_path_it_was_made_with():
+    # EKS keeps one access entry per principal; IAM names a role without case and whatever its
+    # path (infra/identity.py): the entry made as role/ops/ADMIN is the admin's, and a team's
+    # principal that has one fails too.
+    team = {"name": "ml-research", "quotas": [{"instance_type": "ml.g5.8xlarge", "count": 1}],
+            "principals": ["arn:aws:iam::111111111111:role/scientists"]}
+    role = "arn:aws:iam::111111111111:role/path/platform-kubectl"
+    s = _settings({"existing_cluster": {"kubectl_role_arn": role}}, governance={"teams": [team]})
+    results = _check(s, entries=("arn:aws:iam::111111111111:role/ops/ADMIN", "arn:aws:iam::111111111111:role/Scientists",
+                                 "arn:aws:iam::111111111111:role/Platform-Kubectl"))
+    assert results["access entry Admin"].status == "fail" and "role/ops/ADMIN" in results["access entry Admin"].detail
+    assert results["access entry scientists"].action == "leave it out of governance.teams[0].principals (it has access already)"
+    assert "kubectl role" not in results

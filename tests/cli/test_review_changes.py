@@ -34,10 +34,12 @@ def _research(instance_type: str) -> dict:
 
 
 # The variants the delta tests share (each a synthesis): two more GPU nodes and a second team; the
-# same with the job on two nodes; the GPU group on another type.
+# same with the job on two nodes (its second borrowed from ml-ops: infra/admission.py); the GPU
+# group on another type.
 GROWN = {
     "hyperpod": {"instance_groups": GROUPS + [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 3}]},
-    "governance": {"teams": [_research("ml.g5.8xlarge"), {"name": "ml-ops", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}]}]},
+    "governance": {"teams": [{**_research("ml.g5.8xlarge"), "borrow_limit": 100},
+                             {"name": "ml-ops", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}]}]},
 }
 GROWN_JOB_ON_TWO = {**GROWN, "sample_job": {"nodes": 2}}
 RETYPED = {

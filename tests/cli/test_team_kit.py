@@ -70,6 +70,17 @@ def test_an_unknown_team_is_one_line_naming_the_teams(capsys):
     assert rc == 2 and err.strip().splitlines()[-1] == "error: 'nobody' is not a team of prod; teams: ml-research, ml-production"
 
 
+def test_the_largest_job_the_kit_names_is_the_largest_render_job_accepts(capsys):
+    # The kit and render-job read one admission model (infra/admission.py): the kit's "with
+    # borrowing" renders (warned that it borrows), one node more is refused.
+    kit = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-production")
+    assert kit["largest_job"] == ["ml.p5.48xlarge (group gpu): 2 nodes guaranteed, 3 with borrowing"]
+    base = ["render-job", "-c", "env=prod", "--team", "ml-production", "--image", "img:1", "--nodes"]
+    assert cli.main([*base, "2"]) == 0 and "only by borrowing" not in capsys.readouterr().err
+    assert cli.main([*base, "3"]) == 0 and "only by borrowing" in capsys.readouterr().err
+    assert cli.main([*base, "4"]) == 2 and "can never be admitted for team ml-production" in capsys.readouterr().err
+
+
 def test_on_a_private_endpoint_the_kit_says_where_kubectl_works_as_the_cluster_stack_says_it(synth, capsys):
     # prod's endpoint is private (eks.endpoint_access): its kubeconfig answers only inside the VPC, which the
     # cluster stack's KubectlAccess output tells the admins; the kit tells a team member the same.

@@ -251,12 +251,14 @@ def test_render_job_prints_the_same_manifest_as_the_stack(capsys):
 def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
     import yaml
 
-    rc, out, _ = _render(capsys, "-c", "env=prod", "--image", "img:1", "--nodes", "4", "--team", "ml-production",
-                         "--priority", "inference", "--preferred-topology", "topology.k8s.aws/network-node-layer-2", "--max-steps", "10")
+    rc, out, err = _render(capsys, "-c", "env=prod", "--image", "img:1", "--nodes", "3", "--team", "ml-production",
+                           "--priority", "inference", "--preferred-topology", "topology.k8s.aws/network-node-layer-2", "--max-steps", "10")
     assert rc == 0
+    # ml-production holds 2 nodes and may borrow 50% of them: the third is borrowed, and said so.
+    assert "warning: prod: sample_job.nodes: 3 nodes of ml.p5.48xlarge (24 GPUs) are admitted for team ml-production only by borrowing" in err
     manifest = list(yaml.safe_load_all(out))[-1]
     _validate(crd_model, manifest)
-    assert manifest["spec"]["replicaSpecs"][0]["replicas"] == 4
+    assert manifest["spec"]["replicaSpecs"][0]["replicas"] == 3
     assert manifest["metadata"]["namespace"] == "hyperpod-ns-ml-production"
     assert manifest["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "inference-priority"
     annotations = manifest["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"]
@@ -269,6 +271,9 @@ def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
     "args, message",
     [
         (["--nodes", "9"], "sample_job.nodes: 9 is more than instance group 'gpu' can have (4)"),
+        # The README's old example: 2 nodes + 50% borrowed = 3 of the 4 asked for (infra/admission.py).
+        (["--nodes", "4", "--team", "ml-production"], "error: prod: sample_job.nodes: 4 nodes of ml.p5.48xlarge (32 GPUs) can never be "
+         "admitted for team ml-production: 16 guaranteed + at most 8 borrowed (borrow_limit 50% of its quota) = 24 GPUs; at most 3 nodes"),
         (["--nodes", "0"], "sample_job.nodes: 0 is invalid: Input should be greater than or equal to 1"),
         (["--nodes", "-3"], "sample_job.nodes: -3 is invalid: Input should be greater than or equal to 1"),
         (["--max-steps", "0"], "sample_job.max_steps: 0 is invalid: Input should be greater than or equal to 1"),
