@@ -9,7 +9,8 @@ reviewer must stop at), in the `KIND: detail` form of cli/changes.py:
 - EXPOSURE: a public endpoint, a public endpoint CIDR or an open security-group rule is added
   or widened (narrowed is information);
 - JOB RESTARTS: the job's object changes, or its instance group's nodes are replaced;
-- the teams' and people's callouts (cli/people.py) and the cluster-wide ones (cli/cluster_wide.py).
+- the teams' and people's callouts, and the jobs a change makes inadmissible (cli/people.py), and
+  the cluster-wide ones (cli/cluster_wide.py).
 Callouts that know the config field behind them say so (`anchors`: callout -> field paths),
 for the SARIF result's place.
 """
@@ -36,22 +37,26 @@ def baseline_stacks(templates: dict[str, dict], whole_app: bool, new_stacks: lis
     return [StackSummary(s.name, templates.get(s.name, s.template), s.depends_on) for s in new_stacks]
 
 
-def compare(before: list[StackSummary], after: list[StackSummary], region: str, replaced_groups: dict[str, set[str]]) -> dict:
+def compare(before: list[StackSummary], after: list[StackSummary], region: str, replaced_groups: dict[str, set[str]],
+            settings: tuple | None = None) -> dict:
     """{"lines": {section: [line]}, "callouts": [callout], "cost": {...}, "iam_levels": {...},
-    "new_quotas": [quota]}. replaced_groups: stack -> instance groups whose nodes are replaced."""
+    "new_quotas": [quota]}. replaced_groups: stack -> instance groups whose nodes are replaced;
+    settings: (baseline's, this change's) Settings where both configs are known and load, for
+    what the admission model says of the jobs (cli/people.py)."""
     cost_change = cost.delta(cost.estimate(before, region), cost.estimate(after, region))
     quota_lines, new_quotas = _quotas(before, after)
     iam_lines, iam_callouts, levels = _iam(before, after)
     exposure_lines, exposure_callouts = _exposure(before, after)
     job_lines, job_callouts = _job(before, after, replaced_groups)
     cluster_lines, cluster_callouts = cluster_wide.compare(before, after)
-    anchored = people.compare(before, after) + cluster_callouts + job_callouts
+    admitted_lines, admitted_callouts = people.jobs(*settings) if settings else ([], [])
+    anchored = people.compare(before, after) + cluster_callouts + job_callouts + admitted_callouts
     lines = {
         "cost": [cost_change["line"]],
         "quotas": quota_lines,
         "iam": iam_lines,
         "exposure": exposure_lines,
-        "job": job_lines,
+        "job": job_lines + admitted_lines,
         "cluster": cluster_lines,
         "stateful": _stateful(before, after),
     }

@@ -16,21 +16,25 @@ Each callout names the config field it comes from, where the review shows it (cl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cli.assembly import StackSummary, manifest_objects, of_type
-from infra import naming
+from infra import admission, catalogue, naming
+
+if TYPE_CHECKING:
+    from infra.config import Settings
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 # SageMaker's defaults where a compute quota leaves a field out (botocore's SageMaker model:
-# ResourceSharingConfig.Strategy "Default is LendandBorrow", BorrowLimit "Default is 50";
-# ComputeQuotaTarget.FairShareWeight "Weight 0 is the default"; PreemptTeamTasks LowerPriority).
+# ResourceSharingConfig.Strategy "Default is LendandBorrow", BorrowLimit "Default is 50", which the
+# admission model holds; ComputeQuotaTarget.FairShareWeight "Weight 0 is the default"; PreemptTeamTasks LowerPriority).
 DEFAULT_STRATEGY = "LendAndBorrow"
-DEFAULT_BORROW_LIMIT = 50
+DEFAULT_BORROW_LIMIT = admission.DEFAULT_BORROW_LIMIT
 DEFAULT_FAIR_SHARE_WEIGHT = 0
 DEFAULT_PREEMPT = "LowerPriority"
 
-# ComputeQuotaResourceConfig's amounts, as words.
-_KINDS = {"Count": "instances", "Accelerators": "accelerators", "VCpu": "vCPUs", "MemoryInGiB": "GiB of memory"}
+# ComputeQuotaResourceConfig's amounts -> the kinds the config and the admission model name.
+_KINDS = {"Count": "count", "Accelerators": "accelerators", "VCpu": "vcpu", "MemoryInGiB": "memory_gib"}
 
 
 @dataclass
@@ -56,7 +60,7 @@ def _amounts(entries) -> dict[tuple[str, str], float]:
                 out[(itype, kind)] = entry[prop]
         partition = entry.get("AcceleratorPartition") or {}
         if isinstance(partition.get("Count"), (int, float)):
-            out[(itype, f"{partition.get('Type', '?')} slices")] = partition["Count"]
+            out[(itype, str(partition.get("Type", "mig-?")))] = partition["Count"]
     return out
 
 
@@ -150,18 +154,16 @@ def teams_named(stacks: list[StackSummary]) -> list[str]:
     ]
 
 
-def _number(value: float) -> str:
-    return f"{value:g}"
+def _amount(itype: str, kind: str, value: float | None) -> str:
+    return admission.amount(kind, value, catalogue.lookup(itype)) if value is not None else "none"
 
 
-def _counted(n: float, kind: str) -> str:
-    """`1 instance`, `8 accelerators`, `16 mig-1g.10gb slices`, `32 GiB of memory`."""
-    one = {"instances": "instance", "accelerators": "accelerator", "vCPUs": "vCPU"}.get(kind, kind.removesuffix(" slices") + " slice")
-    return f"{_number(n)} {one if n == 1 and kind != 'GiB of memory' else kind}"
+def _ordered(amounts) -> list[tuple[str, str]]:
+    return sorted(amounts, key=lambda key: (key[0], admission.kind_order(key[1])))
 
 
 def _amounts_text(amounts: dict[tuple[str, str], float]) -> str:
-    return ", ".join(f"{_counted(n, kind)} of {itype}" for (itype, kind), n in sorted(amounts.items())) or "nothing"
+    return ", ".join(f"{_amount(itype, kind, amounts[(itype, kind)])} of {itype}" for itype, kind in _ordered(amounts)) or "nothing"
 
 
 def _sharing_text(team: Team) -> str:
@@ -173,8 +175,8 @@ def _sharing_text(team: Team) -> str:
 
 def _moved(label: str, before: dict, after: dict) -> list[str]:
     return [
-        f"{label} {itype} {kind} {_number(before[key]) if key in before else '(none)'} -> {_number(after[key]) if key in after else '(none)'}"
-        for key in sorted(before.keys() | after.keys())
+        f"{label} {itype}: {_amount(itype, kind, before.get(key))} -> {_amount(itype, kind, after.get(key))}"
+        for key in _ordered(before.keys() | after.keys())
         for itype, kind in [key]
         if before.get(key) != after.get(key)
     ]
@@ -227,3 +229,56 @@ def _access(before: list[StackSummary], after: list[StackSummary], known: dict[s
                          else [f"eks.admin_principal_arns[{principal}]"] if grant == "cluster admin" else [])
                 out.append((f"ACCESS {verb}: {principal} -> {grant}", where))
     return out
+
+
+# -- the jobs a change lets in or keeps out: the one admission model's answers on both sides ------
+
+
+def _unit(largest: admission.Largest, n: int) -> str:
+    unit = largest.unit if largest.unit.endswith("slice") else "node"
+    return f"{unit}{'s' if n != 1 else ''}"
+
+
+def jobs(old: Settings, new: Settings) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """What a change does to whether jobs are admitted, as infra/admission.py (the model validate,
+    cdk synth and render-job judge by) answers for the config before and after:
+    - JOBS INADMISSIBLE: the largest job a team can run on a group, borrowing all it may, shrinks:
+      its jobs of the sizes in between wait in its queue forever (Kueue never admits a workload
+      above its queue's potential maximum);
+    - JOB BORROWS: the sample job, guaranteed before, is admitted only by borrowing now (it waits
+      while the lenders use their quota, and is preempted when they reclaim it);
+    - lines for a guarantee that shrinks and a verdict that improves.
+    A sample job no team can hold is not here: validation refuses that config, so the review of
+    such a change is that refusal (cdk synth's too)."""
+    lines: list[str] = []
+    callouts: list[tuple[str, list[str]]] = []
+    before = {t.name: t for t in old.governance.teams}
+    for team in new.governance.teams:
+        if team.name not in before:
+            continue  # TEAM ADDED says what it holds
+        was = {(j.group, j.unit): j for j in admission.largest_jobs(old, before[team.name])}
+        for now in admission.largest_jobs(new, team):
+            prev = was.get((now.group, now.unit))
+            if prev is None:
+                continue
+            where = f"on group {now.group} ({now.instance_type})"
+            if now.with_borrowing < prev.with_borrowing:
+                sizes = (f"{now.with_borrowing + 1} to {prev.with_borrowing}" if prev.with_borrowing > now.with_borrowing + 1
+                         else f"{prev.with_borrowing}")
+                callouts.append((
+                    f"JOBS INADMISSIBLE: team {team.name}'s jobs of {sizes} {_unit(now, prev.with_borrowing)} {where} can never be "
+                    f"admitted now: the most it can hold, borrowing all it may, goes from {prev.with_borrowing} to "
+                    f"{now.with_borrowing} (guaranteed {prev.guaranteed} -> {now.guaranteed}); such jobs wait in its queue forever",
+                    [f"governance.teams[{team.name}]", "governance.teams", f"hyperpod.instance_groups[{now.group}]"],
+                ))
+            elif now.guaranteed < prev.guaranteed:
+                lines.append(f"Jobs: team {team.name}'s jobs of {now.guaranteed + 1} to {prev.guaranteed} {_unit(now, 2)} {where} "
+                             f"now run only by borrowing (guaranteed {prev.guaranteed} -> {now.guaranteed})")
+    job_before, job_now = admission.sample_job(old), admission.sample_job(new)
+    if job_before is not None and job_now is not None and job_before.verdict != job_now.verdict:
+        if job_before.verdict == "guaranteed" and job_now.verdict == "borrowing":
+            callouts.append((f"JOB BORROWS: the sample job {job_now.job} was guaranteed and is admitted only by borrowing now: "
+                             f"{job_now.line}", [job_now.field, f"governance.teams[{job_now.team}]", "governance.teams"]))
+        else:
+            lines.append(f"Job {job_now.job}: admission {job_before.verdict} -> {job_now.verdict} ({job_now.line})")
+    return lines, callouts

@@ -242,7 +242,11 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
             report["changes"]["config_changes"] = config_diff.changed(against.context, config[0], config[1])
         before = deltas.baseline_stacks(against.templates, against.whole_app, stacks)
         replaced_groups = {stack: set(groups) for stack, groups in report["changes"]["groups_replaced"].items()}
-        report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups)
+        settings = _both_settings(against.context, config)
+        if isinstance(settings, str):
+            report["changes"]["notes"] = [settings]
+            settings = None
+        report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups, settings)
         report["changes"]["callouts"] += report["changes"]["deltas"].pop("callouts")
         report["changes"]["anchors"] = report["changes"]["deltas"].pop("anchors")
         update = deploy_plan.update_plan(before, stacks, report["changes"]["changes"])
@@ -257,6 +261,25 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
     )
     return report
+
+
+def _both_settings(old_context: dict | None, config: tuple[dict, str] | None):
+    """(the baseline's Settings, this change's) as the config loads them, None where a side's
+    config is not known (deployed templates), or a line saying why one does not load (a
+    baseline from before today's rules): what the admission model compares."""
+    from infra.config import ConfigError, load_settings
+
+    if old_context is None or not config:
+        return None
+    try:
+        new, _ = load_settings(config[0], config[1])
+    except ConfigError as err:
+        return f"this change's config does not load ({err.problems[0]}): the jobs it admits are not compared"
+    try:
+        old, _ = load_settings(old_context, config[1])
+    except ConfigError as err:
+        return f"the baseline's config does not load under today's rules ({err.problems[0]}): the jobs it admitted are not compared"
+    return old, new
 
 
 def stack_graph(report: dict) -> list[str]:
@@ -299,7 +322,8 @@ def _callout_lines(changes: dict) -> list[str]:
 
 
 def _delta_lines(changes: dict) -> list[str]:
-    return [line for lines in (changes.get("deltas") or {}).get("lines", {}).values() for line in lines]
+    lines = [line for lines in (changes.get("deltas") or {}).get("lines", {}).values() for line in lines]
+    return lines + [f"note: {note}" for note in changes.get("notes", [])]
 
 
 def _changes_markdown(changes: dict) -> list[str]:

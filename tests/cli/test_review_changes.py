@@ -53,7 +53,7 @@ def _lines(report, section: str) -> list[str]:
 
 
 ML_OPS_ADDED = (
-    "TEAM ADDED: team ml-ops: compute quota (1 accelerator of ml.g5.8xlarge; sharing LendAndBorrow up to 50% of its quota); "
+    "TEAM ADDED: team ml-ops: compute quota (1 GPU of ml.g5.8xlarge; sharing LendAndBorrow up to 50% of its quota); "
     "its namespace hyperpod-ns-ml-ops and queue hyperpod-ns-ml-ops-localqueue (task governance makes them of the quota); "
     "its NetworkPolicy, Pod Security labels"
 )
@@ -62,7 +62,10 @@ ML_OPS_ADDED = (
 def test_more_gpu_nodes_show_as_cost_quota_and_node_count_deltas_and_the_new_team_is_called_out(synth):
     report = _review(synth, None, GROWN)
     # 50%: SageMaker's BorrowLimit where the quota leaves it out (the team sets no borrow_limit).
-    assert report["changes"]["callouts"] == ["NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)", ML_OPS_ADDED]
+    assert report["changes"]["callouts"] == [
+        "NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)", ML_OPS_ADDED,
+        "TEAM QUOTA: team ml-research: sharing LendAndBorrow up to 50% of its quota -> LendAndBorrow up to 100% of its quota",
+    ]
     assert not [c for c in report["changes"]["changes"] if c["action"] in ("replaced", "removed")] and report["pass"]
     rate = prices.SAGEMAKER_RATE["ml.g5.8xlarge"]
     # Two more nodes at SageMaker's rate, and their samples into Managed Prometheus.
@@ -92,9 +95,15 @@ def test_a_team_added_shows_the_nodes_no_team_quota_covers(synth):
 def test_the_job_on_more_nodes_restarts_and_says_its_new_shape(synth):
     report = _review(synth, GROWN, GROWN_JOB_ON_TWO)
     assert _lines(report, "job") == ["Job llama3-1-8b-fsdp: GPUs 1 -> 2, nodes 1 -> 2, processes per node 1, memory per node 108Gi"]
-    (restart,) = report["changes"]["callouts"]
+    restart, borrows = report["changes"]["callouts"]
     assert restart.startswith("JOB RESTARTS: the running job llama3-1-8b-fsdp restarts: its object changes (")
     assert "replicas.replicas" in restart and "GPUs 1 -> 2, nodes 1 -> 2" in restart
+    # Its team holds 1 GPU and borrows the second (borrow_limit 100): the admission model's verdict, as validate warns it.
+    assert borrows == ("JOB BORROWS: the sample job llama3-1-8b-fsdp was guaranteed and is admitted only by borrowing now: "
+                       "sample_job.nodes: 2 nodes of ml.g5.8xlarge (2 GPUs) are admitted for team ml-research only by borrowing: "
+                       "1 guaranteed + 1 of at most 1 borrowed (borrow_limit 100% of its quota); the job waits while the lenders "
+                       "use their quota, and is preempted when they reclaim it")
+    assert any(borrows.split("now: ")[1] in w for w in report["warnings"])
     assert _lines(report, "cost") == [f"Cost: unchanged (${report['cost']['hourly']:,.2f} an hour)"]
     assert _lines(report, "quotas") == _lines(report, "iam") == _lines(report, "exposure") == []
 
@@ -102,8 +111,7 @@ def test_the_job_on_more_nodes_restarts_and_says_its_new_shape(synth):
 def test_a_type_change_replaces_every_node_of_the_group_restarts_the_job_and_needs_a_new_quota(synth):
     report = _review(synth, None, RETYPED, cdk_diff=True)
     replaced, quota, team, restart = report["changes"]["callouts"]
-    assert team == ("TEAM QUOTA: team ml-research: guaranteed ml.g5.8xlarge accelerators 1 -> (none); "
-                    "guaranteed ml.g6.8xlarge accelerators (none) -> 1")
+    assert team == "TEAM QUOTA: team ml-research: guaranteed ml.g5.8xlarge: 1 GPU -> none; guaranteed ml.g6.8xlarge: none -> 1 GPU"
     assert replaced.startswith("NODES REPLACED: HyperPod replaces every node of instance group gpu in hyperpod-dev-hyperpod")
     assert "InstanceType ml.g5.8xlarge -> ml.g6.8xlarge" in replaced
     assert quota.startswith("NEW QUOTA: 1 x ml.g6.8xlarge for cluster usage (new: check your quota")

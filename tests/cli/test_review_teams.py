@@ -44,10 +44,18 @@ CALLOUTS = [
     "TEAM REMOVED: team ml-production: its compute quota (2 instances of ml.p5.48xlarge; sharing LendAndBorrow up to 50% of its "
     "quota); its namespace hyperpod-ns-ml-production and queue hyperpod-ns-ml-production-localqueue (task governance makes them of "
     f"the quota); its {TEAM_OBJECTS}; access entries for 1 principal(s) go; its jobs lose their guarantee",
-    "TEAM QUOTA: team ml-research: guaranteed ml.p5.48xlarge instances 2 -> 1; may borrow at most ml.p5.48xlarge accelerators 8 -> 16",
+    "TEAM QUOTA: team ml-research: guaranteed ml.p5.48xlarge: 2 instances -> 1 instance; may borrow at most ml.p5.48xlarge: 8 GPUs "
+    "-> 16 GPUs",
     f"ACCESS GAINED: {INFERENCE} -> namespace hyperpod-ns-ml-inference",
     f"ACCESS LOST: {PRODUCTION} -> namespace hyperpod-ns-ml-production",
     f"ACCESS GAINED: {ONCALL} -> cluster admin",
+    # ml-research held 2 nodes and borrowed at most 8 GPUs (1 node) of what ml-production lent (2 nodes): 3 at most.
+    # Now it holds 1 and may borrow 16 GPUs, but only ml-inference lends, 1 node: 2 at most.
+    "JOBS INADMISSIBLE: team ml-research's jobs of 3 nodes on group gpu (ml.p5.48xlarge) can never be admitted now: the most it "
+    "can hold, borrowing all it may, goes from 3 to 2 (guaranteed 2 -> 1); such jobs wait in its queue forever",
+    "JOB BORROWS: the sample job llama3-1-8b-fsdp was guaranteed and is admitted only by borrowing now: sample_job.nodes: 2 nodes "
+    "of ml.p5.48xlarge (16 GPUs) are admitted for team ml-research only by borrowing: 8 guaranteed + 8 of at most 8 borrowed "
+    "(all ml-inference lends); the job waits while the lenders use their quota, and is preempted when they reclaim it",
 ]
 
 
@@ -60,6 +68,7 @@ def pull_request(synth) -> dict:
 def test_each_team_and_each_persons_access_is_called_out_at_the_line_the_pull_request_changed(pull_request, tmp_path):
     assert pull_request["changes"]["callouts"] == CALLOUTS and pull_request["pass"]
     project = _project(tmp_path, PULL_REQUEST, env="prod")
+    CALLOUTS_QUOTAS = '"quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}]'
     results = {r["message"]["text"]: r for r in sarif.log(pull_request, project=project, env="prod")["runs"][0]["results"]}
     shown = {text: _field_text(project, results[text]) for text in CALLOUTS}
     assert shown == {
@@ -67,10 +76,12 @@ def test_each_team_and_each_persons_access_is_called_out_at_the_line_the_pull_re
         CALLOUTS[1]: '{"name": "ml-inference", "quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}], "sharing": "Lend", '
                      f'"principals": ["{INFERENCE}"]}}',
         CALLOUTS[2]: '"teams": [',  # removed: the list it was in
-        CALLOUTS[3]: '"quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}]',
+        CALLOUTS[3]: CALLOUTS_QUOTAS,
         CALLOUTS[4]: f'"{INFERENCE}"',
         CALLOUTS[5]: '"teams": [',
         CALLOUTS[6]: f'"{ONCALL}"',
+        CALLOUTS[7]: CALLOUTS_QUOTAS,  # the team's own change, which shrank what it can hold
+        CALLOUTS[8]: CALLOUTS_QUOTAS,
     }
     assert {results[text]["level"] for text in CALLOUTS} == {"warning"}
 
@@ -126,3 +137,32 @@ def test_the_node_gates_identical_link_diffs_fold_into_one_and_the_alert_rules_y
     changed = [line.strip() for line in rules.splitlines() if line.strip().startswith(("- ", "+ "))]
     assert [c[:2] + c[2:].split(":")[0] for c in changed if "expr" in c] == ["-    expr", "+    expr", "-    expr", "+    expr"]
     assert "GpuXidError" not in rules and "hyperpod-ns-ml-inference" in rules
+
+
+def test_the_jobs_a_quota_cut_keeps_out_are_the_ones_the_team_kit_says_it_can_no_longer_run():
+    # One admission model (infra/admission.py) for validate, render-job, the team kit and the review: the kit's
+    # largest job before and after is what the JOBS INADMISSIBLE callout names.
+    from cli import team_kit
+    from infra import config
+    from tests.conftest import CONTEXT, patched_context
+
+    before = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-research")["largest_job"]
+    after = team_kit.build(config.load_settings(patched_context("prod", PULL_REQUEST), "prod")[0], "ml-research")["largest_job"]
+    assert before == ["ml.p5.48xlarge (group gpu): 2 nodes guaranteed, 3 with borrowing"]
+    assert after == ["ml.p5.48xlarge (group gpu): 1 nodes guaranteed, 2 with borrowing"]
+
+
+def test_a_change_that_makes_the_sample_job_inadmissible_is_refused_before_anything_is_synthesized(synth, tmp_path, capsys, monkeypatch):
+    # With the admission model among the config's rules, such a change does not synthesize (cdk synth refuses it too):
+    # its review is that refusal, in validation's line and exit 2, without synthesizing either side.
+    from cli import main as cli
+
+    never = {"governance": {"teams": [{**PULL_REQUEST["governance"]["teams"][0], "sharing": "Lend", "borrow_limit": None,
+                                       "absolute_borrow_limits": []}, PULL_REQUEST["governance"]["teams"][1]]}}
+    project = _project(tmp_path / "project", never, env="prod")
+    monkeypatch.chdir(project)
+    assert cli.main(["review", "--env", "prod", "--against", str(synth("prod").outdir), "--outdir", str(tmp_path / "out")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [errors[0]] and errors[0].startswith("error: prod: sample_job.nodes: 2 nodes of ml.p5.48xlarge (16 GPUs) can "
+                                                          "never be admitted for team ml-research"), errors
+    assert not (tmp_path / "out").exists()

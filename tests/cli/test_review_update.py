@@ -36,9 +36,10 @@ def _whole_gpus(mig: dict) -> dict:
     for group in whole["hyperpod"]["instance_groups"]:
         group.pop("mig_profile", None)
     research, inference = whole["governance"]["teams"]
-    research["quotas"] = [{"instance_type": "ml.p5.48xlarge", "accelerators": 4}]
+    # The job (research's, on the whole node) fits research's guarantee: the admission model refuses any less.
+    research["quotas"] = [{"instance_type": "ml.p5.48xlarge", "count": 1}]
     research["absolute_borrow_limits"][0] = {"instance_type": "ml.p5.48xlarge", "accelerators": 2}
-    inference["quotas"] = [{"instance_type": "ml.p5.48xlarge", "accelerators": 4, "vcpu": 64, "memory_gib": 512}]
+    inference["quotas"] = [{"instance_type": "ml.m5.4xlarge", "vcpu": 8}]
     del whole["sample_job"]["gpu_partition"]
     return whole
 
@@ -55,11 +56,11 @@ def test_cutting_gpus_into_mig_slices_is_called_out_cluster_wide_and_the_job_cou
     report = _review(synth, WHOLE_GPUS, "mig")
     profile = CAPABILITIES["mig"]["hyperpod"]["instance_groups"][1]["mig_profile"]
     assert report["changes"]["callouts"] == [
-        "TEAM QUOTA: team inference: guaranteed ml.p5.48xlarge accelerators 4 -> (none); guaranteed ml.p5.48xlarge mig-4g.40gb "
-        "slices (none) -> 8",
-        "TEAM QUOTA: team research: guaranteed ml.p5.48xlarge accelerators 4 -> (none); guaranteed ml.p5.48xlarge mig-1g.10gb "
-        "slices (none) -> 16; may borrow at most ml.p5.48xlarge accelerators 2 -> (none); may borrow at most ml.p5.48xlarge "
-        "mig-1g.10gb slices (none) -> 8",
+        "TEAM QUOTA: team inference: guaranteed ml.m5.4xlarge: 8 vCPUs -> none; guaranteed ml.p5.48xlarge: none -> 8 mig-4g.40gb "
+        "slices; guaranteed ml.p5.48xlarge: none -> 64 vCPUs; guaranteed ml.p5.48xlarge: none -> 512 GiB of memory",
+        "TEAM QUOTA: team research: guaranteed ml.p5.48xlarge: 1 instance -> none; guaranteed ml.p5.48xlarge: none -> 16 "
+        "mig-1g.10gb slices; may borrow at most ml.p5.48xlarge: 2 GPUs -> none; may borrow at most ml.p5.48xlarge: none -> 8 "
+        "mig-1g.10gb slices",
         f"MIG: every GPU of instance group gpu in hyperpod-dev-hyperpod is re-partitioned (nvidia.com/mig.config (none) -> {profile}): "
         "the GPU operator's MIG manager needs no workload running on those GPUs, so the jobs on them stop",
         "GPU OPERATOR: chart hyperpod-dependencies swaps its NVIDIA device plugin for the GPU operator on every GPU node of the "
@@ -108,7 +109,7 @@ def test_karpenter_switches_the_cluster_to_continuous_provisioning_and_costs_a_r
 UNPRICED = {
     "hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
                                      {"name": "gpu", "instance_type": "ml.p5en.48xlarge", "count": 1}]},
-    "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.p5en.48xlarge", "accelerators": 1}]}]},
+    "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.p5en.48xlarge", "count": 1}]}]},
 }
 
 
@@ -126,7 +127,7 @@ def test_a_type_without_a_price_is_never_0_dollars_the_estimate_gives_no_total_a
     assert plan["waits"][0].startswith("nodes replaced: every node of group gpu (1 x ml.p5en.48xlarge)")
     places = _places(report, UNPRICED, tmp_path)
     assert places["NODES REPLACED"] == '"instance_type": "ml.p5en.48xlarge"' 
-    assert places["TEAM QUOTA"] == '"quotas": [{"instance_type": "ml.p5en.48xlarge", "accelerators": 1}]'
+    assert places["TEAM QUOTA"] == '"quotas": [{"instance_type": "ml.p5en.48xlarge", "count": 1}]'
 
 
 def test_a_refusal_and_a_job_restart_are_shown_at_the_field_that_changed(synth, tmp_path):
