@@ -83,6 +83,28 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
     "EXPOSURE": ("Exposure added or widened", "A public CIDR, an open security group rule or a public endpoint is added "
                  "or widened."),
     "JOB RESTARTS": ("The running job restarts", "The job's object or its group's nodes change, so the running job restarts."),
+    "TEAM ADDED": ("A team is added", "A compute quota for a new team, with the namespace and queue task governance makes of "
+                   "it, its Kubernetes objects and its people's access entries."),
+    "TEAM REMOVED": ("A team is removed", "A team's compute quota leaves, with what goes with it: its objects and its "
+                     "people's access entries; its jobs lose their guarantee."),
+    "TEAM QUOTA": ("A team's quota or borrowing changes", "What a team is guaranteed, or may borrow, of a kind of an "
+                   "instance type changes, or its sharing, fair-share weight or preemption."),
+    "ACCESS GAINED": ("A principal gains access", "A principal's EKS access entry gives it a team's namespace or "
+                      "cluster admin it did not have."),
+    "ACCESS LOST": ("A principal loses access", "A principal's EKS access entry no longer gives it a team's namespace "
+                    "or cluster admin."),
+    "JOBS INADMISSIBLE": ("Jobs a team runs can never be admitted now", "The largest job a team can hold on a group, "
+                          "borrowing all it may, shrinks: its jobs of the sizes in between wait in its queue forever."),
+    "JOB BORROWS": ("The sample job runs only by borrowing now", "The sample job, guaranteed before, is admitted only "
+                    "by borrowing: it waits while the lenders use their quota and is preempted when they reclaim it."),
+    "MIG": ("Every GPU of a group is re-partitioned", "A group's MIG profile changes: the GPU operator's MIG manager "
+            "re-partitions its GPUs, which needs no workload running on them."),
+    "GPU OPERATOR": ("The chart swaps its device plugin for the GPU operator", "Every GPU node's device plugin goes; "
+                     "until the GPU operator's registers, no GPU pod is scheduled."),
+    "DEVICE PLUGIN": ("The chart swaps the GPU operator for its device plugin", "Every GPU node's device plugin is "
+                      "replaced; MIG slices are no longer advertised."),
+    "PROVISIONING MODE": ("The cluster's provisioning mode changes", "The HyperPod cluster switches to continuous "
+                          "provisioning, which no later update sets back."),
 }
 
 # A change callout's kind (the words before its colon) -> the config fields that may be behind

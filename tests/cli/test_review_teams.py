@@ -69,7 +69,11 @@ def test_each_team_and_each_persons_access_is_called_out_at_the_line_the_pull_re
     assert pull_request["changes"]["callouts"] == CALLOUTS and pull_request["pass"]
     project = _project(tmp_path, PULL_REQUEST, env="prod")
     CALLOUTS_QUOTAS = '"quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}]'
-    results = {r["message"]["text"]: r for r in sarif.log(pull_request, project=project, env="prod")["runs"][0]["results"]}
+    log = sarif.log(pull_request, project=project, env="prod")
+    results = {r["message"]["text"]: r for r in log["runs"][0]["results"]}
+    # Each kind is a rule of its own, described in words (not the fallback for a kind the log does not know).
+    assert all(sarif.CHANGE_KINDS[r["id"].removeprefix("change/").replace("-", " ").upper()][0] == r["shortDescription"]["text"]
+               for r in log["runs"][0]["tool"]["driver"]["rules"] if r["id"].startswith("change/"))
     shown = {text: _field_text(project, results[text]) for text in CALLOUTS}
     assert shown == {
         CALLOUTS[0]: '"count": 5',
