@@ -28,6 +28,7 @@ eks = lazy.module("aws_cdk.aws_eks_v2")
 teams = lazy.module("manifests.teams")
 tenancy = lazy.module("manifests.tenancy")
 readiness = lazy.module("infra.readiness")
+compliance = lazy.module("infra.compliance")
 
 
 
@@ -242,12 +243,7 @@ class TaskGovernanceAddon(ManagedAddon):
         if l1 is not None:  # pragma: no cover - newer aws-cdk-lib
             return l1(ctx.scope, id_, **_snake(props))
         quota = cdk.CfnResource(ctx.scope, id_, type="AWS::SageMaker::ComputeQuota", properties=props)
-        cdk.Validations.of(quota).acknowledge(
-            cdk.Acknowledgment(
-                id="CloudFormation-Validate::F3006",
-                reason="CDK's bundled schemas predate AWS::SageMaker::ComputeQuota; cfn-lint's, which the review runs, have it",
-            )
-        )
+        compliance.acknowledge_newer_schema(quota, "F3006", "the resource type AWS::SageMaker::ComputeQuota", "AWS::SageMaker::ComputeQuota")
         return quota
 
 

@@ -144,7 +144,8 @@ def cmd_render_job(args) -> int:
     settings, _ = _settings(env_from(args))
     overrides = {
         k: v
-        for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps}.items()
+        for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps,
+                     "image_uri": args.image}.items()
         if v is not None
     }
     patch: dict = {"sample_job": {**overrides, "enabled": True}}
@@ -154,7 +155,7 @@ def cmd_render_job(args) -> int:
     settings, warnings = config.override(settings, patch)  # the same rules as cdk synth
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    image = args.image or settings.sample_job.image_uri
+    image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
     if not image:
         raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
     sys.stdout.write(job_manifest.to_yaml(job_manifest.objects(settings, image=image)))
@@ -220,7 +221,7 @@ def cmd_review(args) -> int:
     from dataclasses import replace
 
     from cli import changes, review, revision
-    from cli.synth import synthesize
+    from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()
     context = load_context(cdk_json)
@@ -256,7 +257,13 @@ def cmd_review(args) -> int:
                 raise CliError(str(err)) from None
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)
-            synthesize(context, env, outdir)
+            try:
+                synthesize(context, env, outdir)
+            except SynthRefused as err:  # as `cdk synth` exits 1, so does the review
+                for line in err.problems:
+                    print(f"error: {line}", file=sys.stderr)
+                status = 1
+                continue
         if baseline is not None and baseline.this_checkout:
             print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
             baseline = replace(changes.load_baseline([str(outdir)], []), description=baseline.description)

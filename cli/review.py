@@ -10,7 +10,8 @@ review-<env>.md, .json and .sarif:
 - the estimated cost, the risk and exposure, and the IAM access by documented level;
 - the cdk-nag results with every acknowledgment and its reason, the cfn-lint findings;
 - an estimated deploy plan, scaled by the HyperPod nodes and their deep health checks.
-The command exits non-zero on an unacknowledged nag error, a cfn-lint error, an unknown IAM
+The command exits non-zero on what `cdk synth` refuses (an unacknowledged error of CDK's own
+CloudFormation validator), an unacknowledged nag error, a cfn-lint error, an unknown IAM
 action or a change CloudFormation would refuse.
 """
 
@@ -80,6 +81,38 @@ def load_nag(outdir: Path) -> NagSummary:
             for c in v["violatingConstructs"]:
                 summary.acknowledged.append((plugin["pluginName"], v["ruleName"], c["constructPath"], v.get("reason", "")))
     return summary
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An unacknowledged error of a validation plugin other than the nag packs: CDK's own
+    CloudFormation validator ("CloudFormation Validate", on with the flag
+    @aws-cdk/core:validateAgainstDefaultRules) or a construct annotation. `cdk synth` exits 1
+    on each, so nothing that has one may pass the review or the tests."""
+
+    plugin: str
+    rule: str
+    construct: str
+    description: str
+
+    def __str__(self) -> str:
+        return f"{self.construct}: {self.description} ({self.plugin} {self.rule}; cdk synth refuses it)"
+
+
+def load_refusals(outdir: Path) -> list[Refusal]:
+    """What `cdk synth` refuses in an assembly beyond the nag packs (which the review reports
+    as nag errors), read from the validation report synthesis writes."""
+    report_file = outdir / "validation-report.json"
+    if not report_file.exists():
+        return []
+    return [
+        Refusal(plugin["pluginName"], v["ruleName"], c.get("constructPath", ""), v.get("description", ""))
+        for plugin in json.loads(report_file.read_text())["pluginReports"]
+        if plugin["pluginName"] not in PACK_NAMES
+        for v in plugin["violations"]
+        if v.get("severity") in ("error", "fatal")
+        for c in v["violatingConstructs"]
+    ]
 
 
 # Template findings kept in the lint cache (the least recently used beyond these are removed).
@@ -194,6 +227,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         ],
         "cost": cost.estimate(stacks, region),
         "risk": exposure.report(stacks),
+        "refused": [str(r) for r in load_refusals(outdir)],
         "nag": {
             "errors": [{"pack": p, "rule": r, "construct": c} for p, r, c in nag.errors],
             "acknowledged": [{"pack": p, "rule": r, "construct": c, "reason": why} for p, r, c, why in nag.acknowledged],
@@ -258,7 +292,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
             report["changes"]["cdk_diff"] = diffed.result()
     refused = [c for c in (report["changes"] or {}).get("callouts", []) if c.startswith("REFUSED")]
     report["pass"] = not (
-        report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
+        report["refused"] or report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
     )
     return report
 
@@ -362,7 +396,7 @@ def quiet_markdown(report: dict) -> str:
 
 def _failures(report: dict) -> list[str]:
     """What fails the review besides a refused change, one line each kind."""
-    out = []
+    out = [f"refused by cdk synth: {line}" for line in report.get("refused", [])]
     if report["nag"]["errors"]:
         out.append(f"{len(report['nag']['errors'])} unacknowledged cdk-nag error(s)")
     lint_errors = [f for f in report["cfn_lint"] if f["level"] == "error"]
@@ -390,6 +424,9 @@ def to_markdown(report: dict) -> str:
     found = (report["changes"] or {}).get("deltas") or {}
     out += cost.markdown(report["cost"], found.get("cost")) + [""]
     out += exposure.markdown(report["risk"], new_quotas=found.get("new_quotas", []))
+    if report.get("refused"):
+        out += ["", "## Refused by `cdk synth` (CDK's CloudFormation validator, construct annotations)", ""]
+        out += [f"- ERROR {line}" for line in report["refused"]]
     nag = report["nag"]
     out += ["", f"## cdk-nag ({', '.join(PACK_NAMES)})", "", f"{len(nag['errors'])} unacknowledged errors, {len(nag['acknowledged'])} acknowledged findings.", ""]
     by_rule = Counter((e["pack"], e["rule"]) for e in nag["errors"])

@@ -29,6 +29,13 @@ TOOL = "hyperpod-cdk review"
 
 # (short description, full description, help) of each rule the review itself defines.
 RULES: dict[str, tuple[str, str, str]] = {
+    "cdk-synth/refused": (
+        "Refused by cdk synth",
+        "CDK's own CloudFormation validator (@aws-cdk/core:validateAgainstDefaultRules) or a construct annotation reports "
+        "an error nobody acknowledged: `cdk synth` exits 1 on it, so nothing deploys.",
+        "Fix the construct; where the validator's bundled schema is older than CloudFormation's, acknowledge the finding "
+        "on that construct with infra.compliance.acknowledge_newer_schema, naming the schema that has it.",
+    ),
     "iam/unknown-action": (
         "IAM action that does not exist",
         "A role's policy names an action that is not in the AWS Service Authorization Reference: a typo or a renamed "
@@ -409,6 +416,10 @@ def _callout(line: str, stacks: list[str], places: Places, anchors: dict, change
 def findings(report: dict, places: Places | None = None) -> list[dict]:
     places = places or Places(Path.cwd(), None)
     out = [
+        _finding("cdk-synth/refused", "error", line, places.stack(_stack_of(line)), line.split(": ", 1)[0])
+        for line in report.get("refused", [])
+    ]
+    out += [
         _finding(f"{e['pack']}/{e['rule']}", "error", f"{e['rule']} on {e['construct']} (unacknowledged)",
                  places.stack(_stack_of(e["construct"])), e["construct"])
         for e in report["nag"]["errors"]

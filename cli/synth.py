@@ -1,7 +1,10 @@
 """Synthesize one environment in-process, as app.py does, without bundling assets.
 
-For `hyperpod-cdk review` and the tests: the same composition and both nag packs; asset
-bundling is skipped (CDK's own mechanism), so no prepared chart or Docker is needed.
+For `hyperpod-cdk review` and the tests: the same composition, both nag packs and CDK's own
+CloudFormation validator (cdk.json's @aws-cdk/core:validateAgainstDefaultRules); asset
+bundling is skipped (CDK's own mechanism), so no prepared chart or Docker is needed. It fails
+exactly where `cdk synth` fails: on any unacknowledged error of a validation plugin. Only the
+nag packs' errors are left to the review, which lists them and fails on them.
 """
 
 from __future__ import annotations
@@ -11,9 +14,19 @@ from pathlib import Path
 from infra.node import use_venv_node
 
 
+class SynthRefused(Exception):
+    """What `cdk synth` refuses beyond the nag packs; `problems` holds one line each."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
 def synthesize(context: dict, env: str, outdir: Path):
     """(settings, stacks) of `env`, with the assembly and validation report in `outdir`, and
-    the config it was made of (cli.config_diff). Raises infra.config.ConfigError for bad config."""
+    the config it was made of (cli.config_diff). Raises infra.config.ConfigError for bad config
+    and SynthRefused for what `cdk synth` refuses (the assembly and its report are written
+    first, as the CLI writes them)."""
     use_venv_node()
     import aws_cdk as cdk
 
@@ -22,24 +35,33 @@ def synthesize(context: dict, env: str, outdir: Path):
 
     settings, warnings = load_settings(context, env)
     flags = {k: v for k, v in context.items() if k.startswith("@")}
-    # Path metadata (as the CDK CLI adds it) lets reports name constructs, not logical ids.
-    app = cdk.App(
-        outdir=str(outdir),
-        context={**flags, "aws:cdk:bundling-stacks": [], "aws:cdk:enable-path-metadata": True},
-    )
+    app = cdk.App(outdir=str(outdir), context={**flags, **CLI_CONTEXT})
     app_module = _app_module()
     stacks = app_module.compose(app, settings)
     app_module.annotate(stacks[0], warnings)
     compliance.apply(app)
-    try:
-        app.synth()
-    except RuntimeError as err:  # nag errors: templates and the report are written anyway
-        if "ValidationFailed" not in str(err):
-            raise
+    app.synth()
     from cli import config_diff
+    from cli.review import load_refusals
 
     config_diff.record(outdir, context, env)
+    refused = load_refusals(outdir)
+    if refused:
+        raise SynthRefused([f"{env}: {r}" for r in refused])
     return settings, stacks
+
+
+# What the CDK CLI (2.1148) adds to cdk.json's context when it runs the app (CDK_CONTEXT_JSON),
+# but bundling, which is skipped: the same metadata, CDK's version-reporting resource (CDK's
+# validator, like cfn-lint, skips rules such as W3010 in a template that has it), and the
+# validation report left to the caller, which fails on it as the CLI does.
+CLI_CONTEXT = {
+    "aws:cdk:bundling-stacks": [],
+    "aws:cdk:enable-path-metadata": True,
+    "aws:cdk:enable-asset-metadata": True,
+    "aws:cdk:version-reporting": True,
+    "@aws-cdk/core:failSynthOnValidationErrors": False,
+}
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,6 +37,15 @@ def resource(resource_type: str, region: str = "us-east-1") -> dict:
     return json.loads((_schemas() / "resources" / f"{digest}.json").read_text())
 
 
+def source(resource_type: str, region: str = "us-east-1") -> str:
+    """Where a resource type's schema is read from, as a reader finds it: the cfn-lint release
+    and the file under its package (the provider list of the region names the file)."""
+    import importlib.metadata
+
+    digest = _provider(region)[resource_type]
+    return f"cfn-lint {importlib.metadata.version('cfn-lint')} cfnlint/data/schemas/resources/{digest}.json ({resource_type})"
+
+
 def definition(resource_type: str, name: str) -> dict:
     """One of the schema's definitions, e.g. ('AWS::SageMaker::Cluster', 'Tag')."""
     return resource(resource_type)["definitions"][name]

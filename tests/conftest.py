@@ -202,6 +202,17 @@ def cdk_lib_source(suffix: str) -> str:
         return tar.extractfile(member).read().decode()
 
 
+def cdk_project(context: dict, where: Path) -> Path:
+    """A folder whose cdk.json carries `context` and runs this checkout's app.py, as a user's
+    checkout would have it: where the CDK CLI and `hyperpod-cdk` run as people run them."""
+    where.mkdir(parents=True)
+    cdk_json = json.loads((ROOT / "cdk.json").read_text())
+    cdk_json["context"] = context
+    cdk_json["app"] = f"{ROOT / '.venv' / 'bin' / 'python'} {ROOT / 'app.py'}"
+    (where / "cdk.json").write_text(json.dumps(cdk_json))
+    return where
+
+
 def run_cdk(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
     """The real CLI path users take: node_modules' cdk on the venv's Node, app.py via cdk.json."""
     from cli.synth import cdk_cli

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli import main as cli
-from tests.conftest import ROOT, patched_context, run_cdk
+from tests.conftest import cdk_project, patched_context, run_cdk
 
 CORPUS = sorted((Path(__file__).parent / "bad_inputs").glob("*.json"))
 
@@ -46,12 +46,7 @@ def test_bad_input_is_refused_naming_the_field(path, capsys, monkeypatch):
 
 def _project(case: dict, where: Path) -> Path:
     """A folder with the case's cdk.json, as a user's checkout would have it."""
-    where.mkdir(parents=True)
-    cdk_json = json.loads((ROOT / "cdk.json").read_text())
-    cdk_json["context"] = patched_context("dev", case["patch"])
-    cdk_json["app"] = f"{ROOT / '.venv' / 'bin' / 'python'} {ROOT / 'app.py'}"
-    (where / "cdk.json").write_text(json.dumps(cdk_json))
-    return where
+    return cdk_project(patched_context("dev", case["patch"]), where)
 
 
 CLI_CASES = [p for p in CORPUS if json.loads(p.read_text()).get("cdk_cli")]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from infra import catalogue
-from infra.config.base import IMAGE_REFERENCE, Model, Problems
+from infra.config.base import Model, Problems
 
 if TYPE_CHECKING:
     from infra.config.settings import Settings
@@ -27,14 +27,15 @@ PROBE_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
 class AcceptanceSettings(Model):
     # The GPU groups to prove; empty: every group of NVIDIA GPUs not cut into MIG slices.
     instance_groups: tuple[str, ...] = ()
-    nccl_image: str = Field(default=NCCL_TESTS_IMAGE, pattern=IMAGE_REFERENCE)
-    dcgm_image: str = Field(default=DCGM_IMAGE, pattern=IMAGE_REFERENCE)
+    # Image references, held to the distribution reference grammar (infra/config/limits.py).
+    nccl_image: str = NCCL_TESTS_IMAGE
+    dcgm_image: str = DCGM_IMAGE
     # A fabric passes at this share of the published bus bandwidth for its instance type.
     min_bandwidth_percent: int = Field(default=90, ge=1, le=100)
     # HyperPod's on-demand deep health check (StartClusterHealthCheck) on types that have one.
     deep_health_check: bool = True
     # A small image with a shell, wget and httpd (busybox) for the tenancy probes in team namespaces.
-    probe_image: str = Field(default=PROBE_IMAGE, pattern=IMAGE_REFERENCE)
+    probe_image: str = PROBE_IMAGE
 
 
 def accepted_groups(s: Settings) -> list:

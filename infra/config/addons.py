@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import Field
 
-from infra import catalogue, versions
+from infra import catalogue, prerequisites, versions
 from infra.config.base import Model, Problems
 
 if TYPE_CHECKING:
@@ -65,24 +65,15 @@ class AddonsSettings(Model):
 
 
 def check_addons(s: Settings, p: Problems):
+    # What observability and Grafana need beside them (a 4xlarge node, the workspace, SAML's
+    # metadata): infra/prerequisites.py.
     a = s.addons
     if a.observability.enabled:
-        big = [
-            g.name
-            for g in s.hyperpod.instance_groups
-            if catalogue.lookup(g.instance_type) and (g.spec.vcpus or 0) >= catalogue.OBSERVABILITY_MIN_VCPUS
-        ]
         unsized = [g.name for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and g.spec.vcpus is None]
-        if not big and unsized:
+        if unsized and not prerequisites.observability_node(s):
             p.warn(
                 f"addons.observability.enabled: its collectors need a node of 4xlarge (16 vCPUs) or larger, and the vCPUs "
                 f"of group(s) {', '.join(unsized)} are in no source here; this cannot be checked"
-            )
-        elif not big:
-            p.error(
-                "addons.observability.enabled",
-                True,
-                "needs an instance group of 4xlarge (16 vCPUs) or larger for its collectors; add one or turn it off",
             )
         grafana = a.observability.grafana
         if grafana.enabled and "AWS_SSO" in grafana.authentication_providers:
@@ -90,14 +81,6 @@ def check_addons(s: Settings, p: Problems):
                 "addons.observability.grafana.authentication_providers: AWS_SSO needs IAM Identity Center enabled in "
                 f"{s.region} for this account (an organization instance); without it the Grafana workspace fails to create"
             )
-        if grafana.enabled and "SAML" in grafana.authentication_providers and not grafana.saml_metadata_url:
-            p.error(
-                "addons.observability.grafana.saml_metadata_url",
-                None,
-                "is required when Grafana authenticates with SAML (the identity provider's metadata URL)",
-            )
-    elif a.observability.grafana.enabled:
-        p.error("addons.observability.grafana.enabled", True, "needs addons.observability.enabled (Grafana reads its Prometheus workspace)")
     for key in AddonsSettings.model_fields:
         _check_existing(s, key, getattr(a, key), p)
     for floor in version_floors(s):

@@ -10,10 +10,6 @@ from pydantic import BaseModel, ConfigDict
 from infra import cfn_schema
 
 
-
-# An OCI image reference: registry/path:tag or @sha256 digest, no spaces.
-IMAGE_REFERENCE = r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})$"
-
 class ConfigError(Exception):
     """Bad config: `problems` holds one human-readable line per problem, `warnings` the
     warnings found beside them (shown with the errors, never hidden by them)."""

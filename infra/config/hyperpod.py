@@ -207,6 +207,15 @@ class HyperPodSettings(Model):
     instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
 
 
+# HyperPod's own label and taint namespace: it sets and changes its nodes' health there
+# (sagemaker.amazonaws.com/node-health-status, deep-health-check-status, fault-type and
+# fault-reason: HyperPod's page "Resilience-related Kubernetes labels by SageMaker HyperPod"),
+# and its taint of nodes under deep health checks; a group's own key there would be overwritten
+# or would overwrite what schedulers and the health agent read.
+HYPERPOD_NAMESPACE = "sagemaker.amazonaws.com/"
+RESERVED_WORDS = f"is in HyperPod's own {HYPERPOD_NAMESPACE} namespace, where it keeps its nodes' health; choose another prefix"
+
+
 def check_instance_groups(s: Settings, p: Problems):
     groups = s.hyperpod.instance_groups
     hp_azs = {sn.availability_zone for sn in s.network.hyperpod_subnets}
@@ -253,8 +262,8 @@ def check_instance_groups(s: Settings, p: Problems):
             p.error(f"{path}.availability_zone", g.availability_zone, f"has no HyperPod subnet; subnets exist in: {', '.join(sorted(hp_azs))}")
         taint = cfn_schema.definition("AWS::SageMaker::Cluster", "ClusterKubernetesTaint")["properties"]
         for j, t in enumerate(g.taints):
-            if t.key.startswith("sagemaker.amazonaws.com/"):
-                p.error(f"{path}.taints[{j}].key", t.key, "is reserved for HyperPod itself")
+            if t.key.startswith(HYPERPOD_NAMESPACE):
+                p.error(f"{path}.taints[{j}].key", t.key, RESERVED_WORDS)
             elif not k8s_qualified_name(t.key, taint["Key"]):
                 p.error(f"{path}.taints[{j}].key", t.key, QUALIFIED_NAME_WORDS)
             if t.value is not None and not cfn_schema.matches(taint["Value"], t.value):
@@ -262,7 +271,9 @@ def check_instance_groups(s: Settings, p: Problems):
         # Kubernetes label keys and values follow the same rules as taint keys and values
         # (HyperPod's schema spells those out; its Labels map does not).
         for key, value in g.labels.items():
-            if not k8s_qualified_name(key, taint["Key"]):
+            if key.startswith(HYPERPOD_NAMESPACE):
+                p.error(f"{path}.labels", key, RESERVED_WORDS)
+            elif not k8s_qualified_name(key, taint["Key"]):
                 p.error(f"{path}.labels", key, QUALIFIED_NAME_WORDS)
             elif value and not cfn_schema.matches(taint["Value"], value):
                 p.error(f"{path}.labels.{key}", value, LABEL_VALUE_WORDS)
@@ -329,8 +340,6 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
             "AMI update page warns that overlapping updates might fail"
         )
     if g.autoscaled:
-        if s.hyperpod.autoscaling != "karpenter":
-            p.error(f"{path}.autoscaled", True, 'needs hyperpod.autoscaling "karpenter"')
         # HyperPod's NodeClass page: groups with deep health checks or a training plan are not supported.
         if g.deep_health_checks:
             p.error(f"{path}.deep_health_checks", list(g.deep_health_checks), "are not supported on an autoscaled group (they take 60-90 minutes while pods wait)")
@@ -367,12 +376,7 @@ def check_volume_encryption(s: Settings, p: Problems) -> None:
     """What HyperPod's customer managed key page (smcluster-cmk) requires of the cluster and the key."""
     enc = s.hyperpod.volume_encryption
     if enc is None:
-        return
-    if not s.hyperpod.continuous:
-        p.error(
-            "hyperpod.volume_encryption", enc.model_dump(exclude_defaults=True),
-            "needs hyperpod.continuous_provisioning true: HyperPod supports customer managed keys only with continuous node provisioning",
-        )
+        return  # that it needs continuous provisioning: infra/prerequisites.py
     arn = enc.kms_key_arn
     if arn is not None:
         found = re.fullmatch(r"arn:(aws[a-z-]*):kms:([a-z0-9-]+):(\d{12}):key/[a-zA-Z0-9-]+", arn)
@@ -390,27 +394,15 @@ def check_existing_execution_role(s: Settings, p: Problems) -> None:
     arn = s.hyperpod.existing_execution_role_arn
     if arn is None:
         return
-    where = "hyperpod.existing_execution_role_arn"
-    if not check_own_role(s, p, where, arn, "each of HyperPod's nodes"):
-        return
-    if not s.hyperpod.existing_lifecycle_bucket:
-        # The stack's lifecycle bucket is encrypted with a key created at deploy, which a role
-        # the stack may not change cannot be granted beforehand.
-        p.error(where, arn, "needs hyperpod.existing_lifecycle_bucket, a bucket the role can already read (the stack's own is under a key made at deploy)")
+    # That it needs a lifecycle bucket it can read: infra/prerequisites.py.
+    check_own_role(s, p, "hyperpod.existing_execution_role_arn", arn, "each of HyperPod's nodes")
 
 
 def check_autoscaling(s: Settings, p: Problems) -> None:
-    groups = s.hyperpod.instance_groups
-    scaled = [g.name for g in groups if g.autoscaled]
-    if s.hyperpod.autoscaling == "karpenter":
-        if not scaled:
-            p.error("hyperpod.autoscaling", "karpenter", "needs at least one instance group with autoscaled: true")
-        if len(scaled) > 10:  # HyperPod's NodeClass page: up to 10 instance groups
-            p.error("hyperpod.instance_groups", scaled, "more than 10 autoscaled groups; a HyperpodNodeClass names at most 10")
-        if not any(g.count > 0 for g in groups):
-            p.error("hyperpod.instance_groups", [g.name for g in groups], "need one group with count >= 1 that is not autoscaled, for cert-manager and the add-ons' controllers")
-        if s.hyperpod.continuous_provisioning is False and "continuous_provisioning" in s.hyperpod.model_fields_set:
-            p.error("hyperpod.continuous_provisioning", False, 'must be true (or left out) with autoscaling "karpenter", which is built on it')
+    """What Karpenter needs beside it is in infra/prerequisites.py; here, how many groups it takes."""
+    scaled = [g.name for g in s.hyperpod.instance_groups if g.autoscaled]
+    if s.hyperpod.autoscaling == "karpenter" and len(scaled) > 10:  # HyperPod's NodeClass page: up to 10 instance groups
+        p.error("hyperpod.instance_groups", scaled, "more than 10 autoscaled groups; a HyperpodNodeClass names at most 10")
 
 
 def check_chart(s: Settings, p: Problems):
@@ -421,15 +413,6 @@ def check_chart(s: Settings, p: Problems):
     mig = [g.name for g in s.hyperpod.instance_groups if g.mig_profile]
     if mig and s.region not in chart.GPU_OPERATOR_ACCOUNTS:
         p.error("hyperpod.instance_groups", mig, f"use MIG, but the chart's GPU operator has no images for {s.region}; regions: {', '.join(sorted(chart.GPU_OPERATOR_ACCOUNTS))}")
-    if mig and s.mirrors_chart_images:
-        p.error(
-            "hyperpod.instance_groups",
-            mig,
-            "use MIG, whose GPU operator pulls node-feature-discovery from registry.k8s.io (its NVIDIA chart's default), "
-            "which a network without NAT cannot reach; give the network a NAT gateway",
-        )
-    if source.docker_hub_secret and not s.mirrors_chart_images:
-        p.error("hyperpod.helm_chart.docker_hub_secret", source.docker_hub_secret, "applies only where the chart's images are copied (mirror_images)")
     if not s.mirrors_chart_images:
         return
     why = "copied into ECR (no NAT)" if source.mirror_images is None else "copied into ECR (mirror_images)"

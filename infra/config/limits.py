@@ -2,11 +2,14 @@
 properties: the next schema update tightens validation by itself, and no number is copied.
 
 `FIELDS` maps each config field to where its limits are written. A field path is dotted;
-`[]` is every item of a list, `{}` every key of a mapping and `{=}` every value. The source
-is a property of a CloudFormation resource type in cfn-lint's bundled registry schemas, or,
-where that schema says nothing about it, the shape in the AWS API model botocore ships (the
-service's own request definition; CloudFormation hands the value to that API). A test fails
-when a mapped property disappears or loses its limits.
+`[]` is every item of a list, `{}` every key of a mapping and `{=}` every value (a step into a
+free-form mapping, like an add-on's configuration values, follows its keys). The source is a
+property of a CloudFormation resource type in cfn-lint's bundled registry schemas, or, where
+that schema says nothing about it or less than the API, the shape in the AWS API model botocore
+ships (the service's own request definition; CloudFormation hands the value to that API); a
+reference grammar (an image reference, an e-mail address: infra/grammars.py); or a property of
+an EKS add-on's published configuration schema, which no package ships, written here with
+where it was read. A test fails when a mapped property disappears or loses its limits.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
-from infra import cfn_schema, naming
+from infra import cfn_schema, grammars, naming
 from infra.config.base import Problems
 
 if typing.TYPE_CHECKING:
@@ -49,8 +52,35 @@ class Api:
 
 
 @dataclass(frozen=True)
+class Grammar:
+    """A reference grammar (infra/grammars.py): `problem` says why a value breaks it."""
+
+    name: str
+    problem: Callable[[str], str | None]
+    # What a legal value leaves to chance, as a warning (None: nothing).
+    caution: Callable[[str], str | None] | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class AddonSchema:
+    """A property of an EKS add-on's configuration schema (`aws eks describe-addon-configuration`),
+    which CreateAddon checks the configuration values against; `rules` in JSON-schema words."""
+
+    addon: str
+    path: str
+    rules: tuple[tuple[str, Any], ...]
+    read_from: str
+
+    def __str__(self) -> str:
+        return f"the {self.addon} add-on's configuration schema, {self.path}, per {self.read_from}"
+
+
+@dataclass(frozen=True)
 class Limit:
-    source: Cfn | Api
+    source: Cfn | Api | Grammar | AddonSchema
     # What is measured, where it is not the field's own value (the tags every resource gets).
     measure: Callable[[Settings], Any] | None = None
     note: str = ""
@@ -72,6 +102,17 @@ TAGGED_TYPES = (
 
 _GROUP = "hyperpod.instance_groups[]"
 _CLUSTER = "AWS::SageMaker::Cluster"
+_MAILBOX = Grammar("an SMTP mailbox (RFC 5321), what SNS's email protocol delivers to", grammars.email_problem)
+_IMAGE = Grammar(
+    "the distribution reference grammar (distribution/reference reference.go)", grammars.image_reference_problem, grammars.image_reference_caution
+)
+
+
+def _vpc_cni(path: str) -> AddonSchema:
+    return AddonSchema(
+        "vpc-cni", path, (("type", "string"), ("format", "boolean or integer")),
+        "describe-addon-configuration (v1.18.6-eksbuild.1) quoted in aws/amazon-vpc-cni-k8s issue 3059",
+    )
 FIELDS: dict[str, Limit] = {
     "hyperpod.cluster_name": Limit(Cfn(_CLUSTER, "ClusterName")),
     "hyperpod.instance_groups": Limit(Cfn(_CLUSTER, "InstanceGroups")),
@@ -92,6 +133,9 @@ FIELDS: dict[str, Limit] = {
     f"{_GROUP}.scheduled_update.rollback_alarms": Limit(
         Cfn(_CLUSTER, "InstanceGroups.[].ScheduledUpdateConfig.DeploymentConfig.AutoRollbackConfiguration")
     ),
+    # Each alarm's name: the schema's AlarmName allows 256 characters, the API it is handed to 255.
+    f"{_GROUP}.scheduled_update.rollback_alarms[]": Limit(Api("sagemaker", "AlarmName")),
+    f"{_GROUP}.auto_patch.rollback_alarms[]": Limit(Api("sagemaker", "AlarmName")),
     f"{_GROUP}.auto_patch.strategy": Limit(Cfn(_CLUSTER, "InstanceGroups.[].AutoPatchConfig.PatchingStrategy")),
     f"{_GROUP}.auto_patch.wait_seconds": Limit(Cfn(_CLUSTER, "InstanceGroups.[].AutoPatchConfig.DeploymentConfig.WaitIntervalInSeconds")),
     f"{_GROUP}.auto_patch.rollback_alarms": Limit(
@@ -117,6 +161,17 @@ FIELDS: dict[str, Limit] = {
     },
     "protection.log_retention_days": Limit(Cfn("AWS::Logs::LogGroup", "RetentionInDays")),
     "sample_job.hf_token_secret": Limit(Cfn("AWS::SecretsManager::Secret", "Name")),
+    "operations.notifications.emails[]": Limit(_MAILBOX),
+    "sample_job.image_uri": Limit(_IMAGE),
+    "acceptance.nccl_image": Limit(_IMAGE),
+    "acceptance.dcgm_image": Limit(_IMAGE),
+    "acceptance.probe_image": Limit(_IMAGE),
+    "fsx.directory_image": Limit(_IMAGE),
+    # Every variable of the VPC CNI's env is a string (its booleans and integers are strings of
+    # format boolean or integer), and so are its switches: JSON true is refused by CreateAddon.
+    "eks.core_addons.vpc_cni.configuration_values.env{=}": Limit(_vpc_cni("env.*")),
+    "eks.core_addons.vpc_cni.configuration_values.enableNetworkPolicy": Limit(_vpc_cni("enableNetworkPolicy")),
+    "eks.core_addons.vpc_cni.configuration_values.enableWindowsIpam": Limit(_vpc_cni("enableWindowsIpam")),
 }
 
 
@@ -154,6 +209,10 @@ def _cfn_node(type_: str, path: str) -> dict:
 @lru_cache(maxsize=None)
 def constraints(source: Cfn | Api) -> dict:
     """The limits a source writes down, in JSON-schema words (empty: none)."""
+    if isinstance(source, Grammar):
+        return {"grammar": source.name}
+    if isinstance(source, AddonSchema):
+        return dict(source.rules)
     if isinstance(source, Cfn):
         node = _cfn_node(source.type_, source.path)
         return {k: node[k] for k in KEYS if k in node}
@@ -188,7 +247,7 @@ def values(settings: Settings, path: str):
         name = step.split("[")[0].split("{")[0]
         out = []
         for where, obj in found:
-            value = getattr(obj, name, None)
+            value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
             here = f"{where}.{name}" if where else name
             if value is None:
                 continue
@@ -206,6 +265,9 @@ def values(settings: Settings, path: str):
 
 def violation(value: Any, rules: dict) -> str | None:
     """What about `value` breaks `rules`, in words; None when nothing does."""
+    if rules.get("type") == "string" and not isinstance(value, str):
+        kind = "boolean" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "object or array"
+        return f"is a JSON {kind}; a string is required here (write \"{str(value).lower()}\")"
     if isinstance(value, (tuple, list, dict)):
         n, what = len(value), ("entries" if isinstance(value, dict) else "items")
         high = rules.get("maxItems", rules.get("maxProperties"))
@@ -242,7 +304,13 @@ def check_limits(s: Settings, p: Problems) -> None:
         for where, value in found:
             if p.named(where) or value in ((), {}, []):  # an empty list or map is left out of the template
                 continue
-            broken = violation(value, constraints(limit.source))
+            if isinstance(limit.source, Grammar):
+                broken = limit.source.problem(value) if isinstance(value, str) else None
+                caution = limit.source.caution(value) if limit.source.caution and isinstance(value, str) and not broken else None
+                if caution:
+                    p.warn(f"{where}: {value!r} {caution}")
+            else:
+                broken = violation(value, constraints(limit.source))
             if broken:
                 # A list or map is shown by its size: its contents would fill the line.
                 shown = len(value) if isinstance(value, (tuple, list, dict)) else value

@@ -200,8 +200,6 @@ _PATTERN_WORDS = {
     "existing_security_group_id": "must be a security group ID, sg-0123456789abcdef0",
     "account": "must be a 12-digit AWS account ID",
     "region": "must be an AWS region name, like us-east-1",
-    "nccl_image": "must be an image reference, registry/repository:tag or @sha256:<digest>",
-    "dcgm_image": "must be an image reference, registry/repository:tag or @sha256:<digest>",
     "prefix": "must start with a lowercase letter, then lowercase letters, digits and hyphens, at most 20 characters",
 }
 
@@ -224,6 +222,11 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_admission(s, p)
     check_acceptance(s, p)
     check_operations(s, p)
+    # What each feature needs beside it, from one table (after the areas' own rules, so a
+    # field they named keeps their line).
+    from infra import prerequisites
+
+    prerequisites.check(s, p)
     # Last: the schemas' limits, for fields no rule above has named already.
     check_limits(s, p)
     return p.errors, p.warnings

@@ -101,7 +101,7 @@ class NetworkSettings(Model):
 # Identity), EC2 (the VPC CNI), ECR (images), STS, CloudWatch Logs and metrics, SSM's three
 # (node access); Lambda, because the kubectl provider's framework function runs in the VPC and
 # invokes its handler; and Managed Prometheus, where the observability collector writes.
-# A network without NAT needs every one of them.
+# A network without NAT needs those of what is turned on (infra/prerequisites.py ENDPOINTS).
 ENDPOINT_SERVICES = (
     "sagemaker.api", "eks", "eks-auth", "ec2", "ecr.api", "ecr.dkr", "sts", "logs", "monitoring",
     "ssm", "ssmmessages", "ec2messages", "lambda", "aps-workspaces",
@@ -235,17 +235,12 @@ def check_network(s: Settings, p: Problems):
         for service in duplicates(net.interface_endpoints):
             p.error("network.interface_endpoints", service, "is listed twice")
     if net.closed:
-        missing = [svc for svc in ENDPOINT_SERVICES if svc not in net.endpoint_services]
-        if missing:
-            p.error("network.nat_gateways", 0, f'leaves the nodes no way to {", ".join(missing)}; set network.interface_endpoints to "all" (or add a NAT gateway)')
-        elif s.eks.endpoint_access == "public":
-            p.error("eks.endpoint_access", "public", "is unreachable from a network without NAT; use 'private' or 'public_and_private'")
-        else:
-            p.warn(
-                "network.nat_gateways: 0 - no internet access: the chart's images are copied into ECR at deploy, the "
-                "sample job reads its text and tokenizer from /fsx, and the training image is built and pushed from "
-                "the machine that runs cdk deploy"
-            )
+        # Which endpoints and which API endpoint access it needs: infra/prerequisites.py.
+        p.warn(
+            "network.nat_gateways: 0 - no internet access: the chart's images are copied into ECR at deploy, the "
+            "sample job reads its text and tokenizer from /fsx, and the training image is built and pushed from "
+            "the machine that runs cdk deploy"
+        )
     for az in duplicates(sn.availability_zone for sn in net.hyperpod_subnets):
         p.error("network.hyperpod_subnets", az, "has two subnets in the same AZ; give one per AZ")
     for i, sn in enumerate(net.hyperpod_subnets):
@@ -262,8 +257,6 @@ def check_network(s: Settings, p: Problems):
             p.error(where, str(block), "overlaps 169.254.0.0/16, link-local, which a VPC cannot use")
         elif block.overlaps(AVOID):
             p.error(where, str(block), "overlaps 172.17.0.0/16, which the VPC user guide says not to use: SageMaker uses it (and Docker's default bridge)")
-    if net.existing_security_group_id and not net.existing_vpc:
-        p.error("network.existing_security_group_id", net.existing_security_group_id, "needs network.existing_vpc, the VPC the group is in")
     if net.existing_vpc:
         _check_existing_vpc(s, p)
         return

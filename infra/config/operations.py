@@ -15,8 +15,6 @@ from infra.config.base import Model, Problems, duplicates
 if TYPE_CHECKING:
     from infra.config.settings import Settings
 
-# What SNS takes as an e-mail endpoint, in the form people mistype: one @, a dot in the domain, no spaces.
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s.]+$")
 # An SNS topic's ARN (the Service Authorization Reference: arn:${Partition}:sns:${Region}:${Account}:${TopicName};
 # topic names are 1-256 letters, digits, hyphens and underscores, .fifo for FIFO topics).
 TOPIC_ARN = re.compile(r"^arn:(aws[a-z-]*):sns:([a-z0-9-]+):(\d{12}):([A-Za-z0-9_-]{1,256})(\.fifo)?$")
@@ -61,9 +59,7 @@ class OperationsSettings(Model):
 def check_operations(s: Settings, p: Problems) -> None:
     ops = s.operations
     n = ops.notifications
-    for i, email in enumerate(n.emails):
-        if not EMAIL.match(email):
-            p.error(f"operations.notifications.emails[{i}]", email, "is not an e-mail address (name@domain.tld)")
+    # Each address against the SMTP mailbox grammar: infra/config/limits.py.
     for email in duplicates(e.lower() for e in n.emails):
         p.error("operations.notifications.emails", email, "is listed twice; SNS keeps one subscription per address")
     if not n.cluster_event_levels:
@@ -83,9 +79,6 @@ def check_operations(s: Settings, p: Problems) -> None:
         elif found.group(2) != s.region or found.group(1) != naming.partition(s.region):
             # EventBridge rules target SNS topics in their own region, and alert manager's sigv4 signs for one.
             p.error("operations.notifications.topic_arn", n.topic_arn, f"is not in {s.region}, the cluster's region; EventBridge publishes only to topics in its own region")
-    if ops.alerts.enabled and not s.addons.observability.enabled:
-        p.error("operations.alerts.enabled", True, "needs addons.observability.enabled (the rules read its Prometheus workspace)")
-    elif ops.alerts.enabled and s.addons.observability.existing:
-        p.error("operations.alerts.enabled", True, "needs the Prometheus workspace this project creates with observability; with addons.observability.existing the workspace is the cluster owner's")
+    # That alert rules need observability, and its workspace ours: infra/prerequisites.py.
     if ops.alerts.enabled and not (n.emails or n.topic_arn):
         p.warn("operations.alerts.enabled: alerts go to the operations topic, which has no subscriber; add operations.notifications.emails or subscribe to the topic after deploy")

@@ -98,8 +98,6 @@ def check_sample_job(s: Settings, p: Problems):
     priorities = [pc.name for pc in s.governance.priority_classes]
     if job.priority is not None and job.priority not in priorities:
         p.error("sample_job.priority", job.priority, f"is not a priority class; classes: {', '.join(priorities) or '(none)'}")
-    if not s.addons.training_operator.enabled:
-        p.error("sample_job.enabled", True, "needs addons.training_operator.enabled (the job is a HyperPodPyTorchJob)")
     if not naming.K8S_LABEL.match(job.name) or len(job.name) > naming.K8S_LABEL_MAX:
         p.error("sample_job.name", job.name, "must be a Kubernetes name: lowercase letters, digits and hyphens, at most 63 characters")
     if job.checkpoint_interval_steps > job.max_steps:
@@ -122,17 +120,9 @@ def check_sample_job(s: Settings, p: Problems):
             "must be s3 or fsx: the job's local scratch is its pod's own emptyDir, deleted with the pod, so a restarted pod "
             "could not resume; a node folder that outlives the pod is a hostPath shared between jobs, which team namespaces refuse",
         )
-    if s.network.closed:
-        # Nothing reaches Hugging Face from a network without NAT.
-        if not job.dataset.files:
-            p.error("sample_job.dataset.files", [], f"must name text under {naming.FSX_MOUNT}/: a network without NAT cannot stream {job.dataset.name} from Hugging Face")
-        if not job.tokenizer.startswith(naming.FSX_MOUNT + "/"):
-            p.error("sample_job.tokenizer", job.tokenizer, f"cannot be downloaded in a network without NAT; save it under {naming.FSX_MOUNT}/ (tokenizer.save_pretrained) and give that path")
     for i, path in enumerate(job.dataset.files):
         if not s.fsx.enabled or not path.startswith(naming.FSX_MOUNT + "/"):
             p.error(f"sample_job.dataset.files[{i}]", path, f"must be a path under {naming.FSX_MOUNT}/ with fsx.enabled (the claim the job mounts)")
-    if job.checkpoint_to == "fsx" and not s.fsx.enabled:
-        p.error("sample_job.checkpoint_to", "fsx", "needs fsx.enabled (the shared file system the job mounts)")
     if job.tokenizer.startswith("meta-llama/") and not job.hf_token_secret:
         p.error(
             "sample_job.hf_token_secret",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 from pydantic import Field
 
 from infra.config.acceptance import PROBE_IMAGE
-from infra.config.base import IMAGE_REFERENCE, Model, Problems
+from infra.config.base import Model, Problems
 
 if TYPE_CHECKING:
     from infra.config.settings import Settings
@@ -35,8 +35,9 @@ class FsxSettings(Model):
     # Use this file system instead of creating one.
     existing: Optional[ExistingFileSystem] = None
     # A small image with /bin/sh, mkdir and chmod, for the Job that makes each team's directory
-    # (each team mounts only its own); in a network without NAT, a copy in this account's ECR.
-    directory_image: str = Field(default=PROBE_IMAGE, pattern=IMAGE_REFERENCE)
+    # (each team mounts only its own); in a network without NAT, a copy in this account's ECR; an
+    # image reference (infra/config/limits.py).
+    directory_image: str = PROBE_IMAGE
 
 
 FSX_THROUGHPUTS = (125, 250, 500, 1000)
@@ -59,7 +60,5 @@ def check_fsx(s: Settings, p: Problems) -> None:
     hp_azs = [sn.availability_zone for sn in s.network.hyperpod_subnets]
     if fsx.availability_zone is not None and fsx.availability_zone not in hp_azs:
         p.error("fsx.availability_zone", fsx.availability_zone, f"has no HyperPod subnet; subnets exist in: {', '.join(hp_azs)}")
-    if s.network.closed and s.governance.teams and ".dkr.ecr." not in fsx.directory_image:
-        p.error("fsx.directory_image", fsx.directory_image, "cannot be pulled in a network without NAT; copy it into this account's ECR and name that copy")
-    if not s.addons.fsx_csi.enabled:
-        p.error("addons.fsx_csi.enabled", False, "must be on with fsx.enabled: pods mount the file system through the CSI driver")
+    # What it needs beside it (the CSI driver; in a network without NAT, its directory image in
+    # ECR): infra/prerequisites.py.

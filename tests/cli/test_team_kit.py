@@ -57,7 +57,7 @@ def test_the_kit_says_what_prods_templates_create(synth, capsys):
 
 def test_the_kits_job_command_renders_a_job_into_that_queue(capsys):
     kit = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-production")
-    command = kit["render_job"].split(" > ")[0].replace("<training image URI>", "img:1")
+    command = kit["render_job"].split(" > ")[0].replace("<training image URI>", "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1")
     rc = cli.main(command.split()[1:])
     manifest = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
     assert rc == 0

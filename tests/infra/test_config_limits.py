@@ -26,9 +26,29 @@ def test_every_mapped_field_still_has_limits_in_its_source(path):
 
 def test_every_mapped_path_is_a_config_field():
     fields = {p for p, _ in config.field_paths()}
+    # A free-form mapping (an add-on's configuration values): a path may step into its keys.
+    mappings = {p for p, default in config.field_paths() if default == {}}
     for path in limits.FIELDS:
-        plain = path.replace("{}", "").replace("{=}", "")
-        assert plain in fields or plain.replace("[]", "") in fields or plain.rsplit(".", 1)[0] + "[]." + plain.rsplit(".", 1)[1] in fields, path
+        plain = path.replace("{}", "").replace("{=}", "").removesuffix("[]")
+        assert (
+            plain in fields or plain.replace("[]", "") in fields or plain.rsplit(".", 1)[0] + "[]." + plain.rsplit(".", 1)[1] in fields
+            or any(plain.startswith(m + ".") for m in mappings)
+        ), path
+
+
+def test_an_alarm_name_is_held_to_the_stricter_of_the_schema_and_the_api():
+    # The cluster schema's AlarmDetails.AlarmName allows 256 characters, the SageMaker API that
+    # CloudFormation hands it to 255 (botocore's AlarmName; CloudWatch's own alarm names stop at
+    # 255 too): the API's limit is the one held.
+    schema = limits.constraints(limits.Cfn("AWS::SageMaker::Cluster", "InstanceGroups.[].ScheduledUpdateConfig.DeploymentConfig.AutoRollbackConfiguration.[].AlarmName"))
+    api = limits.constraints(limits.FIELDS["hyperpod.instance_groups[].scheduled_update.rollback_alarms[]"].source)
+    assert api["maxLength"] <= schema["maxLength"] and api["minLength"] == schema["minLength"] == 1
+    assert limits.FIELDS["hyperpod.instance_groups[].auto_patch.rollback_alarms[]"].source == limits.FIELDS[
+        "hyperpod.instance_groups[].scheduled_update.rollback_alarms[]"].source
+    cloudwatch = limits._service_model("cloudwatch").shape_for("AlarmName").metadata
+    assert api["maxLength"] == cloudwatch["max"]
+    for name, refused in (("a" * api["maxLength"], False), ("a" * (api["maxLength"] + 1), True), (" \t", True), ("disk full", False)):
+        assert (limits.violation(name, api) is not None) is refused, name
 
 
 @pytest.mark.parametrize("path", sorted(limits.FIELDS))

@@ -19,6 +19,7 @@ from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
 from training import log_format
 
 MODEL_FILE = "sagemaker/hyperpod/training/config/hyperpod_pytorch_job_unified_config.py"
+IMAGE = "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1"
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +252,7 @@ def test_render_job_prints_the_same_manifest_as_the_stack(capsys):
 def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
     import yaml
 
-    rc, out, err = _render(capsys, "-c", "env=prod", "--image", "img:1", "--nodes", "3", "--team", "ml-production",
+    rc, out, err = _render(capsys, "-c", "env=prod", "--image", IMAGE, "--nodes", "3", "--team", "ml-production",
                            "--priority", "inference", "--preferred-topology", "topology.k8s.aws/network-node-layer-2", "--max-steps", "10")
     assert rc == 0
     # ml-production holds 2 nodes and may borrow 50% of them: the third is borrowed, and said so.
@@ -280,10 +281,12 @@ def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
         (["--team", "nobody"], "sample_job.team: 'nobody' is not a team"),
         (["--priority", "urgent"], "sample_job.priority: 'urgent' is not a priority class"),
         (["--required-topology", "topology.k8s.aws/rack"], "topology.level: 'topology.k8s.aws/rack' is not a topology level"),
+        # The image reference grammar, as for sample_job.image_uri (infra/grammars.py).
+        (["--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1"], "sample_job.image_uri: '111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1' breaks the grammar"),
     ],
 )
 def test_render_job_overrides_are_validated_by_the_same_rules(capsys, args, message):
-    rc, out, err = _render(capsys, "-c", "env=prod", "--image", "img:1", *args)
+    rc, out, err = _render(capsys, "-c", "env=prod", "--image", IMAGE, *args)
     assert rc == 2 and out == ""
     assert message in err and "Traceback" not in err
 

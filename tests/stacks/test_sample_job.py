@@ -75,7 +75,7 @@ def test_job_writes_to_the_bucket_the_stack_creates_and_render_job_agrees(synth,
     command = s.manifests("sample-job")[-1]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     (uri,) = [a.split("=", 1)[1] for a in command if a.startswith("--checkpoint-dir=")]
     assert uri.startswith(f"s3://{bucket['Properties']['BucketName']}/")
-    assert cli.main(["render-job", "-c", "env=prod", "--image", "img:1"]) == 0
+    assert cli.main(["render-job", "-c", "env=prod", "--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1"]) == 0
     rendered = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
     assert f"--checkpoint-dir={uri}" in rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     # the job starts after the bucket it writes to exists
