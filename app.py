@@ -29,15 +29,22 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     network = NetworkStack(app, settings=settings)
     cluster = ClusterStack(app, settings=settings, network=network)
     hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
-    addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
-    stacks = [network, cluster, hyperpod, addons]
-    if addons.prometheus is not None:
-        # The operations stack imports the workspace; exported even when it is off.
-        addons.keep_exported(addons.prometheus.attr_arn)
+    stacks = [network, cluster, hyperpod]
+    operations = None
     if settings.operations.enabled:
         from stacks.operations import OperationsStack
 
-        stacks.append(OperationsStack(app, settings=settings, addons=addons))
+        operations = OperationsStack(app, settings=settings, after=hyperpod)
+        stacks.append(operations)
+    addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
+    if operations is not None:
+        # The workspace's alert manager names the operations topic: created after it, never before.
+        addons.add_stack_dependency(operations)
+    stacks.append(addons)
+    if addons.prometheus is not None:
+        # An operations stack deployed before the alert rules moved beside the workspace imports
+        # it until its next update (which comes before this stack's): exported even when it is off.
+        addons.keep_exported(addons.prometheus.attr_arn)
     # What the optional stack below imports, exported even when it is off.
     cluster.keep_exported(
         cluster.cluster.cluster_arn,

@@ -57,16 +57,28 @@ class ObservabilityAddon(ManagedAddon):
         obs = self.settings.addons.observability
         name = f"{self.settings.prefix}-{self.settings.env_name}"
         key = stack.data_key("MetricsKey", "metrics", "Encrypts the Amazon Managed Prometheus workspace")
+        alerts = self.settings.operations.alerts.enabled
+        tags = [cdk.CfnTag(key=k, value=v) for k, v in sorted(self.settings.all_tags.items())]
         self.prometheus = aps.CfnWorkspace(
             stack,
             "Prometheus",
             alias=f"{name}-hyperpod",
             kms_key_arn=key.key_arn,
-            # Where the operations stack's alert rules are sent (its topic, named, so nothing is imported).
-            alert_manager_definition=alerting.alert_manager_definition(self.settings) if self.settings.operations.alerts.enabled else None,
-            tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted(self.settings.all_tags.items())],
+            # Where the alert rules are sent: the operations topic, by its name (nothing imported),
+            # which the operations stack has created before this stack (app.py).
+            alert_manager_definition=alerting.alert_manager_definition(self.settings) if alerts else None,
+            tags=tags,
         )
         self.prometheus.apply_removal_policy(stack.data_removal_policy)
+        if alerts:  # the rules it evaluates, beside it
+            aps.CfnRuleGroupsNamespace(
+                stack,
+                "AlertRules",
+                name=alerting.rule_groups_name(self.settings),
+                workspace=self.prometheus.attr_arn,
+                data=alerting.rule_groups_yaml(self.settings),
+                tags=tags,
+            )
         self.grafana = self._grafana(ctx, name) if obs.grafana.enabled else None
         logs_arn = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/Clusters/*"
         identity = pod_identity.pod_identity_role(

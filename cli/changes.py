@@ -4,7 +4,10 @@ The property-level diff is `cdk diff`'s own (the pinned CLI, offline: `--app <as
 --template <file>` per stack). Above it stand the callouts no generic diff makes:
 - a replaced or removed EKS cluster, HyperPod cluster, bucket or KMS key;
 - an instance group change after which HyperPod replaces every node of the group
-  (its name, type, execution role, threads per core or subnet override);
+  (its name, type, execution role, threads per core or subnet override), or rolls them or
+  gives them something only a node made after it gets (an AMI, the lifecycle script, deep
+  health checks, volumes: the properties the readiness gates carry), after which the gates
+  wait for the group again;
 - an export a stack still imports that would change or disappear, which CloudFormation
   refuses ("Cannot update export ... as it is in use by ...");
 - resources replaced because something their create-only properties reference is replaced;
@@ -339,6 +342,17 @@ def _groups(template: dict) -> dict[str, dict]:
     }
 
 
+def node_specs(template: dict) -> dict[str, dict]:
+    """Instance group -> the properties the node gate carries for it (stacks/hyperpod.py
+    ROLLS_NODES: what rolls or replaces the group's nodes)."""
+    return {
+        group: spec
+        for r in _resources(template).values()
+        if r["Type"] == "Custom::HyperPodNodesReady" and str(r.get("Properties", {}).get("Link", "1/1")).startswith("1/")
+        for group, spec in r.get("Properties", {}).get("NodeSpecs", {}).items()
+    }
+
+
 def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]], groups_replaced: dict[str, list[str]]) -> list[str]:
     """The node callouts; groups_replaced gets, per stack, the groups whose nodes all go."""
     callouts = []
@@ -346,6 +360,9 @@ def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]], gr
         if stack not in old.templates:
             continue
         before, after = _groups(old.templates[stack]), _groups(new[stack])
+        rolling = {g: set(spec) for g, spec in node_specs(new[stack]).items()}
+        for g, spec in node_specs(old.templates[stack]).items():
+            rolling.setdefault(g, set()).update(spec)
         for name in sorted(set(before) | set(after)):
             if name not in after:
                 callouts.append(f"NODES REMOVED: instance group {name} in {stack} is removed; its {before[name].get('InstanceCount')} node(s) are terminated")
@@ -361,6 +378,14 @@ def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]], gr
                     detail = ", ".join(f"{f} {_short(before[name].get(f))} -> {_short(after[name].get(f))}" for f in fields)
                     callouts.append(f"NODES REPLACED: HyperPod replaces every node of instance group {name} in {stack} ({detail})")
                     groups_replaced.setdefault(stack, []).append(name)
+                rolled = sorted(f for f in rolling.get(name, ()) if f not in fields and before[name].get(f) != after[name].get(f))
+                if rolled:
+                    detail = ", ".join(f"{f} {_short(before[name].get(f))} -> {_short(after[name].get(f))}" for f in rolled)
+                    callouts.append(
+                        f"NODES ROLL: instance group {name} in {stack} changes what its nodes are made with ({detail}): "
+                        "HyperPod rolls them, or nodes take it as they are replaced; the node and accelerator gates wait "
+                        "for the group again before the add-ons and the job"
+                    )
                 keys_before, keys_after = _volume_keys(before[name]), _volume_keys(after[name])
                 if keys_before != keys_after or _mentions(list(keys_after.values()), replaced.get(stack, set())):
                     # HyperPod's smcluster-cmk page: "KMS key transition isn't currently supported ... create a new

@@ -188,11 +188,14 @@ def _checks(group: dict) -> str:
     return f" with deep health checks {', '.join(checks)}" if checks else ""
 
 
-def cluster_update(old: dict, new: dict) -> Update:
+def cluster_update(old: dict, new: dict, rolling: dict[str, set[str]] | None = None) -> Update:
     """The nodes an update of AWS::SageMaker::Cluster starts: a new group's, every node of a group
-    whose type, role, threads or subnets change (HyperPod replaces them), the nodes a count adds."""
+    whose type, role, threads or subnets change (HyperPod replaces them), every node of a group
+    whose `rolling` properties change (the node gate's NodeSpecs: HyperPod rolls them), the
+    nodes a count adds."""
     from cli.changes import NODE_REPLACING_FIELDS
 
+    rolling = rolling or {}
     before = {g["InstanceGroupName"]: g for g in old.get("Properties", {}).get("InstanceGroups", [])}
     slowest, waits = 0.0, []
     for group in new.get("Properties", {}).get("InstanceGroups", []):
@@ -204,6 +207,8 @@ def cluster_update(old: dict, new: dict) -> Update:
             took, what = group_minutes(group), f"nodes added: {count} x {itype} in the new group {name}{_checks(group)}"
         elif any(prev.get(f) != group.get(f) for f in NODE_REPLACING_FIELDS):
             took, what = group_minutes(group), f"nodes replaced: every node of group {name} ({count} x {itype}){_checks(group)}"
+        elif any(prev.get(f) != group.get(f) for f in rolling.get(name, ())):
+            took, what = group_minutes(group), f"nodes roll: every node of group {name} ({count} x {itype}){_checks(group)}"
         elif isinstance(prev.get("InstanceCount"), int) and count > prev["InstanceCount"]:
             added = count - prev["InstanceCount"]
             took, what = group_minutes({**group, "InstanceCount": added}), f"nodes added: {added} x {itype} in group {name}{_checks(group)}"
@@ -223,8 +228,10 @@ def update_plan(before, after, changes: list[dict]) -> dict:
     unchanged one none (cdk deploy skips an unchanged stack)."""
     action = {(c["stack"], c["resource"]): c["action"] for c in changes if c["action"] != "removed"}
     old = {s.name: s.resources for s in before}
+    from cli.changes import node_specs
+
     updates = {
-        s.name: cluster_update(old[s.name][lid], res)
+        s.name: cluster_update(old[s.name][lid], res, {g: set(spec) for g, spec in node_specs(s.template).items()})
         for s in after
         for lid, res in s.resources.items()
         if res["Type"] == "AWS::SageMaker::Cluster" and action.get((s.name, lid)) == "modified"

@@ -6,7 +6,7 @@ review-<env>.md, .json and .sarif:
   `aws cloudformation get-template`), an earlier assembly, or by default the last review of
   the environment: the callouts no generic diff makes, then `cdk diff`'s property-level diff;
 - the stacks in deploy order, the exports between them (a Mermaid graph) and their size
-  against CloudFormation's limits;
+  against CloudFormation's limits; the images the deploy copies into ECR, from where and how;
 - the estimated cost, the risk and exposure, and the IAM access by documented level;
 - the cdk-nag results with every acknowledgment and its reason, the cfn-lint findings;
 - an estimated deploy plan, scaled by the HyperPod nodes and their deep health checks.
@@ -181,6 +181,43 @@ def load_warnings(outdir: Path) -> list[str]:
     return found
 
 
+def image_copies(stacks: list[StackSummary]) -> list[dict]:
+    """The images the deploy copies into this account's ECR (cdk-ecr-deployment's
+    Custom::CDKECRDeployment, before the chart): from where, into which repository, with which
+    credentials. Read from the templates."""
+    out = []
+    for stack in stacks:
+        resources = stack.template.get("Resources", {})
+        for r in resources.values():
+            if r["Type"] != "Custom::CDKECRDeployment":
+                continue
+            props = r["Properties"]
+            dest = json.dumps(props["DestImage"])
+            repository = next(
+                (resources[ref]["Properties"].get("RepositoryName") for ref in re.findall(r'"Ref": "([A-Za-z0-9]+)"', dest)
+                 if resources.get(ref, {}).get("Type") == "AWS::ECR::Repository"),
+                None,
+            )
+            tag = re.search(r':([^":/]+)"\]\]\}$', dest)
+            out.append({
+                "stack": stack.name,
+                "source": props["SrcImage"].removeprefix("docker://"),
+                "repository": f"{repository}:{tag.group(1)}" if repository and tag else dest,
+                "credentials": props.get("SrcCreds"),
+            })
+    return out
+
+
+def _copies_markdown(copies: list[dict]) -> list[str]:
+    if not copies:
+        return []
+    out = ["## Images copied at deploy", "", "Into this account's ECR, before the chart that pulls them (cdk-ecr-deployment):", ""]
+    for c in copies:
+        how = f"with the credentials in Secrets Manager secret {c['credentials']}" if c["credentials"] else "without credentials"
+        out.append(f"- {c['source']} -> {c['repository']}, {how}")
+    return out + [""]
+
+
 def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True, cache: Path | None = None,
           config: tuple[dict, str] | None = None) -> dict:
     """Every section of the review as plain data (what review.json holds). `against` is a
@@ -225,6 +262,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
             }
             for s in stacks
         ],
+        "image_copies": image_copies(stacks),
         "cost": cost.estimate(stacks, region),
         "risk": exposure.report(stacks),
         "refused": [str(r) for r in load_refusals(outdir)],
@@ -419,6 +457,7 @@ def to_markdown(report: dict) -> str:
         out.append("   " + ", ".join(f"{t.split('::', 1)[1]} {n}" for t, n in st["by_type"].items()))
     out += ["", "Exports between the stacks (a solid edge carries exports; a dotted one orders only):", ""]
     out += stack_graph(report) + [""]
+    out += _copies_markdown(report.get("image_copies", []))
     from cli import cost, exposure
 
     found = (report["changes"] or {}).get("deltas") or {}

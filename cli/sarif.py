@@ -76,6 +76,9 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
                 "disappear; CloudFormation refuses the update of the exporting stack."),
     "NODES REPLACED": ("Every node of an instance group is replaced", "The group's instance type, execution role, threads "
                        "per core or subnets change: HyperPod replaces every node, and the jobs on them stop."),
+    "NODES ROLL": ("Every node of an instance group rolls", "What the group's nodes are made with changes (an AMI "
+                   "release, the lifecycle script, deep health checks, volumes): HyperPod rolls them, and the gates wait "
+                   "for the group again."),
     "NODES ADDED": ("A new instance group", "An instance group is added: new nodes start, with their deep health checks."),
     "NODES REMOVED": ("An instance group is removed", "An instance group leaves the cluster and its nodes are terminated."),
     "NODE COUNT": ("An instance group's node count changes", "Nodes are added to or taken from an instance group."),
@@ -120,6 +123,7 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
 _CALLOUT_FIELDS = {
     "NODES REPLACED": ("hyperpod.instance_groups[{group}]",),
     "NODES ADDED": ("hyperpod.instance_groups[{group}]",),
+    "NODES ROLL": ("hyperpod.instance_groups[{group}]",),
     "NODE COUNT": ("hyperpod.instance_groups[{group}].count",),
     "NEW QUOTA": ("hyperpod.instance_groups[instance_type={type}].instance_type",),
     "MIGRATE FIRST": ("addons.task_governance.version",),

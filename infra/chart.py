@@ -97,6 +97,13 @@ CHART_IMAGES = (
         where="charts/health-monitoring-agent/templates/_helpers.tpl (account by region)",
     ),
 )
+# Registries that limit pulls without credentials, each with its limit as it documents it. Where
+# the images are copied, the copier is a Lambda whose outbound address AWS shares with other
+# functions, so a limit may be spent before the copy asks.
+DOCKER_HUB = "docker.io/"
+ANONYMOUS_PULL_LIMITS = {
+    DOCKER_HUB: "Docker Hub allows 10 pulls an hour per IPv4 address without credentials (docs.docker.com/docker-hub/usage)",
+}
 # The health agent's registry account per region (its _helpers.tpl); other regions fall back to us-east-1's.
 HEALTH_AGENT_ACCOUNTS = {
     "us-east-1": "767398015722", "us-west-2": "905418368575", "us-east-2": "851725546812", "us-west-1": "011528288828",

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 # Stacks in deploy order; each name is "<prefix>-<env>-<suffix>".
-STACK_SUFFIXES = ("network", "cluster", "hyperpod", "addons", "operations", "sample-job")
+STACK_SUFFIXES = ("network", "cluster", "hyperpod", "operations", "addons", "sample-job")
 # The network stack's output listing every CIDR block of the VPC (an imported one's too, which
 # no resource in the template names); the review judges "outside the VPC" by it.
 VPC_CIDR_BLOCKS_OUTPUT = "VpcCidrBlocks"

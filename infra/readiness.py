@@ -58,12 +58,14 @@ class ChainedWait(Construct):
         super().__init__(scope, id_)
         code = lambda_.Code.from_asset(str(HANDLERS))
         runtime = lambda_.Runtime.PYTHON_3_12
+        # The timeouts and retries that keep every call inside the function's time.
+        environment = timing.handler_environment()
         self.on_event = lambda_.Function(
-            self, "OnEvent", runtime=runtime, code=code, handler=f"{handler}.on_event",
+            self, "OnEvent", runtime=runtime, code=code, handler=f"{handler}.on_event", environment=environment,
             timeout=cdk.Duration.seconds(timing.ON_EVENT_TIMEOUT_S), description=f"Readiness gate: starts the wait ({description})",
         )
         self.is_complete = lambda_.Function(
-            self, "IsComplete", runtime=runtime, code=code, handler=f"{handler}.is_complete",
+            self, "IsComplete", runtime=runtime, code=code, handler=f"{handler}.is_complete", environment=environment,
             timeout=cdk.Duration.seconds(timing.IS_COMPLETE_TIMEOUT_S), description=f"Readiness gate: {description}?",
             **(is_complete_options or {}),
         )
@@ -103,7 +105,7 @@ class ChainedWait(Construct):
                 "would fail in accounts whose limit leaves no room to reserve",
                 CKV_AWS_116="CloudFormation receives every failure with its reason; a DLQ would never be read",
                 **({} if in_vpc else {"CKV_AWS_117": "It calls only AWS APIs (SageMaker), which need no VPC"}),
-                CKV_AWS_173="No environment variables are set: there is nothing to encrypt",
+                CKV_AWS_173="The environment holds only the SDK timeouts and retry count, nothing secret",
             )
         compliance.acknowledge_provider(self, why_these_functions)
 
@@ -112,8 +114,18 @@ class HyperPodNodesReady(ChainedWait):
     """Completes when each instance group of `cluster_name` has its configured count Running."""
 
     def __init__(
-        self, scope: Construct, id_: str, *, cluster: cdk.CfnResource, cluster_name: str, groups: dict[str, int], total_minutes: float
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        cluster: cdk.CfnResource,
+        cluster_name: str,
+        groups: dict[str, int],
+        node_specs: dict[str, dict],
+        total_minutes: float,
     ):
+        """`node_specs`: per group, what of it rolls or replaces its nodes (stacks/hyperpod.py
+        node_spec). The check never reads it: a change to it makes the gate wait again."""
         stack = cdk.Stack.of(scope)
         super().__init__(
             scope,
@@ -123,6 +135,7 @@ class HyperPodNodesReady(ChainedWait):
             properties={
                 "ClusterName": cluster_name,
                 "InstanceGroups": {name: str(count) for name, count in groups.items()},
+                "NodeSpecs": node_specs,
             },
             total_minutes=total_minutes,
             description="are the HyperPod nodes Running",
@@ -151,7 +164,8 @@ class HyperPodNodesReady(ChainedWait):
 
 class AcceleratorsReady(ChainedWait):
     """Completes when each group in `groups` (name -> (count, {resource: per node})) has that
-    many nodes that are Ready, Schedulable and advertise those resources as allocatable."""
+    many nodes that are Ready, Schedulable and advertise those resources as allocatable;
+    waits again whenever `node_specs` changes (a node roll)."""
 
     def __init__(
         self,
@@ -160,6 +174,7 @@ class AcceleratorsReady(ChainedWait):
         *,
         cluster: eks.ICluster,
         groups: dict[str, tuple[int, dict[str, int]]],
+        node_specs: dict[str, dict],
         subnets: list[ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
         vpc: ec2.IVpc,
@@ -181,6 +196,8 @@ class AcceleratorsReady(ChainedWait):
                     name: {"Count": str(count), "Resources": {r: str(n) for r, n in sorted(resources.items())}}
                     for name, (count, resources) in sorted(groups.items())
                 },
+                # Read by no check: a node roll makes the gate wait again (HyperPodNodesReady).
+                "NodeSpecs": node_specs,
             },
             total_minutes=timing.ACCELERATOR_WAIT_MINUTES,
             description="can the accelerated nodes run training",

@@ -42,6 +42,53 @@ LINK_WAIT_S = (PROVIDER_ATTEMPTS - 4) * POLL_INTERVAL_S
 # A wait inside one kubectl-provider invocation (its Lambda runs 15 minutes at most).
 KUBECTL_WAIT_MAX_MINUTES = 14
 
+# ---------------------------------------------------------------------- calls inside a handler
+
+# Every call a gate's handler makes ends inside the handler's Lambda timeout. botocore's
+# defaults (60 s connect, 60 s read, retries) outlast it: a stalled call gets the function
+# killed, Lambda answers the invoke with FunctionError, and the provider framework then
+# answers CloudFormation FAILED, without retry (aws-cdk-lib custom-resources framework.js
+# invokeUserFunction throws on FunctionError; cfn-response.js safeHandler re-throws only its
+# own Retry). A call that fails in time is a "not yet" instead: the next poll asks again.
+SDK_CONNECT_TIMEOUT_S = 2
+SDK_READ_TIMEOUT_S = 5
+SDK_MAX_ATTEMPTS = 2  # botocore's total_max_attempts: the call and one retry
+# The longest sleep before the retry: botocore's standard mode waits rand(0, 1) x 1 s after a
+# throttle, raised to a service's x-amz-retry-after but by 5 s at most (ExponentialBackoff).
+SDK_BACKOFF_MAX_S = 6
+# The accelerator gate's GETs to the Kubernetes API (urllib: the timeout bounds the connect,
+# the TLS handshake and each read, one after the other).
+KUBERNETES_TIMEOUT_S = 4
+KUBERNETES_REQUEST_WORST_S = 3 * KUBERNETES_TIMEOUT_S
+# A handler's own work around its calls: before the first (the runtime's imports, the
+# client, a token signed) and after the last (the reply).
+HANDLER_WORK_S = 4
+HANDLER_REPLY_S = 1
+
+
+def sdk_call_worst_s() -> int:
+    """The longest one AWS API call may take with these settings: every attempt its connect
+    and read timeouts, and the sleeps between attempts."""
+    return SDK_MAX_ATTEMPTS * (SDK_CONNECT_TIMEOUT_S + SDK_READ_TIMEOUT_S) + (SDK_MAX_ATTEMPTS - 1) * SDK_BACKOFF_MAX_S
+
+
+def call_budget_s() -> int:
+    """What a handler must still have left to start a call (an AWS or a Kubernetes one) and
+    reply after it; with less, the check stops there and the next poll goes on."""
+    return max(sdk_call_worst_s(), KUBERNETES_REQUEST_WORST_S) + HANDLER_REPLY_S
+
+
+def handler_environment() -> dict[str, str]:
+    """The settings every gate handler reads (infra/handlers/chain.py: client, within_time),
+    handed to each function as its environment: the handlers run without this module."""
+    return {
+        "SDK_CONNECT_TIMEOUT_S": str(SDK_CONNECT_TIMEOUT_S),
+        "SDK_READ_TIMEOUT_S": str(SDK_READ_TIMEOUT_S),
+        "SDK_MAX_ATTEMPTS": str(SDK_MAX_ATTEMPTS),
+        "KUBERNETES_TIMEOUT_S": str(KUBERNETES_TIMEOUT_S),
+        "CALL_BUDGET_S": str(call_budget_s()),
+    }
+
 # ---------------------------------------------------------------------- node estimates
 
 # HyperPod nodes: boot, the lifecycle script and joining EKS, by kind of instance (the large

@@ -180,6 +180,7 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         f"--seq-len={SEQ_LEN[model]}",
         f"--batch-size={model_shape.JOB_BATCH}",
         f"--max-steps={job.max_steps}",
+        f"--warmup-steps={model_shape.job_warmup_steps(model, job.max_steps)}",
         f"--checkpoint-dir={checkpoint_uri}",
         f"--checkpoint-interval={job.checkpoint_interval_steps}",
         f"--keep-checkpoints={job.keep_checkpoints}",

@@ -49,9 +49,11 @@ NETWORK_INTERFACE_ACTIONS = (
 # volumes' key for scaling out, adding nodes and patching, and reads the key.
 VOLUME_KEY_ACTIONS = ("kms:CreateGrant", "kms:DescribeKey")
 
-# The grants the autoscaler role may create for the volumes of nodes it adds (the docs' policy).
+# The grants the autoscaler role may create for the volumes of nodes it adds (the docs' policy),
+# and RetireGrant: a grant given for a node's volume is retired when the node goes (the awsome
+# Terraform's Karpenter role grants it: modules/sagemaker_iam_role/main.tf, karpenter_policy).
 AUTOSCALER_GRANT_OPERATIONS = (
-    "CreateGrant", "Decrypt", "DescribeKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptTo", "ReEncryptFrom",
+    "CreateGrant", "Decrypt", "DescribeKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptTo", "ReEncryptFrom", "RetireGrant",
 )
 
 # Every property of AWS::SageMaker::Cluster (cfn-lint's schema) and of its instance groups:
@@ -89,6 +91,47 @@ INSTANCE_GROUP_COVERAGE = {
     "ImageReleaseVersion": "image_release_version",
     "NetworkInterface": "network_interface",
 }
+# What a change of each instance-group property does to the group's running nodes. The gates
+# (node and accelerator) carry every property that rolls or replaces nodes, or that a node gets
+# only when it is made, so a change that leaves the counts as they are still re-runs them after
+# the cluster's update: where a change reaches the nodes only as they are replaced, the gates
+# check the group again at no more cost than one poll. A test holds this against every
+# instance-group property of the schema.
+ROLLS_NODES = {
+    "InstanceType": "new nodes of the new type (UpdateCluster: an instance group's instance type can change)",
+    "InstanceRequirements": "new nodes of the new types",
+    "ImageId": "an AMI update: each node's root volume is replaced and the node is NotReady meanwhile "
+    "(HyperPod, Update the platform software of a cluster)",
+    "ImageReleaseVersion": "an AMI update, as ImageId",
+    "LifeCycleConfig": "the script a node runs when it is created; its content is in the URI (lifecycle/<digest>/)",
+    "OnStartDeepHealthChecks": "checks run when the group is created or updated (SageMaker API, "
+    "ClusterInstanceGroupSpecification): the nodes are Unschedulable until they pass",
+    "InstanceStorageConfigs": "volumes are attached when a node is created",
+    "ThreadsPerCore": "set when an instance is launched (its CPU options)",
+    "ExecutionRole": "set when an instance is launched (its instance profile)",
+    "OverrideVpcConfig": "set when an instance is launched (its subnet and groups)",
+    "TrainingPlanArn": "nodes move onto the plan's reserved capacity",
+    "CapacityRequirements": "nodes move between Spot and On-Demand capacity",
+    "NetworkInterface": "interfaces are attached when a node is created",
+    "KubernetesConfig": "labels and taints reconciled on the nodes in place, but a taint decides where the device "
+    "plugins run, which the accelerator gate checks",
+}
+KEEPS_NODES = {
+    "InstanceGroupName": "the gates name the group",
+    "InstanceCount": "the gates wait for the count itself",
+    "MinInstanceCount": "only the group's first transition to InService (SageMaker API)",
+    "ScheduledUpdateConfig": "a later AMI update on its schedule, not at this deploy",
+    "AutoPatchConfig": "later patching of idle nodes, not at this deploy",
+    "SlurmConfig": "Slurm-only",
+}
+
+
+def node_spec(group: dict) -> dict:
+    """The properties of one instance group (as CloudFormation takes it) whose change rolls or
+    replaces its nodes: what the gates carry for it."""
+    return {key: value for key, value in group.items() if key in ROLLS_NODES}
+
+
 LEFT_OUT = {
     "ClusterArn": "read-only",
     "ClusterStatus": "read-only",
@@ -144,16 +187,24 @@ class HyperPodStack(PlatformStack):
 
     # ------------------------------------------------------------------ readiness
 
+    def _node_specs(self) -> dict[str, dict]:
+        """Instance group -> what of it rolls or replaces its nodes (node_spec), as the cluster
+        is given it: rendered by the L1 itself, tokens left for CloudFormation to resolve."""
+        rendered = self.cluster._render_properties(self.cluster._cfn_properties)
+        return {group["InstanceGroupName"]: node_spec(group) for group in rendered["InstanceGroups"]}
+
     def _nodes_ready(self) -> readiness.HyperPodNodesReady:
         # Groups that start at 0 (Karpenter's) have no nodes to wait for.
         groups = [g for g in self.settings.hyperpod.instance_groups if g.count > 0]
         estimate = max(g.boot_minutes for g in groups)
+        specs = self._node_specs()
         return readiness.HyperPodNodesReady(
             self,
             "NodesReady",
             cluster=self.cluster,
             cluster_name=self.settings.hyperpod_cluster_name,
             groups={g.name: g.count for g in groups},
+            node_specs={g.name: specs[g.name] for g in groups},
             total_minutes=timing.node_wait_minutes(estimate),
         )
 
@@ -167,11 +218,13 @@ class HyperPodStack(PlatformStack):
         }
         if not groups:
             return None
+        specs = self._node_specs()
         gate = readiness.AcceleratorsReady(
             self,
             "AcceleratorsReady",
             cluster=self.eks_cluster,
             groups=groups,
+            node_specs={name: specs[name] for name in groups},
             vpc=self.network.vpc,
             subnets=self.network.eks_subnets,
             security_group=self.network.efa_security_group,

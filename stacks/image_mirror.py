@@ -19,7 +19,6 @@ from constructs import Construct
 from infra import chart, compliance
 from infra.config import Settings
 
-DOCKER_HUB = "docker.io/"
 # The copier holds each image's layers while it copies (cdk-ecr-deployment's default is 512).
 COPIER_MEMORY_MB = 1024
 
@@ -56,6 +55,9 @@ def mirror_chart_images(stack: cdk.Stack, settings: Settings, values: dict, key:
             image_scan_on_push=True,
             # The copy re-runs when the chart's tag changes; the tag names the upstream version.
             image_tag_mutability=ecr.TagMutability.MUTABLE,
+            # Deleted with the stack, so the next deploy copies again (with credentials where the
+            # registry limits anonymous pulls: config refuses a copy from one without them). Kept,
+            # its fixed name would fail that deploy's create, as the kept buckets do.
             removal_policy=cdk.RemovalPolicy.DESTROY,
             empty_on_delete=True,
         )
@@ -69,7 +71,7 @@ def mirror_chart_images(stack: cdk.Stack, settings: Settings, values: dict, key:
         copy = ECRDeployment(
             stack,
             f"Copy-{image.subchart}",
-            src=DockerImageName(source, secret if secret and source.startswith(DOCKER_HUB) else None),
+            src=DockerImageName(source, secret if secret and source.startswith(chart.DOCKER_HUB) else None),
             dest=DockerImageName(f"{repository.repository_uri}:{image.tag}"),
             copy_image_index=True,
             role=copier_role,

@@ -42,7 +42,7 @@ class NetworkStack(PlatformStack):
         if net.endpoint_services:
             self._interface_endpoints()
         self.hyperpod_subnet_by_az = {s.availability_zone: s for s in self.hyperpod_subnets}
-        self._wait_for_lambda_interfaces_on_delete()
+        self._wait_for_interfaces_on_delete()
         cdk.CfnOutput(self, "VpcId", value=self.vpc.vpc_id)
         cdk.CfnOutput(self, "EfaSecurityGroupId", value=self.efa_security_group.security_group_id)
         cdk.CfnOutput(
@@ -156,32 +156,39 @@ class NetworkStack(PlatformStack):
 
     # ------------------------------------------------------------------ teardown
 
-    def _wait_for_lambda_interfaces_on_delete(self) -> None:
-        """The kubectl provider and the accelerator gate run in these subnets; Lambda frees
-        their interfaces up to 20 minutes after the functions are gone. Deleted first (it
-        refers to the subnets and the group), this waits for that before their deletion."""
-        subnets = [*self.eks_subnets, *self.hyperpod_subnets]
+    def _wait_for_interfaces_on_delete(self) -> None:
+        """Deleted first (it refers to the subnets and the group), this waits before their
+        deletion until no network interface holds them, whatever made it: Lambda frees the
+        kubectl provider's and the accelerator gate's up to 20 minutes after the functions are
+        gone, HyperPod the VPC CNI's and its own once it has terminated the nodes
+        (infra/handlers/vpc_teardown.py)."""
         existing_vpc = self.settings.uses_existing_vpc
         if existing_vpc and self.settings.network.existing_security_group_id:
             return  # nothing here is deleted with this stack: no subnet, no security group to wait for
+        subnets = [*self.eks_subnets, *self.hyperpod_subnets]
+        if not existing_vpc:
+            subnets += self.vpc.public_subnets
         wait = readiness.ChainedWait(
             self,
+            # The id it had when it waited for Lambda's interfaces only: a new id would replace it, and
+            # deleting the old one would wait, mid-update, for the interfaces of the running nodes.
             "LambdaInterfacesReleased",
             handler="vpc_teardown",
             resource_type="Custom::VpcTeardown",
             properties={
                 "VpcId": self.vpc.vpc_id,
+                # Referenced so that CloudFormation deletes them after this wait, not beside it.
                 "SubnetIds": [subnet.subnet_id for subnet in subnets],
                 "SecurityGroupId": self.efa_security_group.security_group_id,
                 # Only a VPC this stack deletes: another's GuardDuty endpoint stays where it is.
                 **({"RemoveGuardDuty": "true"} if not existing_vpc else {}),
-                # In an existing VPC the subnets stay, and other Lambdas' interfaces in them are their
-                # owners': only ours, which hold the security group deleted here, are waited for.
+                # In an existing VPC the subnets stay, and other interfaces in them are their owners':
+                # only those holding the security group deleted here are waited for.
                 **({"OnlyInterfacesOfTheGroup": "true"} if existing_vpc else {}),
             },
             total_minutes=timing.LINK_WAIT_S / 60,
-            description="are this VPC's Lambda interfaces released",
-            why_these_functions="a wait on deletion for Lambda's network interfaces to leave this VPC; its handlers call "
+            description="are this VPC's network interfaces released",
+            why_these_functions="a wait on deletion for the network interfaces that hold this VPC to go; its handlers call "
             "only the EC2 API",
         )
         describe = ["ec2:DescribeNetworkInterfaces"]

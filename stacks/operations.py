@@ -2,12 +2,18 @@
 
 HyperPod's cluster state changes, node health events and cluster events (EventBridge, source
 aws.sagemaker) become one readable line each on an SNS topic; the observability add-on's
-Prometheus workspace evaluates the alert rules here and its alert manager (set on the
-workspace, in the addons stack) publishes to the same topic; FSx for Lustre's free capacity
-is a CloudWatch alarm on it. The topic is encrypted with a key of its own, and its policy
-admits only EventBridge, CloudWatch and Managed Prometheus acting for this account. With
+Prometheus workspace evaluates the alert rules and its alert manager publishes to the same
+topic (both set beside the workspace, in the addons stack); FSx for Lustre's free capacity is
+a CloudWatch alarm on it. The topic is encrypted with a key of its own, and its policy admits
+only EventBridge, CloudWatch and Managed Prometheus acting for this account. With
 `operations.notifications.topic_arn` an existing topic takes its place (its owner grants the
-same publishers). The stack deploys after the addons stack, whose workspace it reads.
+same publishers).
+
+The stack deploys right before the addons stack (app.py): the alert manager names this topic,
+so the topic exists before the definition that names it. Nothing is imported either way (the
+topic by its name); an earlier version of this stack held the alert rules and imported the
+workspace, and its update (which comes first) deletes them before the addons stack makes them
+again beside the workspace, a few minutes without alert rules once.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ from __future__ import annotations
 import hashlib
 
 import aws_cdk as cdk
-from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -28,7 +33,6 @@ from infra import alerting, naming
 from infra.config import Settings
 from infra.stack import PlatformStack
 from stacks import storage
-from stacks.addons import AddonsStack
 
 # FSx for Lustre's FreeDataStorageCapacity (AWS/FSx, dimension FileSystemId): its Sum is the
 # bytes free in the whole file system ("Amazon FSx for Lustre metrics and dimensions").
@@ -39,9 +43,11 @@ GIB = 1024**3
 
 
 class OperationsStack(PlatformStack):
-    def __init__(self, scope: Construct, *, settings: Settings, addons: AddonsStack):
+    def __init__(self, scope: Construct, *, settings: Settings, after: PlatformStack):
+        """`after`: the stack this one deploys after (the hyperpod stack): the addons stack, which
+        deploys after this one, follows it right away."""
         super().__init__(scope, "operations", settings=settings, description="HyperPod events and alerts to people")
-        self.add_stack_dependency(addons)
+        self.add_stack_dependency(after)
         ops = settings.operations
         self.key = None
         if ops.notifications.topic_arn:
@@ -54,18 +60,8 @@ class OperationsStack(PlatformStack):
             digest = hashlib.sha256(email.lower().encode()).hexdigest()[:10]
             sns.CfnSubscription(self, f"Email{digest}", topic_arn=self.topic.topic_arn, protocol="email", endpoint=email)
         self.rules = {rule.id_: self._event_rule(rule) for rule in alerting.event_rules(settings)}
-        self.rule_groups = None
-        if ops.alerts.enabled:
-            self.rule_groups = aps.CfnRuleGroupsNamespace(
-                self,
-                "AlertRules",
-                name=alerting.rule_groups_name(settings),
-                workspace=addons.prometheus.attr_arn,
-                data=alerting.rule_groups_yaml(settings),
-                tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted(settings.all_tags.items())],
-            )
-            if settings.fsx.enabled and settings.fsx.existing is None:
-                self._fsx_alarm()
+        if ops.alerts.enabled and settings.fsx.enabled and settings.fsx.existing is None:
+            self._fsx_alarm()
         cdk.CfnOutput(self, "TopicArn", value=self.topic.topic_arn, description="Where HyperPod events and alerts are published")
 
     def _topic(self) -> sns.Topic:

@@ -71,6 +71,8 @@ CAPABILITIES = {
         "protection": {"retain_data": True},
         "fsx": {"enabled": True, "directory_image": "111111111111.dkr.ecr.us-east-1.amazonaws.com/busybox:1.37.0"},
         "sample_job": {"dataset": {"files": ["/fsx/datasets/c4/*.txt"]}, "tokenizer": "/fsx/tokenizers/llama"},
+        # Two of the chart's images are copied from Docker Hub, which limits anonymous pulls.
+        "hyperpod": {"helm_chart": {"docker_hub_secret": "hyperpod/dockerhub"}},
     },
     # An H100 group cut into MIG slices (3 x 1g.10gb and 1 x 4g.40gb per GPU), two teams with
     # quotas by slice (one also by vCPUs, one with an absolute borrow limit and its people's

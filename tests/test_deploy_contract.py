@@ -442,6 +442,24 @@ def test_a_network_without_nat_pulls_every_chart_image_from_ecr_in_its_own_regio
         assert copy_id in chart_depends
 
 
+def test_no_image_is_copied_without_credentials_from_a_registry_that_limits_anonymous_pulls(synth):
+    # Docker Hub, "Usage and limits": 10 pulls an hour per IPv4 address without credentials; the
+    # copier is a Lambda whose outbound address AWS shares. A refused pull fails the cluster stack,
+    # whose rollback deletes the control plane: where images are copied, config refuses a Docker
+    # Hub source without credentials (tests/bad_inputs), and every copy made carries them.
+    assert set(chart.ANONYMOUS_PULL_LIMITS) == {"docker.io/"}
+    limited = [i for i in chart.CHART_IMAGES if i.source.startswith(tuple(chart.ANONYMOUS_PULL_LIMITS))]
+    assert {i.subchart for i in limited} == {"training-operators", "mpi-operator"}
+    seen = 0
+    for name in GATED:
+        for copy in synth(name).resources("cluster", "Custom::CDKECRDeployment").values():
+            source = copy["Properties"]["SrcImage"].removeprefix("docker://")
+            if source.startswith(tuple(chart.ANONYMOUS_PULL_LIMITS)):
+                seen += 1
+                assert copy["Properties"].get("SrcCreds"), (name, source)
+    assert seen == len(limited)  # closed-network copies both, with credentials
+
+
 def test_a_device_plugin_whose_image_no_value_can_move_is_refused_where_images_are_copied():
     from tests.conftest import CAPABILITIES
 
@@ -508,3 +526,77 @@ def test_the_file_system_is_lustre_over_tcp_so_no_efa_client_setup_or_fsx_endpoi
         pvs = [o for o in s.manifests("addons") if o["kind"] == "PersistentVolume"]
         assert pvs and all(pv["spec"]["storageClassName"] == "" for pv in pvs)  # static, no provisioner
     assert "fsx" not in synth("closed-network").settings.network.endpoint_services
+
+
+def _kept_with_fixed_names(s) -> dict[str, dict]:
+    """Stack suffix -> a template of its kept resources whose names the template fixes, each
+    with its literal properties only (the name, the retention: what moto can create)."""
+    out: dict[str, dict] = {}
+    for suffix, template in s.templates.items():
+        for lid in _retained(template):
+            resource = template["Resources"][lid]
+            name_key = {"AWS::S3::Bucket": "BucketName", "AWS::Logs::LogGroup": "LogGroupName"}.get(resource["Type"])
+            if name_key and isinstance(resource["Properties"].get(name_key), str):
+                literal = {k: v for k, v in resource["Properties"].items() if isinstance(v, (str, int))}
+                out.setdefault(suffix, {"Resources": {}})["Resources"][lid] = {**resource, "Properties": literal}
+    return out
+
+
+def test_an_environment_destroyed_deploys_again_over_what_it_kept_as_preflight_and_the_readme_say(synth):
+    # prod keeps its buckets and log groups. On moto (CloudFormation honours DeletionPolicy Retain,
+    # S3 and CloudWatch Logs refuse a name in use): deploy what prod keeps under a fixed name,
+    # destroy, and see what the next deploy meets, what `preflight` says about it, and that the
+    # README's way through (`cdk deploy --import-existing-resources`) meets every requirement
+    # CloudFormation documents for importing them. moto does not implement ImportExistingResources
+    # (it creates regardless), so the import itself is held to its documented requirements, not run.
+    import boto3
+    from moto import mock_aws
+
+    from cli import preflight
+    from infra import cfn_schema
+
+    s = synth("prod")
+    settings = s.settings
+    kept = _kept_with_fixed_names(s)
+    named = {(kind, name, stack) for kind, name, stack in preflight.retained_names(settings)}
+    # preflight's list is exactly what the templates keep under a fixed name.
+    in_templates = {
+        ("bucket" if r["Type"] == "AWS::S3::Bucket" else "log group", r["Properties"].get("BucketName") or r["Properties"]["LogGroupName"],
+         settings.stack_name(suffix))
+        for suffix, t in kept.items() for r in t["Resources"].values()
+    }
+    assert named == in_templates, named ^ in_templates
+    with mock_aws():
+        cfn = boto3.client("cloudformation", region_name=settings.region)
+        stacks = {settings.stack_name(suffix): json.dumps(t) for suffix, t in kept.items()}
+        for name, body in stacks.items():
+            cfn.create_stack(StackName=name, TemplateBody=body)
+            assert cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
+        for name in stacks:  # cdk destroy
+            cfn.delete_stack(StackName=name)
+        aws = preflight.Clients(boto3.Session(region_name=settings.region), settings.region)
+        results = preflight.check_retained_names(settings, aws)
+        assert {r.check for r in results} == {f"{kind} {name}" for kind, name, _ in named}
+        for r in results:  # still there, outside any stack, and preflight says how to go on
+            assert r.status == "fail" and f"cdk deploy --all -c env={settings.env_name} --import-existing-resources" in r.action
+        # A deploy that does not adopt them fails on the first one it creates.
+        with pytest.raises(Exception, match="BucketAlreadyExists|ResourceAlreadyExists|already exists"):
+            for name, body in stacks.items():
+                cfn.create_stack(StackName=f"{name}-again", TemplateBody=body)
+        live = {r["PhysicalResourceId"] for st in cfn.describe_stacks()["Stacks"] if not st["StackName"].endswith("-again")
+                for r in cfn.describe_stack_resources(StackName=st["StackName"])["StackResources"]}
+    # CloudFormation, "Import AWS resources into a CloudFormation stack automatically": a static custom
+    # name in the template, DeletionPolicy Retain or RetainExceptOnCreate, in no other stack, a type
+    # that supports import (a read handler in its registry schema), its primary identifier in the template.
+    for suffix, t in kept.items():
+        for lid, r in t["Resources"].items():
+            schema = cfn_schema.resource(r["Type"])
+            keys = [p.rsplit("/", 1)[-1] for p in schema["primaryIdentifier"]]
+            assert all(isinstance(r["Properties"].get(k), str) for k in keys), (suffix, lid)
+            assert r["DeletionPolicy"] in ("Retain", "RetainExceptOnCreate") and "read" in schema["handlers"]
+            assert r["Properties"][keys[0]] not in live
+    # The CDK CLI (node_modules/aws-cdk) passes the flag to CreateChangeSet as ImportExistingResources
+    # with its default change-set method (`--method=direct` refuses the flag).
+    cli = (ROOT / "node_modules" / "aws-cdk" / "lib" / "index.js").read_text()
+    assert "ImportExistingResources: importExistingResources," in cli
+    assert 'importExistingResources: "--import-existing-resources"' in cli

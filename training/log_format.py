@@ -20,6 +20,21 @@ NONFINITE_STOP_LINE = (
     "last checkpoint step={saved}"
 )
 UNSAFE_STATE_LINE = "training stopped: non-finite weights or optimizer state after step={step}, not saved; last checkpoint step={saved}"
+# Said after either, where there are checkpoints: the operator's restart resumes from the last
+# one and passes over those steps' batches rather than train on them again.
+PASS_OVER_NEXT_LINE = "the restart passes over steps {first}-{last} (recorded in {record})"
+# At a resume: each window of steps an earlier run stopped on, whose batches are not trained on.
+PASSED_OVER_LINE = "passing over steps {first}-{last}: an earlier run stopped on non-finite values there; their batches are not trained on"
+# At a start, once more windows than allowed came back: the run ends at once, each restart alike.
+NONFINITE_GIVE_UP_LINE = (
+    "training will not resume: non-finite values came back after passing over {windows} ({count} windows, at most {limit}); "
+    "the recipe diverges, not a batch: lower the learning rate or start from another checkpoint, then delete {record}"
+)
+# At a resume on another world size: the learning rate follows the global batch.
+LR_SCALED_LINE = (
+    "world {recipe_world} -> {world}: global batch {recipe_batch} -> {batch} sequences, learning rate x{scale:g} with it "
+    "(peak {recipe_lr:.3e} -> {lr:.3e}; the linear scaling rule)"
+)
 # A stop signal (SIGUSR1: the agent's graceful stop; SIGTERM) honoured by a save, or not.
 SIGNAL_STOP_LINE = "training stopped on {signal} after step={step}; checkpoint step={saved}"
 NO_SAVE_STOP_LINE = "training stopped on {signal} without a checkpoint: {why}; last checkpoint step={saved}"

@@ -105,11 +105,33 @@ def mfu(tokens_per_s: float, preset: Preset, vocab: int, seq_len: int, devices: 
 # sizes the job with them): the 8B at its pretraining context, the tiny preset at its longest.
 JOB_SEQ_LEN = MappingProxyType({"llama3.1-8b": 8192, "tiny": 256})
 JOB_BATCH = 1  # sequences per GPU per step
+# Warm-up as a share of the job's steps: the 8B's as torchtitan's Llama 3 8B recipe warms up
+# (train_configs/llama3_8b.toml: 200 of 1,000 steps at lr 3e-4, batch 1, sequence 8192), the
+# tiny preset's as train.py's default does over the dev job's 200 steps.
+JOB_WARMUP_SHARE = MappingProxyType({"llama3.1-8b": 0.2, "tiny": 0.05})
+
+
+def job_warmup_steps(model: str, max_steps: int) -> int:
+    return max(1, round(JOB_WARMUP_SHARE[model] * max_steps))
 
 # Bytes per parameter of the training state, whatever the sharding: fp32 weights and
 # gradients, and AdamW's two fp32 moments (train.py's optimizer, and FSDP's sharded fp32
 # master weights under bf16 mixed precision).
 STATE_BYTES_PER_PARAMETER = 16
+
+
+# The loss, as train.py computes it (next_token_loss) and as transformers' own causal-LM loss
+# does (transformers 4.53.3 loss/loss_utils.py ForCausalLMLoss: "Upcast to float"): in forward
+# the logits in the compute dtype, their fp32 copy (none where compute is fp32 already) and the
+# log-probabilities cross_entropy's log_softmax saves for backward; in backward those
+# log-probabilities, their gradient and the logits' fp32 gradient. Bytes per token and
+# vocabulary entry, the larger of the two passes.
+LOSS_BACKWARD_FP32_TENSORS = 3
+
+
+def loss_bytes_per_logit(compute_bytes: int) -> int:
+    forward = compute_bytes + (4 if compute_bytes != 4 else 0) + 4
+    return max(forward, LOSS_BACKWARD_FP32_TENSORS * 4)
 
 
 def memory_per_gpu(preset: Preset, vocab: int, *, seq_len: int, batch: int, ranks: int, compute_bytes: int = 2,
@@ -123,13 +145,15 @@ def memory_per_gpu(preset: Preset, vocab: int, *, seq_len: int, batch: int, rank
     gathered     the largest FSDP unit (a decoder layer, or the embedding or head) gathered
                  in the compute dtype, the next one prefetched, and its unsharded gradient
                  (compute dtype, then fp32 to reduce).
-    activations  each decoder layer's input (what checkpointing keeps), one layer's
-                 activations (recomputed in backward; all of them without checkpointing),
-                 counted per token as the tensors a LLaMA layer saves: the two RMSNorms'
-                 inputs and outputs (and their fp32 statistics), q, k and v before and after
-                 RoPE, the attention and projection outputs, the SwiGLU's gate, up, SiLU and
-                 product; then the logits in the compute dtype and in fp32, and their fp32
-                 gradient.
+    activations  each decoder layer's input (what checkpointing keeps), and beside them the
+                 larger of what comes and goes: one layer's activations (recomputed in
+                 backward, counted per token as the tensors a LLaMA layer saves: the two
+                 RMSNorms' inputs and outputs and their fp32 statistics, q, k and v before
+                 and after RoPE, the attention and projection outputs, the SwiGLU's gate, up,
+                 SiLU and product; and, in its backward, the product's two gradients beside
+                 them) or the loss (loss_bytes_per_logit per token and vocabulary entry).
+                 Without checkpointing every layer's activations stay, and the loss comes on
+                 top. tests/training/test_memory.py measures both on the CPU.
 
     Leaves out the CUDA context, NCCL's buffers and the allocator's fragmentation, which
     the fit check keeps a margin for."""
@@ -138,10 +162,14 @@ def memory_per_gpu(preset: Preset, vocab: int, *, seq_len: int, batch: int, rank
     tokens = batch * seq_len
     per_layer = (total - 2 * vocab * h - h) // preset.layers
     largest_unit = max(per_layer, vocab * h)
-    layer_activations = tokens * ((9 * h + 3 * kv + 4 * preset.intermediate) * compute_bytes + 2 * 4 * h)
-    kept = preset.layers * tokens * h * compute_bytes + layer_activations if checkpointed else preset.layers * layer_activations
+    layer_activations = tokens * ((9 * h + 3 * kv + (4 + 2) * preset.intermediate) * compute_bytes + 2 * 4 * h)
+    loss = tokens * vocab * loss_bytes_per_logit(compute_bytes)
+    if checkpointed:
+        activations = preset.layers * tokens * h * compute_bytes + max(layer_activations, loss)
+    else:
+        activations = preset.layers * layer_activations + loss
     return {
         "state": STATE_BYTES_PER_PARAMETER * total / ranks,
         "gathered": largest_unit * (2 * compute_bytes + compute_bytes + 4),
-        "activations": kept + tokens * vocab * (compute_bytes + 4 + 4),
+        "activations": activations,
     }

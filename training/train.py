@@ -8,7 +8,10 @@ and the rules' regexes, so the two cannot drift apart):
   step=<n> loss=<float> lr=<float> tokens_per_s=<float> [mfu=<float>]   one line per step
   checkpoint saved step=<n> path=<dir> seconds=<float>                   one line per save
 A step whose loss or gradient norm is not finite is skipped (no optimizer step) and prints
-no loss line, so the rules' loss clocks keep running; a few in a row stop the job.
+no loss line, so the rules' loss clocks keep running; a few in a row stop the job, and the
+operator's restart passes over those steps' batches instead of training on them again (the
+window is recorded beside the checkpoints; past --max-nonfinite-restarts windows a start ends
+at once with one line).
 
 SIGUSR1 (the agent's graceful stop) and SIGTERM save at the next step boundary and exit;
 where that cannot happen in the agent's stop timeout, the job exits without a save.
@@ -18,7 +21,9 @@ rank's data position (its shuffle buffer too), so a resume continues exactly, on
 world size or, re-divided, on another. A save is complete only when rank 0 has written its
 manifest listing every file and its size, after all ranks finished; resume takes the newest
 complete one, so a partial or truncated checkpoint is never picked. --async-checkpoint
-writes in the background and completes the save at a later step boundary.
+writes in the background and completes the save at a later step boundary. Resumed on another
+world size (an elastic job), the global batch changes with it and so does the learning rate
+(the linear scaling rule, against the world the first run started on); steps and warm-up stay.
 """
 
 from __future__ import annotations
@@ -44,8 +49,12 @@ from log_format import (  # beside this script, in the image too
     CHECKPOINT_LINE,
     HF_TOKEN_SECRET_ENV,
     LOSS_LINE,
+    LR_SCALED_LINE,
     NO_SAVE_STOP_LINE,
+    NONFINITE_GIVE_UP_LINE,
     NONFINITE_STOP_LINE,
+    PASS_OVER_NEXT_LINE,
+    PASSED_OVER_LINE,
     SIGNAL_STOP_LINE,
     SKIPPED_LINE,
     UNSAFE_STATE_LINE,
@@ -54,6 +63,8 @@ from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
 
 MANIFEST = "_COMPLETE.json"
 DATA_STATE = "data_rank{rank:05d}.json"
+# Beside the checkpoints: the windows of steps runs stopped on with non-finite values.
+NONFINITE_RECORD = "_NONFINITE.json"
 # What the stop watchdog keeps of the agent's stop timeout to write its line and exit.
 STOP_MARGIN_S = 5
 
@@ -82,6 +93,13 @@ def parse_args(argv=None):
         type=int,
         default=3,
         help="steps in a row with a non-finite loss or gradient norm (each skipped) after which training stops",
+    )
+    p.add_argument(
+        "--max-nonfinite-restarts",
+        type=int,
+        default=3,
+        help="windows of non-finite steps a restart passes over (each recorded beside the checkpoints); past them a "
+        "start ends at once, saying so, until the record is deleted",
     )
     p.add_argument("--checkpoint-dir", default=None, help="local path or s3://bucket/prefix")
     p.add_argument("--checkpoint-interval", type=int, default=50)
@@ -592,6 +610,15 @@ def build_model(config):
         return LlamaForCausalLM(config)
 
 
+def logits_of(model, inputs):
+    """The model's logits for `inputs`. The all-ones attention mask says there is no padding:
+    without one, transformers 4.53 takes the position ids it makes for a check of packed
+    sequences and hands SDPA a (batch, 1, seq, seq) mask, which rules out its flash kernel; with
+    it, SDPA is told is_causal instead (masking_utils: _preprocess_mask_arguments,
+    _ignore_causal_mask_sdpa)."""
+    return model(input_ids=inputs, attention_mask=torch.ones_like(inputs)).logits
+
+
 def next_token_loss(logits, targets):
     """Mean cross-entropy of each position's logits against its next token. `targets` are
     already the next tokens (batches() shifts them), so nothing is shifted here."""
@@ -649,14 +676,48 @@ def materialise(model, device, seed: int):
     return model
 
 
-def lr_schedule(args):
+def lr_schedule(args, scale: float = 1.0):
+    """Linear warm-up, then cosine decay to min_lr_ratio; every value times `scale` (the
+    global batch's against the recipe's: recipe_world)."""
     def factor(step: int) -> float:
         if step < args.warmup_steps:
-            return (step + 1) / max(1, args.warmup_steps)
+            return scale * (step + 1) / max(1, args.warmup_steps)
         progress = min(1.0, (step - args.warmup_steps) / max(1, args.max_steps - args.warmup_steps))
-        return args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+        return scale * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
     return factor
+
+
+def recipe_world(ckpt: str | None, world: int) -> int:
+    """The world size the learning rate is given for: the first run's, carried in every
+    checkpoint's manifest (an older manifest, without it: this world)."""
+    if not ckpt:
+        return world
+    manifest = json.loads(_fs(ckpt).cat_file(_join(ckpt, MANIFEST)))
+    return int(manifest.get("recipe_world", world))
+
+
+def passed_over(base: str | None, rank: int) -> list[list[int]]:
+    """The windows [first, last] of steps earlier runs stopped on (rank 0 reads, every rank
+    takes its reading)."""
+    windows = [[]]
+    if base and rank == 0:
+        record = _join(base, NONFINITE_RECORD)
+        fs = _fs(base)
+        windows = [json.loads(fs.cat_file(record))["windows"] if fs.exists(record) else []]
+    dist.broadcast_object_list(windows, src=0)
+    return windows[0]
+
+
+def record_nonfinite(base: str, first: int, last: int, rank: int) -> str:
+    """Add [first, last] to the record beside the checkpoints (rank 0 writes); its path."""
+    record = _join(base, NONFINITE_RECORD)
+    if rank == 0:
+        fs = _fs(base)
+        windows = json.loads(fs.cat_file(record))["windows"] if fs.exists(record) else []
+        fs.makedirs(base, exist_ok=True)
+        fs.pipe_file(record, json.dumps({"windows": windows + [[first, last]]}).encode())
+    return record
 
 
 def device_peak_tflops(args, device) -> float | None:
@@ -737,7 +798,7 @@ def choose_checkpoint(base: str | None, rank: int) -> tuple[int, str | None]:
     return choice[0]
 
 
-def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, keep: int, *, background=None):
+def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, keep: int, *, background=None, recipe: dict | None = None):
     """Every rank's shards of the weights and optimizer state and its data position, then
     rank 0's manifest: returns the complete checkpoint's path. With `background` (a gloo
     group of every rank, for the writer's own collectives) the state is copied to host
@@ -755,13 +816,14 @@ def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, k
         return dcp.async_save({"model": model_sd, "optim": optim_sd}, storage_writer=writer, process_group=background)
     dcp.save({"model": model_sd, "optim": optim_sd}, storage_writer=writer)
     dist.barrier()  # every rank's shards are written before the manifest says so
-    complete_checkpoint(base, step, rank, keep)
+    complete_checkpoint(base, step, rank, keep, recipe=recipe)
     dist.barrier()
     return ckpt
 
 
-def complete_checkpoint(base: str, step: int, rank: int, keep: int) -> str:
-    """Rank 0 lists what every rank wrote in the manifest, then prunes. Call once every
+def complete_checkpoint(base: str, step: int, rank: int, keep: int, *, recipe: dict | None = None) -> str:
+    """Rank 0 lists what every rank wrote in the manifest (with `recipe`: the world sizes the
+    run is trained on and its learning rate is given for), then prunes. Call once every
     rank's write of `step` is done."""
     ckpt = _join(base, f"step_{step:08d}")
     if rank == 0:
@@ -772,7 +834,7 @@ def complete_checkpoint(base: str, step: int, rank: int, keep: int) -> str:
             if e["type"] == "file" and not e["name"].endswith(MANIFEST)
         }
         tmp = _join(ckpt, MANIFEST + ".tmp")
-        fs.pipe_file(tmp, json.dumps({"step": step, "files": files}).encode())
+        fs.pipe_file(tmp, json.dumps({"step": step, "files": files, **(recipe or {})}).encode())
         fs.mv(tmp, _join(ckpt, MANIFEST))
         prune_checkpoints(base, keep)
     return ckpt
@@ -913,6 +975,27 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         units=args.fsdp_units,
     )
     materialise(model, device, args.seed + rank)
+    start, ckpt = choose_checkpoint(args.checkpoint_dir, rank)
+    # The windows of steps earlier runs stopped on with non-finite values: replaying them from the
+    # last checkpoint would fail the same way, so their batches are passed over; past the limit a
+    # start ends at once (the operator restarts the pods on any exit; its retries run out).
+    windows = passed_over(args.checkpoint_dir, rank)
+    if len(windows) > args.max_nonfinite_restarts:
+        listed = ", ".join(f"{first}-{last}" for first, last in windows)
+        log(NONFINITE_GIVE_UP_LINE.format(windows=f"steps {listed}", count=len(windows), limit=args.max_nonfinite_restarts,
+                                          record=_join(args.checkpoint_dir, NONFINITE_RECORD)), local_rank=local_rank)
+        stop.reported = True
+        dist.destroy_process_group()
+        return 4
+    # (The last step is trained on all the same: a lone non-finite step is skipped, and the run ends saved.)
+    passing = {step for first, last in windows for step in range(first, last + 1) if start < step < args.max_steps}
+    # An elastic resume on another world size trains on another global batch: the learning rate
+    # follows it (Goyal et al., 2017, the linear scaling rule), the steps and warm-up stay.
+    recipe = {"world": world, "recipe_world": recipe_world(ckpt, world)}
+    scale = world / recipe["recipe_world"]
+    if scale != 1:
+        log(LR_SCALED_LINE.format(recipe_world=recipe["recipe_world"], world=world, recipe_batch=args.batch_size * recipe["recipe_world"],
+                                  batch=args.batch_size * world, scale=scale, recipe_lr=args.lr, lr=args.lr * scale), local_rank=local_rank)
     optimizer = torch.optim.AdamW(
         model.parameters(),
         lr=args.lr,
@@ -920,9 +1003,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         weight_decay=args.weight_decay,
         **({"fused": True} if args.fused_optimizer else {}),
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args))
-
-    start, ckpt = choose_checkpoint(args.checkpoint_dir, rank)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale))
     skip = 0
     if ckpt:
         try:
@@ -939,6 +1020,9 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         for _ in range(start):
             scheduler.step()
         log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)
+    for first, last in windows:
+        if any(first <= step <= last for step in passing):
+            log(PASSED_OVER_LINE.format(first=max(first, start + 1), last=min(last, args.max_steps - 1)), local_rank=local_rank)
     data = batches(stream, args.batch_size, device, skip=skip)
     peak = device_peak_tflops(args, device)
     tokens_per_step = args.batch_size * args.seq_len * world
@@ -992,9 +1076,15 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         future.result()  # its exception, if the write failed
         if wait:
             dist.barrier()
-        path = complete_checkpoint(args.checkpoint_dir, step_, rank, args.keep_checkpoints)
+        path = complete_checkpoint(args.checkpoint_dir, step_, rank, args.keep_checkpoints, recipe=recipe)
         saved = stop.saved = step_
         log(CHECKPOINT_LINE.format(step=step_, path=path, seconds=waited), local_rank=local_rank)
+
+    def pass_over_next(first: int, last: int) -> str:
+        """Record the window for the restart; the words that say so ("" without checkpoints)."""
+        if not args.checkpoint_dir:
+            return ""
+        return "; " + PASS_OVER_NEXT_LINE.format(first=first, last=last, record=record_nonfinite(args.checkpoint_dir, first, last, rank))
 
     def stopped_without_save(signum: int, why: str, error: Exception) -> int:
         why = f"{why} ({str(error).splitlines()[0][:200]})"
@@ -1002,7 +1092,10 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
 
     for step in range(start + 1, args.max_steps + 1):
         inputs, targets = next(data)
-        loss = next_token_loss(model(input_ids=inputs).logits, targets)
+        if step in passing:  # its batch taken and left, the schedule moved on
+            scheduler.step()
+            continue
+        loss = next_token_loss(logits_of(model, inputs), targets)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         try:
@@ -1031,7 +1124,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
             if writing is not None:  # its state was finite: finish it before stopping
                 complete_background_save(wait=True)
             line = NONFINITE_STOP_LINE.format(count=in_a_row, first=step - in_a_row + 1, last=step, saved=saved)
-            return finish(line, 3)
+            return finish(line + pass_over_next(step - in_a_row + 1, step), 3)
         stopping = bool(asked)
         save_now = args.checkpoint_dir and (step % args.checkpoint_interval == 0 or step == args.max_steps or stopping)
         # The first step is printed at once: the JobStart rule waits for it.
@@ -1048,13 +1141,13 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
                 finite = state_is_finite(model, optimizer, device)
                 if finite:
                     path = save_checkpoint(args.checkpoint_dir, step, model, optimizer, stream, rank, args.keep_checkpoints,
-                                           background=background if in_background else None)
+                                           background=background if in_background else None, recipe=recipe)
             except RuntimeError as error:  # a peer gone mid-save
                 if not stopping:
                     raise
                 return stopped_without_save(signum, f"the save at step={step} failed", error)
             if not finite:
-                return finish(UNSAFE_STATE_LINE.format(step=step, saved=saved), 3)
+                return finish(UNSAFE_STATE_LINE.format(step=step, saved=saved) + pass_over_next(step, step), 3)
             if in_background:
                 writing = (step, path, time.perf_counter() - t0)
             else:

@@ -416,6 +416,21 @@ def check_chart(s: Settings, p: Problems):
     if not s.mirrors_chart_images:
         return
     why = "copied into ECR (no NAT)" if source.mirror_images is None else "copied into ECR (mirror_images)"
+    if not source.docker_hub_secret:
+        # Our own values never switch the chart's operators off: only yours can (hyperpod.helm_chart.values).
+        rendered = chart.rendered_images(source.values, s.region)
+        for registry, limit in chart.ANONYMOUS_PULL_LIMITS.items():
+            images = [i for i in chart.CHART_IMAGES if i.subchart in rendered and i.source.startswith(registry)]
+            if images:
+                p.error(
+                    "hyperpod.helm_chart.docker_hub_secret",
+                    None,
+                    f"is required while the chart's images are {why}: {', '.join(i.source for i in images)} would be pulled "
+                    f"without credentials, and {limit}; a refused pull fails the cluster stack, whose rollback deletes the "
+                    "control plane. Name a Secrets Manager secret holding Docker Hub credentials (or switch those subcharts "
+                    f"off in hyperpod.helm_chart.values: {', '.join(i.condition + ': false' for i in images)}; acceptance's "
+                    "NCCL test is an MPIJob)",
+                )
     for image in chart.CHART_IMAGES:
         if image.keys or image.serves not in s.device_resources:
             continue

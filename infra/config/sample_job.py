@@ -173,7 +173,10 @@ def check_admission(s: Settings, p: Problems) -> None:
 
 
 # The share of a GPU's memory the estimate may fill: the rest is for the CUDA context, NCCL's
-# buffers and the allocator's fragmentation, which model_shape.memory_per_gpu leaves out.
+# buffers, the allocator's fragmentation and what the driver keeps, which
+# model_shape.memory_per_gpu leaves out (tests/bench/gpu_memory.py measures the estimate
+# against torch.cuda.max_memory_allocated). Both in GB (1e9 bytes), as the catalogue states
+# GPU memory.
 FIT_MARGIN = 0.9
 
 

@@ -36,12 +36,12 @@ CLUSTER_ID_HEADER = "x-k8s-aws-id"
 # A presigned GetCallerIdentity is valid 15 minutes whatever X-Amz-Expires says;
 # aws-iam-authenticator accepts 0-900 and its own client sends 60.
 TOKEN_EXPIRES_S = 60
-# Well inside the check's 30-second Lambda timeout (infra/timing.py).
-REQUEST_TIMEOUT_S = 10
 PAGE_SIZE = 500
 # Statuses that pass: an access entry EKS has not propagated yet (401/403), throttling, the
 # API server's own faults.
 TRANSIENT_STATUS = {401, 403, 429, 500, 502, 503, 504}
+# DescribeCluster's faults that pass (EKS's model: its server errors; botocore retries throttling).
+DESCRIBE_CLUSTER_TRANSIENT = {"ServerException", "ServiceUnavailableException"}
 
 
 def eks_token(cluster_name: str, region: str, session=None) -> str:
@@ -62,18 +62,23 @@ def eks_token(cluster_name: str, region: str, session=None) -> str:
 
 
 class KubernetesApi:
-    """GETs against one cluster's API server, trusting only the cluster's own CA."""
+    """GETs against one cluster's API server, trusting only the cluster's own CA. Each GET
+    has KUBERNETES_TIMEOUT_S per connect, handshake and read, and none starts that the
+    invocation (`invocation`: Lambda's context) has no time left to finish (chain.within_time)."""
 
-    def __init__(self, endpoint: str, certificate_authority: str, token):
+    def __init__(self, endpoint: str, certificate_authority: str, token, invocation=None):
         self.endpoint = endpoint.rstrip("/")
         self.context = ssl.create_default_context(cadata=base64.b64decode(certificate_authority).decode())
         self.token = token  # a callable: a fresh token per request (they last 15 minutes)
+        self.invocation = invocation
+        self.timeout = chain.setting("KUBERNETES_TIMEOUT_S")
 
     def get(self, path: str, query: dict | None = None) -> dict:
+        chain.within_time(self.invocation, f"GET {path}")
         url = self.endpoint + path + ("?" + urllib.parse.urlencode(query) if query else "")
         request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token()}", "Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, context=self.context, timeout=REQUEST_TIMEOUT_S) as response:
+            with urllib.request.urlopen(request, context=self.context, timeout=self.timeout) as response:
                 return json.load(response)
         except urllib.error.HTTPError as err:
             if err.code in TRANSIENT_STATUS:
@@ -135,16 +140,22 @@ def shortfall(groups: dict[str, dict], nodes: list[dict]) -> list[str]:
     return lines
 
 
-def cluster_address(props: dict, client=None) -> tuple[str, str]:
+def cluster_address(props: dict, client=None, context=None) -> tuple[str, str]:
     """The API server's URL and CA: from the template for a cluster the stacks create; for an
     existing cluster, which the template knows by name only, from DescribeCluster."""
     if props.get("Endpoint"):
         return props["Endpoint"], props["CertificateAuthority"]
-    if client is None:
-        import botocore.session
+    from botocore.exceptions import BotoCoreError, ClientError
 
-        client = botocore.session.get_session().create_client("eks", region_name=props["Region"])
-    cluster = client.describe_cluster(name=props["ClusterName"])["cluster"]
+    client = client or chain.client("eks", props["Region"], context)
+    try:
+        cluster = client.describe_cluster(name=props["ClusterName"])["cluster"]
+    except ClientError as err:
+        if err.response["Error"]["Code"] not in DESCRIBE_CLUSTER_TRANSIENT:
+            raise
+        raise chain.NotYet(f"DescribeCluster: {err}") from err
+    except BotoCoreError as err:  # connection errors and timeouts
+        raise chain.NotYet(f"DescribeCluster: {err}") from err
     return cluster["endpoint"], cluster["certificateAuthority"]["data"]
 
 
@@ -152,15 +163,16 @@ def on_event(event, _context):
     return chain.start(event, event["ResourceProperties"]["ClusterName"])
 
 
-def is_complete(event, _context, api: KubernetesApi | None = None, now=time.time):
+def is_complete(event, context, api: KubernetesApi | None = None, now=time.time):
     props = event["ResourceProperties"]
     name, groups = props["ClusterName"], props["Groups"]
-    if api is None:
-        endpoint, authority = cluster_address(props)
-        api = KubernetesApi(endpoint, authority, lambda: eks_token(name, props["Region"]))
 
     def check() -> list[str]:
-        return shortfall(groups, api.nodes(f"{GROUP_LABEL} in ({','.join(sorted(groups))})"))
+        reader = api
+        if reader is None:
+            endpoint, authority = cluster_address(props, context=context)
+            reader = KubernetesApi(endpoint, authority, lambda: eks_token(name, props["Region"]), invocation=context)
+        return shortfall(groups, reader.nodes(f"{GROUP_LABEL} in ({','.join(sorted(groups))})"))
 
     def timed_out(missing: list[str], error: str | None, minutes: int) -> str:
         return (

@@ -9,15 +9,53 @@ A check returns the lines that say what is not ready yet (none: ready). It raise
 a failure that may pass (throttling, a cluster not visible yet, a connection reset): the link
 keeps polling and, if the wait ends, reports that error too. Any other exception fails the
 resource at once (access denied needs a person, not an hour of polling).
+
+Every call ends inside the handler's Lambda timeout: a function killed mid-call is FAILED
+for the provider framework, with no next poll. `client` gives botocore clients the timeouts
+and retries of infra/timing.py (handed over as the function's environment) and refuses to
+start a call the invocation has no time left to finish: that is a `NotYet` too.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 
 class NotYet(Exception):
     """A transient failure: keep waiting."""
+
+
+def setting(name: str) -> float:
+    """One of infra/timing.py's handler settings, from the function's environment."""
+    return float(os.environ[name])
+
+
+def within_time(context, what: str) -> None:
+    """Raise NotYet where the invocation has less time left than a call and the reply may
+    take (CALL_BUDGET_S): the call would be cut off with the function."""
+    if context is None:
+        return
+    left = context.get_remaining_time_in_millis() / 1000
+    budget = setting("CALL_BUDGET_S")
+    if left < budget:
+        raise NotYet(f"{what}: {left:.0f}s left of this invocation, a call may need {budget:.0f}s; the next poll asks")
+
+
+def client(service: str, region: str, context=None):
+    """A botocore client whose every call ends in time: connect and read timeouts and a
+    bounded retry count (infra/timing.py), and no call started without the time to finish."""
+    import botocore.session
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=setting("SDK_CONNECT_TIMEOUT_S"),
+        read_timeout=setting("SDK_READ_TIMEOUT_S"),
+        retries={"mode": "standard", "total_max_attempts": int(setting("SDK_MAX_ATTEMPTS"))},
+    )
+    made = botocore.session.get_session().create_client(service, region_name=region, config=config)
+    made.meta.events.register("before-call", lambda model, **_: within_time(context, f"{service} {model.name}"))
+    return made
 
 
 def waits(event: dict, on_delete: bool) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 if __package__:  # imported as infra.handlers.* (the tests)
@@ -32,13 +31,13 @@ def on_event(event, _context):
     return chain.start(event, f"final-backup-{event['ResourceProperties']['FileSystemId']}", on_delete=True)
 
 
-def is_complete(event, _context, client=None, now=time.time):
+def is_complete(event, context, client=None, now=time.time):
     props = event["ResourceProperties"]
     file_system = props["FileSystemId"]
     state: dict = {}
 
     def check() -> list[str]:
-        fsx = client or boto3.client("fsx", region_name=props["Region"])
+        fsx = client or chain.client("fsx", props["Region"], context)
         try:
             backup = fsx.create_backup(
                 FileSystemId=file_system,

@@ -3,7 +3,8 @@ group has its configured count of nodes Running, as one link of a chained wait (
 
 With NodeProvisioningMode Continuous, AWS::SageMaker::Cluster reports done before any node
 exists, so what needs nodes (the add-ons, the job) waits on this resource instead. Runs in
-Lambda with the runtime's boto3; the only call is the read-only ListClusterNodes.
+Lambda with the runtime's botocore; the only call is the read-only ListClusterNodes, made
+with the timeouts that keep it inside the function's time (chain.client).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 if __package__:  # imported as infra.handlers.* (the tests)
@@ -48,14 +48,14 @@ def shortfall(wanted: dict[str, int], states: dict[str, Counter]) -> list[str]:
     return lines
 
 
-def is_complete(event, _context, client=None, now=time.time):
+def is_complete(event, context, client=None, now=time.time):
     props = event["ResourceProperties"]
     name, region = props["ClusterName"], props["Region"]
     wanted = {group: int(count) for group, count in props["InstanceGroups"].items()}
 
     def check() -> list[str]:
         try:
-            return shortfall(wanted, node_states(client or boto3.client("sagemaker", region_name=region), name))
+            return shortfall(wanted, node_states(client or chain.client("sagemaker", region, context), name))
         except ClientError as err:
             if err.response["Error"]["Code"] in TRANSIENT:
                 raise chain.NotYet(f"ListClusterNodes: {err}") from err

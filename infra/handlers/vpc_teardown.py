@@ -1,15 +1,24 @@
 """Custom-resource handlers (CDK provider framework): when the network stack is deleted, wait
-until no Lambda network interface is left in its subnets, before CloudFormation deletes them.
+until no network interface is left that holds what it deletes, before CloudFormation deletes
+the subnets, the security group and the VPC. Create and Update do nothing.
 
-Functions in a VPC (the kubectl provider, the accelerator gate) use Hyperplane interfaces
-that Lambda releases only after the function is gone, up to 20 minutes later (Lambda
-developer guide, VPC networking); they are requester-managed, so nobody else may delete
-them. Until then the subnets and the security group cannot be deleted (DependencyViolation)
-and `cdk destroy` ends in DELETE_FAILED. Create and Update do nothing.
+Interfaces that outlive what made them, whatever made them:
+- Lambda's Hyperplane interfaces of functions in a VPC (the kubectl provider, the accelerator
+  gate), released up to 20 minutes after the function is gone (Lambda developer guide, VPC
+  networking); requester-managed, so nobody else may delete them.
+- The VPC CNI's interfaces on HyperPod nodes, made through the execution role in the HyperPod
+  subnet with the EFA group, and the interfaces HyperPod itself attaches to its instances:
+  released when HyperPod has terminated the nodes, which may be after the cluster's deletion
+  has returned.
+- An interface whose owner is gone and that was never deleted (`available`): nobody releases it.
+Until they are gone the subnets and the security group cannot be deleted (DependencyViolation)
+and `cdk destroy` ends in DELETE_FAILED. So in a VPC of this stack's own every interface in the
+VPC is waited for (the VPC goes too); the endpoints' and NAT gateways' are deleted by
+CloudFormation beside this wait, and nothing that owns an interface is deleted after it.
 
-In an existing VPC the subnets are not deleted and other functions' interfaces in them are
-their owners' business: only interfaces holding this stack's security group are waited for,
-and where that group is an existing one too, nothing is deleted and there is no wait.
+In an existing VPC the subnets stay, and other owners' interfaces in them are their business:
+only interfaces holding this stack's security group are waited for, and where that group is
+an existing one too, nothing is deleted and there is no wait.
 
 Where the VPC is this stack's own, it also removes what GuardDuty Runtime Monitoring's
 automated agent added to it: a `guardduty-data` interface endpoint and a security group, both
@@ -23,7 +32,6 @@ from __future__ import annotations
 
 import time
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 if __package__:  # imported as infra.handlers.* (the tests)
@@ -31,24 +39,43 @@ if __package__:  # imported as infra.handlers.* (the tests)
 else:  # in Lambda the handler folder is the root
     import chain
 
-LAMBDA_INTERFACE = "lambda"
-
-
 def on_event(event, _context):
     return chain.start(event, f"teardown-{event['ResourceProperties']['VpcId']}", on_delete=True)
 
 
-def lambda_interfaces(client, vpc_id: str, subnet_ids: list[str], group_id: str | None = None) -> list[dict]:
-    """Lambda's interfaces in these subnets; with `group_id`, only those holding that group."""
-    filters = [
-        {"Name": "vpc-id", "Values": [vpc_id]},
-        {"Name": "subnet-id", "Values": subnet_ids},
-        {"Name": "interface-type", "Values": [LAMBDA_INTERFACE]},
-    ]
+def interface_filters(vpc_id: str, group_id: str | None = None) -> list[dict]:
+    """DescribeNetworkInterfaces' filters for what holds the VPC: every interface in it, or
+    with `group_id` those holding that group (any type: Lambda's, the VPC CNI's, HyperPod's)."""
+    filters = [{"Name": "vpc-id", "Values": [vpc_id]}]
     if group_id:
         filters.append({"Name": "group-id", "Values": [group_id]})
+    return filters
+
+
+def interfaces(client, filters: list[dict]) -> list[dict]:
     pages = client.get_paginator("describe_network_interfaces").paginate(Filters=filters)
     return [eni for page in pages for eni in page["NetworkInterfaces"]]
+
+
+def described(eni: dict) -> str:
+    """One interface in words: what it is, who made it, what it is attached to."""
+    made_by = f"requester {eni['RequesterId']}" if eni.get("RequesterManaged") and eni.get("RequesterId") else "made in this account"
+    attached = eni.get("Attachment", {}).get("InstanceId")
+    return (
+        f"{eni['NetworkInterfaceId']} ({eni.get('InterfaceType', 'interface')}, {eni['Status']}, {made_by}"
+        + (f", attached to {attached}" if attached else "")
+        + (f", {eni['Description']!r}" if eni.get("Description") else "")
+        + ")"
+    )
+
+
+def describe_command(region: str, filters: list[dict]) -> str:
+    """The AWS CLI command that lists what the wait still found, with the same filters."""
+    named = " ".join(f"Name={f['Name']},Values={','.join(f['Values'])}" for f in filters)
+    return (
+        f"aws ec2 describe-network-interfaces --region {region} --filters {named} --query "
+        "'NetworkInterfaces[].[NetworkInterfaceId,InterfaceType,Status,RequesterId,Attachment.InstanceId,Description]' --output table"
+    )
 
 
 GUARDDUTY_TAG = "GuardDutyManaged"
@@ -93,26 +120,28 @@ def remove_guardduty(client, vpc_id: str) -> list[str]:
     return left
 
 
-def is_complete(event, _context, client=None, now=time.time):
+def is_complete(event, context, client=None, now=time.time):
     props = event["ResourceProperties"]
-    vpc_id, subnets = props["VpcId"], list(props["SubnetIds"])
+    vpc_id = props["VpcId"]
+    filters = interface_filters(vpc_id, props["SecurityGroupId"] if props.get("OnlyInterfacesOfTheGroup") == "true" else None)
 
     def check() -> list[str]:
-        ec2 = client or boto3.client("ec2", region_name=props["Region"])
+        ec2 = client or chain.client("ec2", props["Region"], context)
         try:
             guardduty = remove_guardduty(ec2, vpc_id) if props.get("RemoveGuardDuty") == "true" else []
-            only = props["SecurityGroupId"] if props.get("OnlyInterfacesOfTheGroup") == "true" else None
-            left = lambda_interfaces(ec2, vpc_id, subnets, only)
+            left = interfaces(ec2, filters)
         except (ClientError, BotoCoreError) as err:
             raise chain.NotYet(f"EC2: {err}") from err
-        return guardduty + [f"{eni['NetworkInterfaceId']} ({eni.get('Description', '')}, {eni['Status']})" for eni in left]
+        return guardduty + [described(eni) for eni in left]
 
     def timed_out(missing, error, minutes):
         return (
-            f"VPC {vpc_id}: still in use after {minutes} min by: {'; '.join(missing[:5])}"
+            f"VPC {vpc_id}: still in use after {minutes} min by {len(missing)}: {'; '.join(missing[:5])}"
             + (f" (last error: {error})" if error else "")
-            + ". Lambda releases them after their function is deleted; run cdk destroy again in a few minutes. "
-            f"Look: aws ec2 describe-network-interfaces --filters Name=vpc-id,Values={vpc_id} Name=interface-type,Values=lambda"
+            + ". Their owners release in-use ones (Lambda up to 20 min after its function, HyperPod once its nodes are "
+            "terminated): run cdk destroy again later. An available one whose owner is gone stays until deleted: "
+            "aws ec2 delete-network-interface --network-interface-id <id>. "
+            f"Look: {describe_command(props['Region'], filters)}"
         )
 
     return chain.poll(event, check, timed_out, on_delete=True, now=now)

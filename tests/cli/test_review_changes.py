@@ -495,3 +495,22 @@ def test_the_same_volume_key_is_no_callout():
     new["Resources"]["Cluster"]["Properties"]["InstanceGroups"][0]["InstanceCount"] = 3
     report = changes.compare(old, [StackSummary("hyperpod", new, [])], "us-east-1")
     assert report["callouts"] == ["NODE COUNT: instance group gpu in hyperpod goes from 2 to 3 node(s)"]
+
+
+def test_a_change_that_rolls_the_nodes_without_changing_counts_says_the_gates_wait_again(synth):
+    # A deployed AMI release pin removed: the counts stay, the group's nodes are rolled onto the
+    # latest release, and the gates, which carry that property, wait again (stacks/hyperpod.py
+    # ROLLS_NODES). The deployed templates: the cluster's group and the gates both had the pin.
+    after = load_stacks(synth("dev").outdir)
+    old = {s.name: json.loads(json.dumps(s.template)) for s in after}
+    hp = "hyperpod-dev-hyperpod"
+    for r in old[hp]["Resources"].values():
+        for group in r["Properties"].get("InstanceGroups", []) if r["Type"] == "AWS::SageMaker::Cluster" else []:
+            if group["InstanceGroupName"] == "gpu":
+                group["ImageReleaseVersion"] = "1.0.0"
+        if r["Type"].startswith("Custom::HyperPod") and "gpu" in r["Properties"].get("NodeSpecs", {}):
+            r["Properties"]["NodeSpecs"]["gpu"]["ImageReleaseVersion"] = "1.0.0"
+    report = changes.compare(changes.Baseline("deployed", old, whole_app=True), after, "us-east-1")
+    (roll,) = report["callouts"]
+    assert roll.startswith(f"NODES ROLL: instance group gpu in {hp} changes what its nodes are made with (ImageReleaseVersion 1.0.0 -> None)")
+    assert "the node and accelerator gates wait for the group again" in roll

@@ -135,8 +135,8 @@ def test_the_node_gates_identical_link_diffs_fold_into_one_and_the_alert_rules_y
     (gate,) = gates
     first = gate.split()[2]
     assert first in links and gate.endswith(f"(x{len(links)}: the same change also in {', '.join(l for l in links if l != first)})")
-    # The rule group's YAML (the operations stack's RuleGroupsNamespace Data): only the two rules that name the teams' namespaces.
-    rules = diff["hyperpod-prod-operations"]
+    # The rule group's YAML (the RuleGroupsNamespace's Data, beside the workspace): only the two rules that name the teams' namespaces.
+    (rules,) = [text for text in diff.values() if "AWS::APS::RuleGroupsNamespace" in text]
     assert "a value of" in rules and "the lines that change:" in rules
     changed = [line.strip() for line in rules.splitlines() if line.strip().startswith(("- ", "+ "))]
     assert [c[:2] + c[2:].split(":")[0] for c in changed if "expr" in c] == ["-    expr", "+    expr", "-    expr", "+    expr"]

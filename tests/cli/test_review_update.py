@@ -56,6 +56,10 @@ def test_cutting_gpus_into_mig_slices_is_called_out_cluster_wide_and_the_job_cou
     report = _review(synth, WHOLE_GPUS, "mig")
     profile = CAPABILITIES["mig"]["hyperpod"]["instance_groups"][1]["mig_profile"]
     assert report["changes"]["callouts"] == [
+        # The label is one of what the node gate carries as rolling the nodes (stacks/hyperpod.py ROLLS_NODES).
+        "NODES ROLL: instance group gpu in hyperpod-dev-hyperpod changes what its nodes are made with (KubernetesConfig None -> "
+        f'{{"Labels": {{"nvidia.com/mig.config": "{profile}"}}}}): HyperPod rolls them, or nodes take it as they are replaced; '
+        "the node and accelerator gates wait for the group again before the add-ons and the job",
         "TEAM QUOTA: team inference: guaranteed ml.m5.4xlarge: 8 vCPUs -> none; guaranteed ml.p5.48xlarge: none -> 8 mig-4g.40gb "
         "slices; guaranteed ml.p5.48xlarge: none -> 64 vCPUs; guaranteed ml.p5.48xlarge: none -> 512 GiB of memory",
         "TEAM QUOTA: team research: guaranteed ml.p5.48xlarge: 1 instance -> none; guaranteed ml.p5.48xlarge: none -> 16 "
@@ -76,7 +80,8 @@ def test_cutting_gpus_into_mig_slices_is_called_out_cluster_wide_and_the_job_cou
     assert any(line.startswith("Chart hyperpod-dependencies values: nvidia-device-plugin.devicePlugin.enabled true -> false; "
                                "gpu-operator.enabled (unset) -> true") for line in report["changes"]["deltas"]["lines"]["cluster"])
     places = _places(report, CAPABILITIES["mig"], tmp_path)
-    assert places == {"TEAM QUOTA": places["TEAM QUOTA"], "MIG": f'"mig_profile": "{profile}"', "GPU OPERATOR": f'"mig_profile": "{profile}"',
+    assert places == {"NODES ROLL": f'"mig_profile": "{profile}"', "TEAM QUOTA": places["TEAM QUOTA"], "MIG": f'"mig_profile": "{profile}"',
+                      "GPU OPERATOR": f'"mig_profile": "{profile}"',
                       "JOB RESTARTS": '"gpu_partition": "1g.10gb"'}
     assert places["TEAM QUOTA"].startswith('"quotas": [{"instance_type": "ml.p5.48xlarge", "accelerator_partition"')
 
@@ -116,7 +121,8 @@ UNPRICED = {
 def test_a_type_without_a_price_is_never_0_dollars_the_estimate_gives_no_total_and_says_why(synth, tmp_path):
     assert prices.instance_rate("ml.p5en.48xlarge") == (None, "unpriced")  # neither a SageMaker rate nor an EC2 floor
     report = _review(synth, None, UNPRICED)
-    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODES REPLACED", "NEW QUOTA", "TEAM QUOTA", "JOB RESTARTS"]
+    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODES REPLACED", "NODES ROLL", "NEW QUOTA", "TEAM QUOTA",
+                                                                        "JOB RESTARTS"]
     why = "no price in the table for ml.p5en.48xlarge (neither SageMaker's rate nor EC2's floor); a total without it would be wrong"
     assert report["cost"]["hourly"] is None and report["cost"]["monthly"] is None and report["cost"]["no_total"] == why
     assert report["changes"]["deltas"]["lines"]["cost"] == [f"Cost: no comparison: this change has no total ({why})"]

@@ -197,6 +197,16 @@ def test_karpenter_turns_on_autoscaling_with_the_documented_cluster_role(synth):
     (policy,) = [p for p in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").values() if p["Properties"].get("Roles") == [{"Ref": role_id}]]
     actions = {a for st in policy["Properties"]["PolicyDocument"]["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
     assert actions == {"sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes", "kms:CreateGrant", "kms:DescribeKey"}
+    # The grants it may give on volume keys: those the awsome Terraform's Karpenter role gives,
+    # RetireGrant beside CreateGrant, each one KMS knows (botocore's GrantOperation enum).
+    import botocore.session
+
+    (grants,) = [st for st in policy["Properties"]["PolicyDocument"]["Statement"] if "kms:CreateGrant" in st["Action"]]
+    operations = grants["Condition"]["ForAllValues:StringEquals"]["kms:GrantOperations"]
+    reference = json.loads((ROOT / "tests" / "fixtures" / "karpenter_role_reference.json").read_text())["grant_operations"]
+    assert set(operations) == set(reference) and "RetireGrant" in operations
+    enum = botocore.session.get_session().get_service_model("kms").shape_for("GrantOperation").enum
+    assert set(operations) <= set(enum)
     gpu = next(g for g in cluster["InstanceGroups"] if g["InstanceGroupName"] == "gpu")
     # Starts at 0, without deep health checks (HyperPod's NodeClass page: not supported there).
     assert gpu["InstanceCount"] == 0 and "OnStartDeepHealthChecks" not in gpu
@@ -428,5 +438,14 @@ def test_the_review_shows_the_new_resources(synth):
         "ml.g5.8xlarge for cluster usage: autoscaled from 0 by Karpenter; cover the group's max_count",
     ]
     closed = review.build(synth("closed-network").outdir, with_lint=False)
+    # Which images are copied from where, and how: Docker Hub's with the credentials config names.
+    copies = {c["source"]: c for c in closed["image_copies"]}
+    assert copies["docker.io/mpioperator/mpi-operator:0.5"]["credentials"] == "hyperpod/dockerhub"
+    assert copies["docker.io/mpioperator/mpi-operator:0.5"]["repository"] == "hyperpod-dev/mpioperator/mpi-operator:0.5"
+    assert copies["nvcr.io/nvidia/k8s-device-plugin:v0.16.1"]["credentials"] is None
+    text = review.to_markdown(closed)
+    assert ("- docker.io/kubeflow/training-operator:v1-855e096 -> hyperpod-dev/kubeflow/training-operator:v1-855e096, "
+            "with the credentials in Secrets Manager secret hyperpod/dockerhub") in text
+    assert not review.build(synth("dev").outdir, with_lint=False)["image_copies"]
     (line,) = [l for l in closed["cost"]["lines"] if l["item"].startswith("interface endpoints")]
     assert line["count"] == len(config.ENDPOINT_SERVICES) * 3 and not [l for l in closed["cost"]["lines"] if "NAT" in l["item"]]

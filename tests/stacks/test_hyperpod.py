@@ -342,3 +342,53 @@ def test_a_prepared_chart_is_installed_from_its_folder(tmp_path, monkeypatch):
     staged = [p for p in sources if (s.outdir / p / "Chart.yaml").is_file()]
     assert len(staged) == 1  # the prepared chart itself, not the stand-in folder
     assert not any((s.outdir / p / "README.md").is_file() for p in sources)
+
+
+# ------------------------------------------------------------------ the gates follow the nodes
+
+
+def test_every_instance_group_property_either_rolls_the_nodes_or_keeps_them():
+    # AWS::SageMaker::Cluster's instance group (cfn-lint's schema): each property is classified,
+    # once, with why (stacks/hyperpod.py ROLLS_NODES, KEEPS_NODES).
+    from infra import cfn_schema
+    from stacks import hyperpod
+
+    schema = cfn_schema.resource("AWS::SageMaker::Cluster")
+    read_only = {p.split("/")[-1] for p in schema["readOnlyProperties"]}  # CurrentCount: HyperPod reports it
+    group = set(schema["definitions"]["ClusterInstanceGroup"]["properties"]) - read_only
+    assert not set(hyperpod.ROLLS_NODES) & set(hyperpod.KEEPS_NODES)
+    assert set(hyperpod.ROLLS_NODES) | set(hyperpod.KEEPS_NODES) == group, group ^ (set(hyperpod.ROLLS_NODES) | set(hyperpod.KEEPS_NODES))
+
+
+@pytest.mark.parametrize("name", ["dev", "prod", "cluster-options", "karpenter"])
+def test_the_gates_carry_every_property_of_their_groups_that_rolls_the_nodes(synth, name):
+    # The node and accelerator gates carry, per group, each rolling property exactly as the
+    # cluster is given it (tokens and all): CloudFormation updates a custom resource whose
+    # properties changed, so any change to one of them (an AMI release, the lifecycle script's
+    # prefix, deep health checks, the type, the volumes, ...) makes both gates wait again after
+    # the cluster's update, counts unchanged.
+    from stacks import hyperpod
+
+    s = synth(name)
+    (cluster,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    gates = [r["Properties"] for t in ("Custom::HyperPodNodesReady", "Custom::HyperPodAcceleratorsReady")
+             for r in s.resources("hyperpod", t).values()]
+    assert gates
+    for gate in gates:
+        waited = set(gate.get("InstanceGroups") or gate["Groups"])
+        assert set(gate["NodeSpecs"]) == waited
+        for group in waited:
+            assert gate["NodeSpecs"][group] == {k: v for k, v in groups[group].items() if k in hyperpod.ROLLS_NODES}
+
+
+def test_every_rolling_property_reaches_a_gate_in_some_config(synth):
+    # Seen wired, not only absent on both sides: across the environments and the capability that
+    # sets every cluster option, each rolling property is in some gate's NodeSpecs.
+    from stacks import hyperpod
+
+    seen = set()
+    for name in ("dev", "prod", "cluster-options"):
+        for r in synth(name).resources("hyperpod", "Custom::HyperPodNodesReady").values():
+            seen |= {k for spec in r["Properties"]["NodeSpecs"].values() for k in spec}
+    assert seen == set(hyperpod.ROLLS_NODES), set(hyperpod.ROLLS_NODES) - seen

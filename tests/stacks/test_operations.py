@@ -30,10 +30,32 @@ def test_dev_has_no_operations_stack_and_no_alert_manager(synth):
     assert "AlertManagerDefinition" not in workspace["Properties"]
 
 
-def test_prod_deploys_operations_after_the_addons_stack_it_reads(synth):
+def _after(manifest: dict, stack: str) -> set[str]:
+    """Every stack `stack` deploys after (the cloud assembly's dependencies, followed)."""
+    seen, todo = set(), [stack]
+    while todo:
+        for dep in manifest["artifacts"][todo.pop()].get("dependencies", []):
+            if dep not in seen and manifest["artifacts"].get(dep, {}).get("type") == "aws:cloudformation:stack":
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_the_alert_manager_is_created_after_the_topic_it_names(synth):
+    # The workspace's AlertManagerDefinition names the operations topic's ARN; whether
+    # CreateAlertManagerDefinition checks its receiver cannot be read offline, so the topic comes
+    # first: the stack that holds the definition deploys after the stack that creates the topic.
     s = synth("prod")
     manifest = json.loads((s.outdir / "manifest.json").read_text())
-    assert "hyperpod-prod-addons" in manifest["artifacts"]["hyperpod-prod-operations"]["dependencies"]
+    [(_, workspace)] = s.resources("addons", "AWS::APS::Workspace").items()
+    assert alerting.topic_arn(s.settings) in workspace["Properties"]["AlertManagerDefinition"]
+    topic = _only(s.resources("operations", "AWS::SNS::Topic"))["Properties"]
+    assert alerting.topic_arn(s.settings).endswith(f":{topic['TopicName']}")
+    assert "hyperpod-prod-operations" in _after(manifest, "hyperpod-prod-addons")
+    assert "hyperpod-prod-addons" not in _after(manifest, "hyperpod-prod-operations")
+    # Right before it, so an update that moves what the two hold is a few minutes apart.
+    stacks = [d for d in manifest["artifacts"]["hyperpod-prod-operations"]["dependencies"] if not d.endswith(".assets")]
+    assert stacks == ["hyperpod-prod-hyperpod"]
 
 
 def test_topic_is_encrypted_with_its_own_rotating_key(synth):
@@ -102,11 +124,11 @@ def test_each_event_rule_is_the_tested_pattern_and_writes_one_line_to_the_topic(
 
 def test_alert_rules_go_to_the_workspace_the_observability_add_on_made(synth):
     s = synth("prod")
-    namespace = _only(s.resources("operations", "AWS::APS::RuleGroupsNamespace"))["Properties"]
+    namespace = _only(s.resources("addons", "AWS::APS::RuleGroupsNamespace"))["Properties"]
     assert namespace["Data"] == alerting.rule_groups_yaml(s.settings)
-    where, value = s.exported(namespace["Workspace"]["Fn::ImportValue"])
     [(workspace_id, _)] = s.resources("addons", "AWS::APS::Workspace").items()
-    assert (where, value) == ("addons", {"Fn::GetAtt": [workspace_id, "Arn"]})
+    assert namespace["Workspace"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    assert s.resources("operations", "AWS::APS::RuleGroupsNamespace") == {}
 
 
 def test_the_workspace_alert_manager_names_the_topic_the_operations_stack_creates(synth):
@@ -157,25 +179,25 @@ def test_review_counts_the_new_resources_and_places_the_stack_in_the_deploy_orde
 
     report = review.build(synth("prod").outdir, with_lint=False, with_cdk_diff=False)
     names = [st["name"] for st in report["stacks"]]
-    assert names.index("hyperpod-prod-addons") < names.index("hyperpod-prod-operations")
+    assert names.index("hyperpod-prod-hyperpod") < names.index("hyperpod-prod-operations") < names.index("hyperpod-prod-addons")
     ops = next(st for st in report["stacks"] if st["name"] == "hyperpod-prod-operations")
-    assert ops["by_type"]["AWS::Events::Rule"] == 3 and ops["by_type"]["AWS::APS::RuleGroupsNamespace"] == 1
-    assert "hyperpod-prod-addons" in ops["imports_from"]
-    # The deploy plan places it: it starts when the addons stack is done, beside the sample job.
+    assert ops["by_type"]["AWS::Events::Rule"] == 3 and "AWS::APS::RuleGroupsNamespace" not in ops["by_type"]
+    assert ops["imports_from"] == {}
+    # The deploy plan places it: it starts when the hyperpod stack is done, and the addons stack after it.
     spans = {sp["stack"]: sp for sp in report["deploy_plan"]["stacks"]}
-    assert spans["hyperpod-prod-operations"]["start"] == spans["hyperpod-prod-addons"]["end"]
-    assert spans["hyperpod-prod-operations"]["end"] > spans["hyperpod-prod-operations"]["start"]
+    assert spans["hyperpod-prod-operations"]["start"] == spans["hyperpod-prod-hyperpod"]["end"]
+    assert spans["hyperpod-prod-addons"]["start"] == spans["hyperpod-prod-operations"]["end"] > spans["hyperpod-prod-operations"]["start"]
     assert max(sp["end"] for sp in spans.values()) == pytest.approx(report["deploy_plan"]["minutes"], abs=0.5)
     assert "hyperpod-prod-operations 1" in review.to_markdown(report)
 
 
 def test_switching_operations_off_keeps_every_export_it_imports(synth):
     """A strong reference's export goes with its consumer, and CloudFormation refuses the
-    producer's update while the deployed consumer still imports it (FACTS). dev, without the
-    operations stack, still exports what prod's operations stack imports (the same construct
-    paths, so the same names but for the environment)."""
+    producer's update while the deployed consumer still imports it (FACTS). The operations
+    stack imports nothing now; the workspace ARN an earlier one imported stays exported, also in
+    dev without the stack, until every deployed operations stack has been updated."""
     prod, dev = synth("prod"), synth("dev")
-    imports = set(re.findall(r'"Fn::ImportValue": "([^"]+)"', json.dumps(prod.templates["operations"])))
-    assert imports
-    exported = {o["Export"]["Name"] for t in dev.templates.values() for o in t.get("Outputs", {}).values() if "Export" in o}
-    assert {name.replace("hyperpod-prod-", "hyperpod-dev-") for name in imports} <= exported
+    assert not re.findall(r'"Fn::ImportValue"', json.dumps(prod.templates["operations"]))
+    [(workspace_id, _)] = dev.resources("addons", "AWS::APS::Workspace").items()
+    exported = [o["Value"] for o in dev.templates["addons"].get("Outputs", {}).values() if "Export" in o]
+    assert {"Fn::GetAtt": [workspace_id, "Arn"]} in exported

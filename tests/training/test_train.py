@@ -90,6 +90,7 @@ def test_checkpoints_are_complete_listed_and_only_the_newest_are_kept(first_run,
     for step in (20, 30):
         manifest = json.loads((workdir / "ckpt" / f"step_{step:08d}" / "_COMPLETE.json").read_text())
         assert manifest["step"] == step and ".metadata" in manifest["files"]
+        assert manifest["world"] == manifest["recipe_world"] == 2  # what the learning rate is given for
         # each rank's stream position is part of the checkpoint
         assert {"data_rank00000.json", "data_rank00001.json"} <= set(manifest["files"])
     assert sorted(p.name for p in (workdir / "ckpt").iterdir()) == ["step_00000020", "step_00000030"]
@@ -258,9 +259,10 @@ def test_non_finite_steps_in_a_row_stop_the_job_with_one_line_and_finite_checkpo
     (stopped,) = [l for l in lines if l.startswith("training stopped")]
     limit = _train_module().parse_args([]).max_nonfinite_steps
     assert stopped == (f"training stopped: {limit} steps in a row with a non-finite loss or gradient norm "
-                       f"(steps 2-{limit + 1}); last checkpoint step={limit}")
+                       f"(steps 2-{limit + 1}); last checkpoint step={limit}; the restart passes over steps 2-{limit + 1} "
+                       f"(recorded in {ckpt / '_NONFINITE.json'})")
     assert not _watched_by_a_rule(stopped)
-    assert sorted(p.name for p in ckpt.iterdir()) == [f"step_{s:08d}" for s in range(1, limit + 1)]
+    assert sorted(p.name for p in ckpt.iterdir()) == ["_NONFINITE.json"] + [f"step_{s:08d}" for s in range(1, limit + 1)]
     last = _saved_tensors(ckpt / f"step_{limit:08d}", tmp_path)
     assert all(torch.isfinite(t).all() for t in last.values())
 
@@ -284,8 +286,75 @@ def test_weights_that_overflowed_in_a_finite_step_are_never_saved(workdir, tmp_p
         patch.setattr(torch.optim.AdamW, "step", overflowing)
         code, out = _train_in_process(workdir, "--max-steps=4", "--log-interval=1", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=1")
     assert code == 3, out[-2000:]
-    assert "training stopped: non-finite weights or optimizer state after step=2, not saved; last checkpoint step=1" in out
-    assert sorted(p.name for p in ckpt.iterdir()) == ["step_00000001"]
+    assert ("training stopped: non-finite weights or optimizer state after step=2, not saved; last checkpoint step=1; "
+            "the restart passes over steps 2-2") in out
+    assert sorted(p.name for p in ckpt.iterdir()) == ["_NONFINITE.json", "step_00000001"]
+
+
+def _poison_batches(patch, bad: set[bytes], seen: dict[int, bytes] | None = None):
+    """next_token_loss, NaN wherever its targets are one of the `bad` batches: a failure that
+    comes with the data, as a restart from a checkpoint before it would meet it again. `seen`
+    gets each call's batch by the run's step (from 1)."""
+    import itertools
+
+    train = _train_module()
+    real, steps = train.next_token_loss, itertools.count(1)
+
+    def poisoned(logits, targets):
+        batch = targets.numpy().tobytes()
+        if seen is not None:
+            seen[next(steps)] = batch
+        loss = real(logits, targets)
+        return loss * float("nan") if batch in bad else loss
+
+    patch.setattr(train, "next_token_loss", poisoned)
+
+
+def test_a_restart_after_a_non_finite_stop_passes_over_the_batches_that_stopped_it(workdir, tmp_path):
+    # The HyperPodPyTorchJob's run policy restarts the pods on any failure (RunPolicy: jobMaxRetryCount,
+    # restartPolicy; no rule by exit code in the official CRD models), and a resume is exact: without
+    # a record the restart would train on the same batches and stop the same way until the retries
+    # run out. With it, those steps' batches are taken and left and the run goes on.
+    ckpt = tmp_path / "ckpt"
+    common = ("--log-interval=1", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=4", "--keep-checkpoints=20")
+    batches: dict[int, bytes] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        _poison_batches(patch, set(), batches)
+        code, clean = _train_in_process(workdir, "--max-steps=12", "--log-interval=1")
+    assert code == 0, clean[-2000:]
+    bad = {batches[s] for s in (5, 6, 7)}
+    with pytest.MonkeyPatch.context() as patch:
+        _poison_batches(patch, bad)
+        code, out = _train_in_process(workdir, "--max-steps=12", *common)
+    assert code == 3 and "the restart passes over steps 5-7" in out, out[-2000:]
+    seen: dict[int, bytes] = {}
+    with pytest.MonkeyPatch.context() as patch:  # the operator's restart: the same data, the same poison
+        _poison_batches(patch, bad, seen)
+        code, out = _train_in_process(workdir, "--max-steps=12", *common)
+    assert code == 0, out[-2000:]
+    lines = out.splitlines()
+    assert f"resumed from {ckpt / 'step_00000004'} at step=4" in lines
+    assert ("passing over steps 5-7: an earlier run stopped on non-finite values there; their batches are not trained on") in lines
+    assert sorted(_losses(out)) == [8, 9, 10, 11, 12] and " skipped: " not in out
+    assert not set(seen.values()) & bad  # trained on none of them
+    # The steps after the window train on the batches a clean run trains on there: the data moved past it.
+    assert list(seen.values()) == [batches[s] for s in range(8, 13)]
+    assert not any(_watched_by_a_rule(l) for l in lines if l.startswith(("passing over", "training stopped")))
+
+
+def test_non_finite_values_that_come_back_past_the_limit_end_every_start_with_one_line(workdir, tmp_path):
+    # A recipe that diverges, not a batch: an absurd learning rate. Each stop is recorded and passed
+    # over once; past --max-nonfinite-restarts a start ends at once (exit 4), saying what to do.
+    ckpt = tmp_path / "ckpt"
+    args = ("--max-steps=20", "--lr=1e30", "--warmup-steps=0", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=1",
+            "--max-nonfinite-restarts=1")
+    codes = [_train_in_process(workdir, *args)[0] for _ in range(2)]
+    assert codes == [3, 3]
+    code, out = _train_in_process(workdir, *args)
+    (line,) = [l for l in out.splitlines() if l.startswith("training will not resume")]
+    assert code == 4 and "(2 windows, at most 1)" in line and f"then delete {ckpt / '_NONFINITE.json'}" in line
+    assert json.loads((ckpt / "_NONFINITE.json").read_text())["windows"] == [[2, 4], [5, 7]]
+    assert not _watched_by_a_rule(line)
 
 
 def _agent_stop_signals() -> set[str]:
@@ -667,6 +736,17 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank_and_other_files_are_refused_w
     assert code == 0, out[-2000:]
     assert "data position of 2 ranks re-divided over 1" in out and f"resumed from {ckpt / 'step_00000020'} at step=20" in out
     assert sorted(_losses(out)) == [21, 22, 23, 24] and all(math.isfinite(v) for v in _losses(out).values())
+    # Half the world trains on half the global batch: the learning rate follows it (the linear
+    # scaling rule), on the same schedule; the recipe's world goes on with the checkpoints.
+    train = _train_module()
+    args = train.parse_args(_single(workdir, "--max-steps=24")[2:])
+    assert ("world 2 -> 1: global batch 8 -> 4 sequences, learning rate x0.5 with it (peak 3.000e-03 -> 1.500e-03; "
+            "the linear scaling rule)") in out.splitlines()
+    lrs = {int(m[0]): float(m[1]) for m in re.findall(r"^step=(\d+) loss=\S+ lr=(\S+) ", out, flags=re.M)}
+    for step, lr in lrs.items():
+        assert lr == pytest.approx(args.lr * 0.5 * train.lr_schedule(args)(step - 1), rel=1e-3), step
+    manifest = json.loads((ckpt / "step_00000024" / "_COMPLETE.json").read_text())
+    assert (manifest["world"], manifest["recipe_world"]) == (1, 2)
     other = tmp_path / "other.txt"
     other.write_text((workdir / "corpus.txt").read_text())
     code, out = _train_in_process(workdir, "--max-steps=30", f"--checkpoint-dir={ckpt}", "--data-files", str(workdir / "corpus.txt"), str(other))
@@ -692,3 +772,21 @@ def test_an_elastic_scale_event_reaches_train_py_as_a_signal_it_saves_on():
                   and getattr(call.func, "attr", None) == "signal" and call.args and isinstance(call.args[0], ast.Attribute)}
     assert registered == {"SIGUSR1"}
     assert registered <= {s.name for s in _train_module().StopRequest.SIGNALS}
+
+
+def test_the_8b_job_trains_on_torchtitans_llama3_8b_recipe():
+    # torchtitan's Llama 3 8B preset (tests/fixtures/torchtitan_llama3_8b.json, with its source):
+    # the prod job's 1,000 steps warm up over its 200, at its learning rate, batch, sequence and
+    # gradient clipping, as train.py reads the rendered command.
+    recipe = json.loads((ROOT / "tests" / "fixtures" / "torchtitan_llama3_8b.json").read_text())
+    args = _job_train_args()
+    assert args.model == "llama3.1-8b" and args.max_steps == recipe["training"]["steps"]
+    assert args.warmup_steps == recipe["lr_scheduler"]["warmup_steps"]
+    assert args.lr == recipe["optimizer"]["lr"] and args.grad_clip == recipe["training"]["max_norm"]
+    assert (args.batch_size, args.seq_len) == (recipe["training"]["batch_size"], recipe["training"]["seq_len"])
+    # Another step count keeps torchtitan's share; the learning rate peaks at the warm-up's end.
+    from training import model_shape
+
+    assert model_shape.job_warmup_steps("llama3.1-8b", 3000) == 600
+    factor = _train_module().lr_schedule(args)
+    assert factor(args.warmup_steps - 1) == 1.0 and factor(0) == 1 / args.warmup_steps
