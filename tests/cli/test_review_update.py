@@ -144,3 +144,23 @@ def test_a_refusal_and_a_job_restart_are_shown_at_the_field_that_changed(synth, 
     assert _places(renamed, CHANGES["rename"], tmp_path / "rename")["REFUSED"] == '"cluster_name": "renamed-hp"'
     restarted = _review(synth, GROWN, GROWN_JOB_ON_TWO)
     assert _places(restarted, GROWN_JOB_ON_TWO, tmp_path / "job")["JOB RESTARTS"] == '"nodes": 2'
+
+
+BIGGER_VOLUMES = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+                                                   {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1, "ebs_volume_gb": 1000}]}}
+
+
+def test_a_change_that_rolls_the_nodes_plans_the_roll_and_the_gates_not_a_first_deploy(synth):
+    from infra import timing
+
+    report = _review(synth, None, BIGGER_VOLUMES)
+    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODES ROLL", "JOB RESTARTS"]  # its scratch is sized by the volume
+    # The node gate carries the group's volumes (its NodeSpecs: volumes are attached when a node is created), so their
+    # change is a roll the plan waits for: every node of the group, as long as the group's nodes take to start.
+    (gate,) = [r for r in synth("dev", BIGGER_VOLUMES).resources("hyperpod", "Custom::HyperPodNodesReady").values()
+               if r["Properties"]["Link"].startswith("1/")]
+    assert "InstanceStorageConfigs" in gate["Properties"]["NodeSpecs"]["gpu"]
+    minutes = timing.node_minutes(accelerated=True, efa_interfaces=1, count=1, checks=[])
+    plan = report["changes"]["update_plan"]
+    assert plan["waits"][0] == f"nodes roll: every node of group gpu (1 x ml.g5.8xlarge) (~{minutes:.0f} min)"
+    assert "the node gate re-runs" in plan["waits"] and plan["minutes"] < report["deploy_plan"]["minutes"]
