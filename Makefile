@@ -84,7 +84,7 @@ test: install
 	@echo "==> pytest (about 4 minutes)"
 	@$(RUN) $(PY) -m pytest
 
-## Full-app synth against a one-bucket app, through the CLI, medians of several runs.
+## Full-app synth against a one-bucket app through the CLI, and a review of a one-line dev change against that synth (medians).
 bench: install
 	@$(RUN) $(PY) tests/bench/bench_synth.py --runs 5
 

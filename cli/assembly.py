@@ -90,6 +90,24 @@ def of_type(stacks: list[StackSummary], *types: str) -> Iterator[tuple[StackSumm
                 yield stack, lid, res
 
 
+def manifest_text(manifest) -> str:
+    """A KubernetesResource's Manifest property as text: a literal, or a join whose tokens
+    (references to other resources) are read as TOKEN."""
+    return manifest if isinstance(manifest, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in manifest["Fn::Join"][1])
+
+
+def manifest_objects(stacks: list[StackSummary]) -> Iterator[tuple[StackSummary, str, dict]]:
+    """(stack, logical id, object) of every Kubernetes object the stacks apply."""
+    for stack, lid, res in of_type(stacks, "Custom::AWSCDK-EKS-KubernetesResource"):
+        try:
+            objects = json.loads(manifest_text(res.get("Properties", {}).get("Manifest")))
+        except (TypeError, KeyError, ValueError):
+            continue
+        for obj in objects if isinstance(objects, list) else []:
+            if isinstance(obj, dict):
+                yield stack, lid, obj
+
+
 def path_of(resource: dict, logical_id: str) -> str:
     return resource.get("Metadata", {}).get("aws:cdk:path", logical_id)
 

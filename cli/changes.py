@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cli import replacement, revision
+from cli import config_diff, diff_text, replacement, revision
 from cli.assembly import StackSummary, import_names, load_stacks
 from infra import versions
 
@@ -51,6 +51,7 @@ class Baseline:
     whole_app: bool  # an assembly: a stack missing from it is new, and one missing from the change is removed
     environments: frozenset[str] = frozenset()  # aws://account/region of its stacks, where the baseline says
     this_checkout: bool = False  # a revision that is this checkout: compared with what it synthesizes itself
+    context: dict | None = None  # the cdk.json context it was made of, where known (cli.config_diff)
 
 
 @dataclass
@@ -80,13 +81,18 @@ def _template_of(doc: dict) -> dict:
 
 
 def snapshot(outdir: Path, dest: Path) -> None:
-    """Keep an assembly's manifest and templates (no assets) as the next review's baseline."""
+    """Keep an assembly's manifest, templates and config (no assets) as a later review's baseline.
+    Written beside `dest` and moved into place, so a reader never finds half of one."""
     import shutil
 
+    part = dest.with_name(dest.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    for path in [outdir / "manifest.json", outdir / config_diff.CONFIG_FILE, *outdir.glob("*.template.json")]:
+        if path.is_file():
+            shutil.copy2(path, part / path.name)
     shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    for path in [outdir / "manifest.json", *outdir.glob("*.template.json")]:
-        shutil.copy2(path, dest / path.name)
+    part.rename(dest)
 
 
 def _environments(folder: Path) -> frozenset[str]:
@@ -97,15 +103,19 @@ def _environments(folder: Path) -> frozenset[str]:
 def _assembly(folder: Path, description: str) -> Baseline:
     if not (folder / "manifest.json").exists():
         raise BaselineError(f"--against {folder}: no manifest.json; pass a cloud assembly folder or template files")
-    return Baseline(description, {s.name: s.template for s in load_stacks(folder)}, whole_app=True, environments=_environments(folder))
+    made_of = config_diff.recorded(folder)
+    return Baseline(description, {s.name: s.template for s in load_stacks(folder)}, whole_app=True,
+                    environments=_environments(folder), context=made_of[0] if made_of else None)
 
 
-def load_baseline(specs: list[str], stack_names: list[str], *, repo: Path | None = None, env: str = "") -> Baseline:
-    """specs: one git revision (with `repo`: synthesized as of then, for `env`), one assembly
-    folder, or template files (`STACK=FILE`, or FILE named after its stack)."""
+def load_baseline(specs: list[str], stack_names: list[str], *, repo: Path | None = None, env: str = "",
+                  cache: Path | None = None, progress=lambda line: None) -> Baseline:
+    """specs: one git revision (with `repo`: synthesized as of then, for `env`, or taken from
+    `cache` where it holds that revision's tree), one assembly folder, or template files
+    (`STACK=FILE`, or FILE named after its stack)."""
     if len(specs) == 1 and repo is not None and not Path(specs[0]).exists() and "=" not in specs[0]:
         if (commit := revision.resolve(repo, specs[0])) is not None:
-            return _revision(repo, specs[0], commit, env)
+            return _revision(repo, specs[0], commit, env, cache, progress)
     if len(specs) == 1 and Path(specs[0]).is_dir():
         return _assembly(Path(specs[0]), specs[0])
     templates = {}
@@ -126,16 +136,34 @@ def load_baseline(specs: list[str], stack_names: list[str], *, repo: Path | None
     return Baseline(", ".join(specs), templates, whole_app=False)
 
 
-def _revision(repo: Path, spec: str, commit: str, env: str) -> Baseline:
-    """That revision's app for `env`, synthesized in a worktree; none when it is this checkout."""
+def _revision(repo: Path, spec: str, commit: str, env: str, cache: Path | None, progress) -> Baseline:
+    """That revision's app for `env`: from `cache` where an earlier review synthesized the same
+    tree, else synthesized in a worktree (and kept in `cache`); none when it is this checkout."""
     if revision.is_this_checkout(repo, commit):
         return Baseline(f"{spec} ({commit[:12]}: the same revision as this checkout, whose tree is clean)", {}, True, this_checkout=True)
+    description = f"{spec} ({commit[:12]})"
+    kept = cache / revision.baseline_key(repo, commit, env) if cache is not None else None
+    if kept is not None and (kept / "manifest.json").is_file():
+        kept.touch()  # the most recently used are kept longest
+        progress(f"baseline: {env} as of {spec}, synthesized earlier from the same tree ({kept})")
+        return _with_context(_assembly(kept, description), repo, commit)
+    progress(f"synthesizing {env} as of {spec} in a temporary worktree, offline ...")
     with tempfile.TemporaryDirectory(prefix="hyperpod-baseline-") as tmp:
         try:
             revision.synthesize(repo, spec, commit, env, Path(tmp) / "assembly")
         except revision.RevisionError as err:
             raise BaselineError(str(err)) from None
-        return _assembly(Path(tmp) / "assembly", f"{spec} ({commit[:12]})")
+        if kept is not None:
+            snapshot(Path(tmp) / "assembly", kept)
+            revision.prune(cache)
+        return _with_context(_assembly(Path(tmp) / "assembly", description), repo, commit)
+
+
+def _with_context(baseline: Baseline, repo: Path, commit: str) -> Baseline:
+    """A revision synthesized by code that does not record its config: its cdk.json, as committed."""
+    if baseline.context is None:
+        baseline.context = revision.committed_context(repo, commit)
+    return baseline
 
 
 def check_environment(baseline: Baseline, env: str, target: str, names_by_env: dict[str, list[str]]) -> None:
@@ -314,7 +342,7 @@ def _groups(template: dict) -> dict[str, dict]:
     }
 
 
-def _node_specs(template: dict) -> dict[str, dict]:
+def node_specs(template: dict) -> dict[str, dict]:
     """Instance group -> the properties the node gate carries for it (stacks/hyperpod.py
     ROLLS_NODES: what rolls or replaces the group's nodes)."""
     return {
@@ -332,8 +360,8 @@ def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]], gr
         if stack not in old.templates:
             continue
         before, after = _groups(old.templates[stack]), _groups(new[stack])
-        rolling = {g: set(spec) for g, spec in _node_specs(new[stack]).items()}
-        for g, spec in _node_specs(old.templates[stack]).items():
+        rolling = {g: set(spec) for g, spec in node_specs(new[stack]).items()}
+        for g, spec in node_specs(old.templates[stack]).items():
             rolling.setdefault(g, set()).update(spec)
         for name in sorted(set(before) | set(after)):
             if name not in after:
@@ -484,7 +512,7 @@ def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, st
             )
             if done.returncode not in (0, 1):  # 1: differences found (with --fail)
                 return name, f"cdk diff failed: {done.stderr.strip()[-400:]}"
-            return name, re.sub(r"\n{3,}", "\n\n", ANSI.sub("", done.stdout).strip())
+            return name, diff_text.fold(re.sub(r"\n{3,}", "\n\n", ANSI.sub("", done.stdout).strip()))
 
         with ThreadPoolExecutor(max_workers=2) as pool:
             for name, text in pool.map(one, stacks):

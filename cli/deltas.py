@@ -8,7 +8,11 @@ reviewer must stop at), in the `KIND: detail` form of cli/changes.py:
 - IAM ON ANY RESOURCE: a role gains a Write or Permissions management action on `*`;
 - EXPOSURE: a public endpoint, a public endpoint CIDR or an open security-group rule is added
   or widened (narrowed is information);
-- JOB RESTARTS: the job's object changes, or its instance group's nodes are replaced.
+- JOB RESTARTS: the job's object changes, or its instance group's nodes are replaced;
+- the teams' and people's callouts, and the jobs a change makes inadmissible (cli/people.py), and
+  the cluster-wide ones (cli/cluster_wide.py).
+Callouts that know the config field behind them say so (`anchors`: callout -> field paths),
+for the SARIF result's place.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from cli import cost, exposure, iam_audit
-from cli.assembly import StackSummary, group_instance_type, of_type
+from cli import cluster_wide, cost, exposure, iam_audit, people
+from cli.assembly import StackSummary, group_instance_type, manifest_text, of_type
 from infra import catalogue
 
 LAMBDA_LOG_GROUP = "/LogGroup/Resource"  # aws-cdk-lib's own Lambdas' log groups: counted, not named
@@ -33,26 +37,34 @@ def baseline_stacks(templates: dict[str, dict], whole_app: bool, new_stacks: lis
     return [StackSummary(s.name, templates.get(s.name, s.template), s.depends_on) for s in new_stacks]
 
 
-def compare(before: list[StackSummary], after: list[StackSummary], region: str, replaced_groups: dict[str, set[str]]) -> dict:
+def compare(before: list[StackSummary], after: list[StackSummary], region: str, replaced_groups: dict[str, set[str]],
+            settings: tuple | None = None) -> dict:
     """{"lines": {section: [line]}, "callouts": [callout], "cost": {...}, "iam_levels": {...},
-    "new_quotas": [quota]}. replaced_groups: stack -> instance groups whose nodes are replaced."""
+    "new_quotas": [quota]}. replaced_groups: stack -> instance groups whose nodes are replaced;
+    settings: (baseline's, this change's) Settings where both configs are known and load, for
+    what the admission model says of the jobs (cli/people.py)."""
     cost_change = cost.delta(cost.estimate(before, region), cost.estimate(after, region))
     quota_lines, new_quotas = _quotas(before, after)
     iam_lines, iam_callouts, levels = _iam(before, after)
     exposure_lines, exposure_callouts = _exposure(before, after)
     job_lines, job_callouts = _job(before, after, replaced_groups)
+    cluster_lines, cluster_callouts = cluster_wide.compare(before, after)
+    admitted_lines, admitted_callouts = people.jobs(*settings) if settings else ([], [])
+    anchored = people.compare(before, after) + cluster_callouts + job_callouts + admitted_callouts
     lines = {
         "cost": [cost_change["line"]],
         "quotas": quota_lines,
         "iam": iam_lines,
         "exposure": exposure_lines,
-        "job": job_lines,
+        "job": job_lines + admitted_lines,
+        "cluster": cluster_lines,
         "stateful": _stateful(before, after),
     }
     new_quota_callouts = [f"NEW QUOTA: {line} (new: check your quota; a type new to the account's use is often 0)" for _, line in new_quotas]
     return {
         "lines": lines,
-        "callouts": new_quota_callouts + iam_callouts + exposure_callouts + job_callouts,
+        "callouts": new_quota_callouts + iam_callouts + exposure_callouts + [text for text, _ in anchored],
+        "anchors": {text: where for text, where in anchored if where},
         "cost": cost_change,
         "iam_levels": levels,
         "new_quotas": [quota for quota, _ in new_quotas],
@@ -230,7 +242,8 @@ class Job:
     name: str
     manifest: str  # the manifest property as deployed (tokens included): what a change re-applies
     nodes: int
-    gpus_per_node: int
+    gpus_per_node: int  # whole accelerators (GPUs, Neuron devices)
+    slices_per_node: dict[str, int]  # MIG profile -> slices: parts of GPUs, never counted as GPUs
     processes_per_node: str
     memory: str
     group: str
@@ -240,9 +253,13 @@ class Job:
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
 
+    @property
+    def slices(self) -> str:
+        """The MIG slices the job asks for in all, e.g. `4 x 1g.10gb`, or `0`."""
+        return ", ".join(f"{self.nodes * n} x {profile}" for profile, n in sorted(self.slices_per_node.items())) or "0"
 
-def _text(manifest) -> str:
-    return manifest if isinstance(manifest, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in manifest["Fn::Join"][1])
+
+MIG_RESOURCE = "nvidia.com/mig-"
 
 
 def jobs(stacks: list[StackSummary]) -> dict[str, Job]:
@@ -251,7 +268,7 @@ def jobs(stacks: list[StackSummary]) -> dict[str, Job]:
     for stack, _, res in of_type(stacks, "Custom::AWSCDK-EKS-KubernetesResource"):
         raw = res.get("Properties", {}).get("Manifest")
         try:
-            objects = json.loads(_text(raw))
+            objects = json.loads(manifest_text(raw))
         except (TypeError, KeyError, ValueError):
             continue
         for obj in objects:
@@ -268,10 +285,11 @@ def jobs(stacks: list[StackSummary]) -> dict[str, Job]:
                 if e.get("key") == "sagemaker.amazonaws.com/instance-group-name"
                 for v in e.get("values", [])
             ]
-            gpus = sum(int(v) for k, v in limits.items() if k in ("nvidia.com/gpu", "aws.amazon.com/neuron") or k.startswith("nvidia.com/mig-"))
+            gpus = sum(int(v) for k, v in limits.items() if k in ("nvidia.com/gpu", "aws.amazon.com/neuron"))
+            slices = {k.removeprefix(MIG_RESOURCE): int(v) for k, v in limits.items() if k.startswith(MIG_RESOURCE)}
             meta = obj["metadata"]
             out[f"{meta.get('namespace', 'default')}/{meta['name']}"] = Job(
-                stack.name, meta["name"], json.dumps(raw, sort_keys=True), int(replica.get("replicas", 1)), gpus,
+                stack.name, meta["name"], json.dumps(raw, sort_keys=True), int(replica.get("replicas", 1)), gpus, slices,
                 str(obj["spec"].get("nprocPerNode", "?")), str(limits.get("memory", "?")), groups[0] if groups else "", obj,
             )
     return out
@@ -301,7 +319,8 @@ def _arrow(label: str, old, new) -> str:
     return f"{label} {old} -> {new}" if old != new else f"{label} {new}"
 
 
-def _job(before: list[StackSummary], after: list[StackSummary], replaced_groups: dict[str, set[str]]) -> tuple[list[str], list[str]]:
+def _job(before: list[StackSummary], after: list[StackSummary], replaced_groups: dict[str, set[str]]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(lines, [(callout, the config fields it may come from)])."""
     old, new = jobs(before), jobs(after)
     replaced = {g for groups in replaced_groups.values() for g in groups}
     lines, callouts = [], []
@@ -325,13 +344,16 @@ def _job(before: list[StackSummary], after: list[StackSummary], replaced_groups:
         shape = ", ".join(
             [
                 _arrow("GPUs", a.gpus, b.gpus),
+                *([_arrow("MIG slices", a.slices, b.slices)] if a.slices_per_node or b.slices_per_node else []),
                 _arrow("nodes", a.nodes, b.nodes),
                 _arrow("processes per node", a.processes_per_node, b.processes_per_node),
                 _arrow("memory per node", a.memory, b.memory),
             ]
         )
         lines.append(f"Job {b.name}: {shape}")
-        callouts.append(f"JOB RESTARTS: the running job {b.name} restarts: {' and '.join(why)} ({shape})")
+        # The job's own fields first; else what replaced its group's nodes.
+        where = ["sample_job", f"hyperpod.instance_groups[{b.group}]"]
+        callouts.append((f"JOB RESTARTS: the running job {b.name} restarts: {' and '.join(why)} ({shape})", where))
     return lines, callouts
 
 

@@ -145,8 +145,9 @@ def _end(path: list[Step]) -> float:
     return path[-1].end if path else 0.0
 
 
-def _schedule(stacks) -> dict[str, list[Step]]:
-    """Each stack's critical path up to its last resource."""
+def _schedule(stacks, minutes=None) -> dict[str, list[Step]]:
+    """Each stack's critical path up to its last resource. `minutes(stack, logical id)` gives
+    a resource's time (default: its creation, as for a first deploy)."""
     done: dict[str, list[Step]] = {}  # stack -> the critical path up to its last resource
 
     for stack in stacks:
@@ -163,8 +164,118 @@ def _schedule(stacks) -> dict[str, list[Step]]:
                 before = [visit(ref, trail + (lid,)) for ref in refs]
                 path = max(before, key=_end, default=base)  # each starts from `base`
                 res_type = resources[lid]["Type"]
-                paths[lid] = path + [Step(stack.name, lid, res_type, _end(path), _minutes(resources[lid], continuous, nodes))]
+                took = minutes(stack, lid) if minutes else _minutes(resources[lid], continuous, nodes)
+                paths[lid] = path + [Step(stack.name, lid, res_type, _end(path), took)]
             return paths[lid]
 
         done[stack.name] = max((visit(lid) for lid in resources), key=_end, default=base)
     return done
+
+
+# -- this update --------------------------------------------------------------------------------
+
+
+@dataclass
+class Update:
+    """What one update of a HyperPod cluster asks of its nodes."""
+
+    minutes: float  # until the slowest group's new nodes run, deep health checks included
+    waits: list[str]
+
+
+def _checks(group: dict) -> str:
+    checks = group.get("OnStartDeepHealthChecks") or []
+    return f" with deep health checks {', '.join(checks)}" if checks else ""
+
+
+def cluster_update(old: dict, new: dict, rolling: dict[str, set[str]] | None = None) -> Update:
+    """The nodes an update of AWS::SageMaker::Cluster starts: a new group's, every node of a group
+    whose type, role, threads or subnets change (HyperPod replaces them), every node of a group
+    whose `rolling` properties change (the node gate's NodeSpecs: HyperPod rolls them), the
+    nodes a count adds."""
+    from cli.changes import NODE_REPLACING_FIELDS
+
+    rolling = rolling or {}
+    before = {g["InstanceGroupName"]: g for g in old.get("Properties", {}).get("InstanceGroups", [])}
+    slowest, waits = 0.0, []
+    for group in new.get("Properties", {}).get("InstanceGroups", []):
+        name, itype = group["InstanceGroupName"], group_instance_type(group)
+        prev = before.get(name)
+        count = group.get("InstanceCount", 0)
+        count = count if isinstance(count, int) else 1
+        if prev is None:
+            took, what = group_minutes(group), f"nodes added: {count} x {itype} in the new group {name}{_checks(group)}"
+        elif any(prev.get(f) != group.get(f) for f in NODE_REPLACING_FIELDS):
+            took, what = group_minutes(group), f"nodes replaced: every node of group {name} ({count} x {itype}){_checks(group)}"
+        elif any(prev.get(f) != group.get(f) for f in rolling.get(name, ())):
+            took, what = group_minutes(group), f"nodes roll: every node of group {name} ({count} x {itype}){_checks(group)}"
+        elif isinstance(prev.get("InstanceCount"), int) and count > prev["InstanceCount"]:
+            added = count - prev["InstanceCount"]
+            took, what = group_minutes({**group, "InstanceCount": added}), f"nodes added: {added} x {itype} in group {name}{_checks(group)}"
+        else:
+            continue
+        if took:
+            waits.append(f"{what} (~{took:.0f} min)")
+        slowest = max(slowest, took)
+    return Update(slowest, waits)
+
+
+def update_plan(before, after, changes: list[dict]) -> dict:
+    """This update's estimate, from the template diff: only what changes takes time. An added or
+    replaced resource takes its create figure; a modified HyperPod cluster the nodes it starts
+    (cluster_update); a modified gate its wait again (CloudFormation sends it an Update, and a
+    gate waits on Update as on Create); any other modified resource its type's figure; an
+    unchanged one none (cdk deploy skips an unchanged stack)."""
+    action = {(c["stack"], c["resource"]): c["action"] for c in changes if c["action"] != "removed"}
+    old = {s.name: s.resources for s in before}
+    from cli.changes import node_specs
+
+    updates = {
+        s.name: cluster_update(old[s.name][lid], res, {g: set(spec) for g, spec in node_specs(s.template).items()})
+        for s in after
+        for lid, res in s.resources.items()
+        if res["Type"] == "AWS::SageMaker::Cluster" and action.get((s.name, lid)) == "modified"
+    }
+    waits: list[str] = [w for u in updates.values() for w in u.waits]
+    gates: dict[str, int] = {}
+
+    def minutes(stack, lid: str) -> float:
+        res = stack.resources[lid]
+        act = action.get((stack.name, lid))
+        continuous = _continuous(stack.resources)
+        if act is None:
+            return 0.0
+        if act in ("added", "replaced"):
+            return _minutes(res, continuous, node_minutes(stack.resources))
+        nodes = updates[stack.name].minutes if stack.name in updates else 0.0
+        if res["Type"] == "AWS::SageMaker::Cluster":
+            return CONTINUOUS_CLUSTER_MINUTES + (0.0 if continuous else nodes)
+        if res["Type"] in GATE_TYPES:
+            gates[res["Type"]] = gates.get(res["Type"], 0) + 1
+            if res["Type"] == "Custom::HyperPodNodesReady":
+                return nodes if continuous and _first_link(res) else DEFAULT_MINUTES
+        return TYPICAL_MINUTES.get(res["Type"], DEFAULT_MINUTES)
+
+    done = _schedule(after, minutes)
+    path = max(done.values(), key=_end, default=[])
+    for gate, n in sorted(gates.items()):
+        waits.append(f"{GATE_TYPES[gate]} re-runs ({n} link(s))" if n > 1 else f"{GATE_TYPES[gate]} re-runs")
+    for name, update in updates.items():
+        stack = next(s for s in after if s.name == name)
+        if update.minutes and _continuous(stack.resources) and not gates.get("Custom::HyperPodNodesReady"):
+            waits.append(f"nothing waits for the new nodes in {name}: with continuous provisioning the cluster's update "
+                         "ends before they run, and no node gate changes")
+    return {
+        "minutes": round(_end(path)),
+        "waits": waits,
+        "critical_path": [
+            {"stack": st.stack, "resource": st.logical_id, "type": st.type, "start": round(st.start, 1), "minutes": st.minutes}
+            for st in path
+            if st.minutes >= 1.0
+        ],
+    }
+
+
+# The readiness gates, in words.
+GATE_TYPES = {"Custom::HyperPodNodesReady": "the node gate", "Custom::HyperPodAcceleratorsReady": "the accelerator gate",
+              "Custom::AWSCDK-EKS-KubernetesObjectValue": "a readiness gate"}

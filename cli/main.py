@@ -93,21 +93,45 @@ def find_cdk_json(start: Path | None = None) -> Path:
 
 
 def load_context(path: Path | None = None) -> dict:
+    """cdk.json's context: a JSON object, whose "context" is an object (or absent)."""
     path = path or find_cdk_json()
     print(f"config: {path}", file=sys.stderr)
     try:
-        return json.loads(path.read_text()).get("context") or {}
-    except ValueError as err:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
         raise CliError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise CliError(f"{path}: must be a JSON object with a \"context\" object, not {_json_kind(doc)}")
+    context = doc.get("context")
+    if context is not None and not isinstance(context, dict):
+        raise CliError(f"{path}: \"context\" must be a JSON object of settings, not {_json_kind(context)}")
+    return context or {}
+
+
+def _json_kind(value) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
 
 def env_from(args) -> str:
-    """-c env=NAME (as for cdk) or --env NAME; default dev."""
+    """-c env=NAME (as for cdk) or --env NAME; default dev. Anything else given with -c, or two
+    names for the environment, is refused: a command never guesses which one was meant."""
+    named = []
     for item in args.context or []:
-        key, _, value = item.partition("=")
-        if key == "env":
-            return value
-    return args.env or config.DEFAULT_ENV
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"-c {item}: give key=value, as cdk takes it (-c env=NAME)")
+        if key != "env":
+            raise CliError(f"-c {item}: unknown context key {key!r}; hyperpod-cdk takes only -c env=NAME (every other "
+                           "setting is in cdk.json)")
+        if not value:
+            raise CliError(f"-c {item}: give the environment's name, -c env=NAME")
+        named.append(value)
+    given = sorted(set(named) | ({args.env} if getattr(args, "env", None) else set()))
+    if len(given) > 1:
+        raise CliError(f"-c env and --env name {' and '.join(given)}; give one environment")
+    if given and getattr(args, "all", False):
+        raise CliError(f"--all and {given[0]} name different environments; give one or --all")
+    return given[0] if given else config.DEFAULT_ENV
 
 
 def _settings(env: str) -> tuple[config.Settings, list[str]]:
@@ -151,7 +175,13 @@ def cmd_team(args) -> int:
 
 
 def _environments(args, context: dict) -> list[str]:
-    return config.environment_names(context) if getattr(args, "all", False) else [env_from(args)]
+    env = env_from(args)  # refuses -c env=... with --all
+    if not getattr(args, "all", False):
+        return [env]
+    names = config.environment_names(context)
+    if not names:
+        raise config.ConfigError(["environments: missing from cdk.json context (or not an object); add at least one environment block"])
+    return names
 
 
 def cmd_validate(args) -> int:
@@ -174,6 +204,12 @@ def cmd_validate(args) -> int:
             print(f"warning: {line}", file=sys.stderr)
         print(f"ok: {env}")
     return 2 if failed else 0
+
+
+# Under the review's output folder: baselines synthesized from git revisions, by what they were
+# built from (cli.revision.baseline_key), and cfn-lint's findings by template.
+BASELINE_CACHE = "review-cache/baselines"
+LINT_CACHE = "review-cache/lint"
 
 
 def _overlaps(a: Path, b: Path) -> bool:
@@ -206,21 +242,21 @@ def cmd_review(args) -> int:
             if any(_overlaps(outdir, Path(a.partition("=")[2] or a)) for a in against):
                 outdir = out_root / f"review-{env}-next"  # never write over what we compare against
             shutil.rmtree(outdir, ignore_errors=True)
+        # A config cdk synth would refuse (a job no team can ever hold among its rules) is refused here, in
+        # its lines and exit 2, before anything is synthesized, the baseline included.
+        settings, _ = config.load_settings(context, env)
         # Read the baseline before synthesizing, so nothing written below can change it.
         baseline = None
         if against:
             names = None if (len(against) == 1 and Path(against[0]).is_dir()) else _stack_names(context, env)
-            commit = repo and len(against) == 1 and not Path(against[0]).exists() and revision.resolve(repo, against[0])
-            if commit and not revision.is_this_checkout(repo, commit):  # the same revision is not synthesized twice
-                print(f"synthesizing {env} as of {against[0]} in a temporary worktree, offline ...", file=sys.stderr, flush=True)
             try:
-                baseline = changes.load_baseline(against, names or [], repo=repo, env=env)
-                settings, _ = config.load_settings(context, env)
+                baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
+                                                 progress=lambda line: print(line, file=sys.stderr, flush=True))
                 changes.check_environment(baseline, env, f"aws://{settings.account}/{settings.region}", _names_by_env(context))
             except changes.BaselineError as err:
                 raise CliError(str(err)) from None
         if not args.assembly:
-            print(f"synthesizing {env} offline into {outdir} (about a minute) ...", file=sys.stderr, flush=True)
+            print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)
             try:
                 synthesize(context, env, outdir)
             except SynthRefused as err:  # as `cdk synth` exits 1, so does the review
@@ -232,8 +268,8 @@ def cmd_review(args) -> int:
             print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
             baseline = replace(changes.load_baseline([str(outdir)], []), description=baseline.description)
         print(f"reviewing {env}: changes, cost, exposure, cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
-        report = review.build(outdir, against=baseline)
-        text = review.to_markdown(report)
+        report = review.build(outdir, against=baseline, cache=out_root / LINT_CACHE, config=(context, env))
+        text = review.quiet_markdown(report) if args.quiet else review.to_markdown(report)
         written = review.write(report, out_root / f"review-{env}")
         if not args.against:
             changes.snapshot(outdir, last_review)
@@ -352,21 +388,39 @@ def _aws_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
 
 
+# What every command's exit status means (main() maps CliError and ConfigError to 2).
+EXIT_STATUS = ("exit status: 0 done (or passed); 1 a check, review or acceptance run that fails; 2 bad input (a flag, "
+               "cdk.json, a file, credentials), said in one `error:` line each")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hyperpod-cdk")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "(not installed)"
+
+
 def _command(sub, name: str, func, *, help: str, description: str, examples: list[str]) -> argparse.ArgumentParser:
-    """A subcommand whose --help always ends with examples."""
+    """A subcommand whose --help always ends with examples and the exit status."""
     parser = sub.add_parser(
         name,
         help=help,
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n" + "\n".join(f"  hyperpod-cdk {name} {e}".rstrip() for e in examples),
+        epilog="examples:\n" + "\n".join(f"  hyperpod-cdk {name} {e}".rstrip() for e in examples) + "\n\n" + EXIT_STATUS,
     )
     parser.set_defaults(func=func)
     return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hyperpod-cdk", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="hyperpod-cdk", description=__doc__.splitlines()[0], epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     topo = _command(
@@ -427,7 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate = _command(
         sub, "validate", cmd_validate,
         help="check the config of one or all environments (no synth, no AWS)",
-        description="Validate config: every problem on its own line; exit 1 on any error.",
+        description="Validate config as cdk synth does (every field, every rule across fields, add-on requirements): "
+        "every problem on its own line on stderr, then `ok: <env>` for each environment that passes; exit 2 on any error.",
         examples=["", "-c env=prod", "--all"],
     )
     _env_args(validate)
@@ -463,6 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rev.add_argument("--outdir", help="where review-<env>/ and its .md, .json and .sarif go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")
+    rev.add_argument("--quiet", action="store_true", help="print only the verdict, the callouts and the deltas against the "
+                     "baseline (the files written keep every section)")
 
     pre = _command(
         sub, "preflight", cmd_preflight,

@@ -6,6 +6,8 @@ to do about it; `hyperpod-cdk preflight` exits non-zero when any fails.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 
 from infra import identity
@@ -1008,7 +1010,12 @@ def _credentials_problem(err, profile: str | None, command: str = "preflight") -
 
     where = f"profile {profile!r}" if profile else "the default credential chain"
     if isinstance(err, ProfileNotFound):
-        return f"--profile {profile}: no such profile in ~/.aws/config or ~/.aws/credentials; `aws configure list-profiles` lists them"
+        # Without --profile, the name came from the environment (AWS_PROFILE, AWS_DEFAULT_PROFILE).
+        named = err.kwargs.get("profile")
+        given = f"--profile {profile}" if profile else next(
+            (f"{var}={os.environ[var]}" for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE") if os.environ.get(var) == named),
+            f"profile {named!r}")
+        return f"{given}: no such profile in ~/.aws/config or ~/.aws/credentials; `aws configure list-profiles` lists them"
     if isinstance(err, (NoCredentialsError, PartialCredentialsError)):
         return f"no AWS credentials from {where}; run `aws configure` or `aws sso login`, or pass --profile"
     if isinstance(err, TokenRetrievalError):

@@ -115,24 +115,51 @@ def load_refusals(outdir: Path) -> list[Refusal]:
     ]
 
 
-def lint(outdir: Path, stacks: list[StackSummary]) -> list[LintFinding]:
-    """cfn-lint with its bundled resource schemas, over every template."""
-    from cfnlint.api import ManualArgs, lint_file  # slow import: only when linting
+# Template findings kept in the lint cache (the least recently used beyond these are removed).
+LINT_CACHE_KEEP = 200
 
+
+def lint(outdir: Path, stacks: list[StackSummary], cache: Path | None = None) -> list[LintFinding]:
+    """cfn-lint with its bundled resource schemas, over every template. With `cache`, a
+    template linted before (the same text, region and cfn-lint) is not linted again: a
+    change to one stack lints that stack."""
     findings = []
+    region = region_of(outdir)
     for stack in stacks:
         path = outdir / f"{stack.name}.template.json"
-        for match in lint_file(path, config=ManualArgs(regions=[region_of(outdir)])):
-            findings.append(
-                LintFinding(
-                    rule=match.rule.id,
-                    level=_level(match.rule.id),
-                    message=match.message,
-                    stack=stack.name,
-                    path="/".join(str(p) for p in (match.path or [])),
-                )
-            )
+        key = _lint_key(path.read_bytes(), region) if cache is not None else None
+        kept = cache / f"{key}.json" if key else None
+        if kept is not None and kept.is_file():
+            kept.touch()
+            found = json.loads(kept.read_text())
+        else:
+            found = _lint_one(path, region)
+            if kept is not None:
+                cache.mkdir(parents=True, exist_ok=True)
+                kept.with_suffix(".part").write_text(json.dumps(found))
+                kept.with_suffix(".part").rename(kept)
+        findings += [LintFinding(rule=r, level=_level(r), message=m, stack=stack.name, path=p) for r, m, p in found]
+    if cache is not None and cache.is_dir():
+        entries = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[LINT_CACHE_KEEP:]:
+            old.unlink(missing_ok=True)
     return findings
+
+
+def _lint_one(path: Path, region: str) -> list[tuple[str, str, str]]:
+    from cfnlint.api import ManualArgs, lint_file  # slow import: only when linting
+
+    return [
+        (match.rule.id, match.message, "/".join(str(p) for p in (match.path or [])))
+        for match in lint_file(path, config=ManualArgs(regions=[region]))
+    ]
+
+
+def _lint_key(template: bytes, region: str) -> str:
+    import hashlib
+    from importlib.metadata import version
+
+    return hashlib.sha256(template + f"\n{region}\ncfn-lint=={version('cfn-lint')}".encode()).hexdigest()[:32]
 
 
 def _level(rule_id: str) -> str:
@@ -191,21 +218,34 @@ def _copies_markdown(copies: list[dict]) -> list[str]:
     return out + [""]
 
 
-def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True) -> dict:
+def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True, cache: Path | None = None,
+          config: tuple[dict, str] | None = None) -> dict:
     """Every section of the review as plain data (what review.json holds). `against` is a
-    cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None."""
-    from cli import changes, cost, deltas, deploy_plan, exposure, iam_audit
+    cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None;
+    `cache` a folder where lint findings of templates seen before are kept; `config` the
+    (cdk.json context, environment) the assembly was made of, where it does not say itself."""
+    from cli import changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
+
+    from concurrent.futures import ThreadPoolExecutor
 
     stacks = load_stacks(outdir)
     region = region_of(outdir)
     nag = load_nag(outdir)
-    findings = lint(outdir, stacks) if with_lint else []
+    diffed = None
+    if against is not None and with_cdk_diff:
+        # `cdk diff` runs in Node while cfn-lint runs here: started first, it costs no time of its own. Only
+        # where the template text differs: a replacement through an import is ours to call out.
+        differing = [s.name for s in stacks if s.name in against.templates and changes.differs(against.templates[s.name], s.template)]
+        diffed = ThreadPoolExecutor(max_workers=1).submit(changes.cdk_diff, outdir, against, differing)
+    findings = lint(outdir, stacks, cache) if with_lint else []
     roles = iam_audit.audit({s.name: s.template for s in stacks})
     total, path = deploy_plan.plan(stacks)
     spans = deploy_plan.stack_spans(stacks)
     with_wildcards, role_count = iam_audit.wildcard_figure(roles)
+    config = config or config_diff.recorded(outdir)
     report = {
         "assembly": str(outdir),
+        "env": config[1] if config else None,
         "region": region,
         "warnings": load_warnings(outdir),
         "stacks": [
@@ -268,19 +308,50 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     }
     if against is not None:
         report["changes"] = changes.compare(against, stacks, region)
+        # The config fields the change touches, where both sides say what they were made of: the
+        # cause each finding is shown at.
+        if against.context is not None and config:
+            report["changes"]["config_changes"] = config_diff.changed(against.context, config[0], config[1])
         before = deltas.baseline_stacks(against.templates, against.whole_app, stacks)
         replaced_groups = {stack: set(groups) for stack, groups in report["changes"]["groups_replaced"].items()}
-        report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups)
+        settings = _both_settings(against.context, config)
+        if isinstance(settings, str):
+            report["changes"]["notes"] = [settings]
+            settings = None
+        report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups, settings)
         report["changes"]["callouts"] += report["changes"]["deltas"].pop("callouts")
-        if with_cdk_diff:
-            # Only where the template text differs: a replacement through an import is ours to call out.
-            differing = [s.name for s in stacks if s.name in against.templates and changes.differs(against.templates[s.name], s.template)]
-            report["changes"]["cdk_diff"] = changes.cdk_diff(outdir, against, differing)
+        report["changes"]["anchors"] = report["changes"]["deltas"].pop("anchors")
+        update = deploy_plan.update_plan(before, stacks, report["changes"]["changes"])
+        report["changes"]["update_plan"] = update
+        report["changes"]["deltas"]["lines"]["plan"] = [
+            f"Deploy: about {update['minutes']} minute(s) for this update" + (f": {'; '.join(update['waits'])}" if update["waits"] else "")
+        ] if report["changes"]["changes"] else []
+        if diffed is not None:
+            report["changes"]["cdk_diff"] = diffed.result()
     refused = [c for c in (report["changes"] or {}).get("callouts", []) if c.startswith("REFUSED")]
     report["pass"] = not (
         report["refused"] or report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
     )
     return report
+
+
+def _both_settings(old_context: dict | None, config: tuple[dict, str] | None):
+    """(the baseline's Settings, this change's) as the config loads them, None where a side's
+    config is not known (deployed templates), or a line saying why one does not load (a
+    baseline from before today's rules): what the admission model compares."""
+    from infra.config import ConfigError, load_settings
+
+    if old_context is None or not config:
+        return None
+    try:
+        new, _ = load_settings(config[0], config[1])
+    except ConfigError as err:
+        return f"this change's config does not load ({err.problems[0]}): the jobs it admits are not compared"
+    try:
+        old, _ = load_settings(old_context, config[1])
+    except ConfigError as err:
+        return f"the baseline's config does not load under today's rules ({err.problems[0]}): the jobs it admitted are not compared"
+    return old, new
 
 
 def stack_graph(report: dict) -> list[str]:
@@ -311,28 +382,67 @@ def shown(path: str) -> str:
     return path if where.startswith("..") else where
 
 
-def _changes_markdown(changes: dict) -> list[str]:
-    against = ", ".join(shown(part) for part in changes["against"].split(", "))
-    out = [f"## What this change does (against {against})", ""]
-    if changes["callouts"]:
-        out += [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
-    else:
-        out.append(
+def _callout_lines(changes: dict) -> list[str]:
+    if not changes["callouts"]:
+        return [
             "Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost, "
             "no add-on update that needs a migration first, no new instance type's quota, no new Write or Permissions "
-            "management on `*`, no added or widened exposure, no restart of the running job."
-        )
-    out.append("")
+            "management on `*`, no added or widened exposure, no team added, removed or re-quoted, no access gained or lost, "
+            "no cluster-wide change to running work, no restart of the running job."
+        ]
+    return [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
+
+
+def _delta_lines(changes: dict) -> list[str]:
+    lines = [line for lines in (changes.get("deltas") or {}).get("lines", {}).values() for line in lines]
+    return lines + [f"note: {note}" for note in changes.get("notes", [])]
+
+
+def _changes_markdown(changes: dict) -> list[str]:
+    against = ", ".join(shown(part) for part in changes["against"].split(", "))
+    out = [f"## What this change does (against {against})", ""] + _callout_lines(changes) + [""]
     counts = Counter(c["action"] for c in changes["changes"])
     out.append(", ".join(f"{n} {a}" for a, n in sorted(counts.items())) + " resource(s)." if counts else "No resource changes.")
     for name in changes["stacks_added"]:
         out.append(f"- new stack {name}")
-    delta_lines = [line for lines in (changes.get("deltas") or {}).get("lines", {}).values() for line in lines]
+    delta_lines = _delta_lines(changes)
     if delta_lines:
         out += ["", "Against the baseline:", ""] + [f"- {line}" for line in delta_lines]
+    update = changes.get("update_plan")
+    if update and update["critical_path"]:
+        out += ["", "This update waits on (the plan at the end is a first deploy's):", ""]
+        out += [f"- minute {st['start']:.0f}: {st['type']} `{st['resource']}` in {st['stack']} (~{st['minutes']:.0f} min)"
+                for st in update["critical_path"]]
     for name, text in (changes.get("cdk_diff") or {}).items():
         out += ["", f"<details><summary>cdk diff {name}</summary>", "", "```", text, "```", "", "</details>"]
     return out + [""]
+
+
+def quiet_markdown(report: dict) -> str:
+    """The verdict, the callouts and the deltas: what `review --quiet` prints."""
+    out = [f"# Review of {shown(report['assembly'])}", ""]
+    changes = report["changes"]
+    if changes is not None:
+        against = ", ".join(shown(part) for part in changes["against"].split(", "))
+        out += [f"Against {against}:", ""] + _callout_lines(changes) + [""]
+        out += [f"- {line}" for line in _delta_lines(changes)] + ([""] if _delta_lines(changes) else [])
+    failing = _failures(report)
+    out += [f"- {line}" for line in failing] + ([""] if failing else [])
+    out += ["PASS" if report["pass"] else "FAIL", ""]
+    return "\n".join(out)
+
+
+def _failures(report: dict) -> list[str]:
+    """What fails the review besides a refused change, one line each kind."""
+    out = [f"refused by cdk synth: {line}" for line in report.get("refused", [])]
+    if report["nag"]["errors"]:
+        out.append(f"{len(report['nag']['errors'])} unacknowledged cdk-nag error(s)")
+    lint_errors = [f for f in report["cfn_lint"] if f["level"] == "error"]
+    if lint_errors:
+        out.append(f"{len(lint_errors)} cfn-lint error(s): " + "; ".join(f"{f['rule']} {f['stack']} {f['path']}" for f in lint_errors[:3]))
+    if report["iam"]["unknown_actions"]:
+        out.append("unknown IAM action(s): " + ", ".join(u["action"] for u in report["iam"]["unknown_actions"]))
+    return out
 
 
 def to_markdown(report: dict) -> str:
@@ -398,10 +508,10 @@ def to_markdown(report: dict) -> str:
     plan = report["deploy_plan"]
     out += [
         "",
-        "## Estimated deploy plan",
+        "## Estimated deploy plan" + (" (a first deploy)" if report["changes"] is not None else ""),
         "",
-        f"About {plan['minutes']} minutes of wall-clock time, {plan['hyperpod_nodes_minutes']} of them for the HyperPod nodes "
-        "(by instance type, count and deep health checks; typical figures in cli/deploy_plan.py). It waits on:",
+        f"From nothing, about {plan['minutes']} minutes of wall-clock time, {plan['hyperpod_nodes_minutes']} of them for the "
+        "HyperPod nodes (by instance type, count and deep health checks; typical figures in cli/deploy_plan.py). It waits on:",
         "",
     ]
     for st in plan["critical_path"]:

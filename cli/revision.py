@@ -98,6 +98,54 @@ def synthesize(repo: Path, spec: str, commit: str, env: str, outdir: Path) -> No
             _git(repo, "worktree", "prune")
 
 
+# What a synthesized baseline depends on beside its tree and environment: the libraries that
+# synthesize it (shared from this checkout's .venv, not the revision's).
+SYNTH_PACKAGES = ("aws-cdk-lib", "constructs", "cdk-nag")
+# Baselines kept in the cache; the least recently used beyond these are removed.
+CACHE_KEEP = 8
+
+
+def baseline_key(repo: Path, commit: str, env: str) -> str:
+    """What a baseline was built from, as a folder name: the commit's tree (its app and its
+    cdk.json, whichever commit holds them), the environment and the synthesizing libraries."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import hashlib
+
+    tree = _git(repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
+    libraries = []
+    for name in SYNTH_PACKAGES:
+        try:
+            libraries.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            libraries.append(f"{name}==?")
+    digest = hashlib.sha256("\n".join([tree, env, *libraries, sys.version.split()[0]]).encode()).hexdigest()[:16]
+    return f"{env}-{digest}"
+
+
+def prune(cache: Path, keep: int = CACHE_KEEP) -> None:
+    """Remove all but the `keep` most recently used baselines."""
+    kept = sorted((p for p in cache.iterdir() if p.is_dir() and not p.name.endswith(".part")), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in kept[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def committed_context(repo: Path, commit: str) -> dict | None:
+    """The cdk.json context as `commit` holds it (repo: the folder of cdk.json), or None."""
+    import json
+
+    top = toplevel(repo)
+    if top is None:
+        return None
+    relative = (repo.resolve() / "cdk.json").relative_to(top.resolve()).as_posix()
+    shown = _git(repo, "show", f"{commit}:{relative}")
+    try:
+        context = json.loads(shown.stdout).get("context") if shown.returncode == 0 else None
+    except (ValueError, AttributeError):
+        return None
+    return context if isinstance(context, dict) else None
+
+
 def _last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][-300:] if lines else "no output"

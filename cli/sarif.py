@@ -76,6 +76,9 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
                 "disappear; CloudFormation refuses the update of the exporting stack."),
     "NODES REPLACED": ("Every node of an instance group is replaced", "The group's instance type, execution role, threads "
                        "per core or subnets change: HyperPod replaces every node, and the jobs on them stop."),
+    "NODES ROLL": ("Every node of an instance group rolls", "What the group's nodes are made with changes (an AMI "
+                   "release, the lifecycle script, deep health checks, volumes): HyperPod rolls them, and the gates wait "
+                   "for the group again."),
     "NODES ADDED": ("A new instance group", "An instance group is added: new nodes start, with their deep health checks."),
     "NODES REMOVED": ("An instance group is removed", "An instance group leaves the cluster and its nodes are terminated."),
     "NODE COUNT": ("An instance group's node count changes", "Nodes are added to or taken from an instance group."),
@@ -90,6 +93,28 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
     "EXPOSURE": ("Exposure added or widened", "A public CIDR, an open security group rule or a public endpoint is added "
                  "or widened."),
     "JOB RESTARTS": ("The running job restarts", "The job's object or its group's nodes change, so the running job restarts."),
+    "TEAM ADDED": ("A team is added", "A compute quota for a new team, with the namespace and queue task governance makes of "
+                   "it, its Kubernetes objects and its people's access entries."),
+    "TEAM REMOVED": ("A team is removed", "A team's compute quota leaves, with what goes with it: its objects and its "
+                     "people's access entries; its jobs lose their guarantee."),
+    "TEAM QUOTA": ("A team's quota or borrowing changes", "What a team is guaranteed, or may borrow, of a kind of an "
+                   "instance type changes, or its sharing, fair-share weight or preemption."),
+    "ACCESS GAINED": ("A principal gains access", "A principal's EKS access entry gives it a team's namespace or "
+                      "cluster admin it did not have."),
+    "ACCESS LOST": ("A principal loses access", "A principal's EKS access entry no longer gives it a team's namespace "
+                    "or cluster admin."),
+    "JOBS INADMISSIBLE": ("Jobs a team runs can never be admitted now", "The largest job a team can hold on a group, "
+                          "borrowing all it may, shrinks: its jobs of the sizes in between wait in its queue forever."),
+    "JOB BORROWS": ("The sample job runs only by borrowing now", "The sample job, guaranteed before, is admitted only "
+                    "by borrowing: it waits while the lenders use their quota and is preempted when they reclaim it."),
+    "MIG": ("Every GPU of a group is re-partitioned", "A group's MIG profile changes: the GPU operator's MIG manager "
+            "re-partitions its GPUs, which needs no workload running on them."),
+    "GPU OPERATOR": ("The chart swaps its device plugin for the GPU operator", "Every GPU node's device plugin goes; "
+                     "until the GPU operator's registers, no GPU pod is scheduled."),
+    "DEVICE PLUGIN": ("The chart swaps the GPU operator for its device plugin", "Every GPU node's device plugin is "
+                      "replaced; MIG slices are no longer advertised."),
+    "PROVISIONING MODE": ("The cluster's provisioning mode changes", "The HyperPod cluster switches to continuous "
+                          "provisioning, which no later update sets back."),
 }
 
 # A change callout's kind (the words before its colon) -> the config fields that may be behind
@@ -98,11 +123,13 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
 _CALLOUT_FIELDS = {
     "NODES REPLACED": ("hyperpod.instance_groups[{group}]",),
     "NODES ADDED": ("hyperpod.instance_groups[{group}]",),
+    "NODES ROLL": ("hyperpod.instance_groups[{group}]",),
     "NODE COUNT": ("hyperpod.instance_groups[{group}].count",),
     "NEW QUOTA": ("hyperpod.instance_groups[instance_type={type}].instance_type",),
     "MIGRATE FIRST": ("addons.task_governance.version",),
     "EXPOSURE": ("eks.public_access_cidrs", "eks.endpoint_access"),  # where the callout is the API endpoint's
-    "JOB RESTARTS": ("sample_job",),
+    "JOB RESTARTS": ("sample_job", "hyperpod.instance_groups[{group}]"),
+    "REFUSED": ("hyperpod.instance_groups[{group}]",),  # a group's volume key; an export in use: the change's first field
 }
 # An optional stack's switch: what turns it off when it is left behind.
 _STACK_SWITCHES = {"sample-job": "sample_job.enabled"}
@@ -177,21 +204,31 @@ def _positions(text: str) -> dict[tuple, tuple[int, int]]:
     return out
 
 
-def _steps(field: str, merged_groups: list) -> tuple | None:
-    """`hyperpod.instance_groups[gpu].count` -> ("hyperpod", "instance_groups", 1, "count"):
-    an index in brackets stays a number, a name is the instance group of that name."""
+def _steps(field: str, merged: dict) -> tuple | None:
+    """`hyperpod.instance_groups[gpu].count` -> ("hyperpod", "instance_groups", 1, "count"), read
+    against the environment's merged config: an index in brackets stays a number, a name is the
+    item of that name ([gpu]; [instance_type=ml.p5.48xlarge] the first whose field has that
+    value), and in a list of plain values the value itself ([arn:aws:iam::...:role/x])."""
     steps: list = []
+    value = merged
     for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", field):
         if not part.startswith("["):
             steps.append(part)
-        elif part[1:-1].isdigit():
-            steps.append(int(part[1:-1]))
-        else:  # [gpu] is the group named gpu; [instance_type=ml.p5.48xlarge] the first of that type
-            key, _, value = part[1:-1].rpartition("=")
-            values = [g.get(key or "name") if isinstance(g, dict) else None for g in merged_groups]
-            if value not in values:
+            value = value.get(part) if isinstance(value, dict) else None
+            continue
+        inner = part[1:-1]
+        items = value if isinstance(value, list) else []
+        if inner.isdigit():
+            index = int(inner)
+        else:
+            key, _, want = inner.rpartition("=")
+            found = [i for i, item in enumerate(items)
+                     if (item.get(key or "name") if isinstance(item, dict) else (None if key else item)) == want]
+            if not found:
                 return None
-            steps.append(values.index(value))
+            index = found[0]
+        steps.append(index)
+        value = items[index] if index < len(items) else None
     return tuple(steps)
 
 
@@ -199,25 +236,21 @@ class CdkJson:
     """cdk.json's text and where each of an environment's fields is written in it."""
 
     def __init__(self, path: Path, env: str):
+        from cli.config_diff import merged
+
         self.path, self.env = path, env
         self.text = path.read_text()
         self.context = json.loads(self.text).get("context", {})
+        self.merged = merged(self.context, env)
         self.positions = _positions(self.text)
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
-
-    def _groups(self) -> list:
-        for block in (self.context.get("environments", {}).get(self.env) or {}, self.context.get("defaults") or {}):
-            groups = (block.get("hyperpod") or {}).get("instance_groups")
-            if isinstance(groups, list):
-                return groups
-        return []
 
     def where(self, field: str) -> tuple[int, int, int] | None:
         """(line, first column, column after the end) of `field` as this environment gets it:
         from its own block where written there, else from `defaults` (mappings merge key by
         key, anything else is replaced whole, as infra.config.deep_merge does); None where
         cdk.json does not write it (its default is in code)."""
-        steps = _steps(field, self._groups())
+        steps = _steps(field, self.merged)
         if not steps:
             return None
         blocks = (("environments", self.env), ("defaults",))
@@ -276,6 +309,36 @@ class Places:
         line, start, end = found
         return Place(self._uri("cdk.json"), line, start, end, f"{self.cdk.env}:{field}")
 
+    def nearest(self, field: str, depth: int = 2) -> Place | None:
+        """The field, or the nearest field above it that cdk.json writes, down to `depth` parts
+        (`governance.teams`, not `governance`): where something removed was written."""
+        parts = re.findall(r"[^.\[\]]+|\[[^\]]*\]", field)
+        for n in range(len(parts), min(depth, len(parts)) - 1, -1):
+            candidate = "".join(p if p.startswith("[") or i == 0 else f".{p}" for i, p in enumerate(parts[:n]))
+            if place := self.field(candidate):
+                return place
+        return None
+
+    def cause(self, prefixes: list[str], changed: list[str]) -> Place | None:
+        """Where the cause of a finding is written: the first field the change touches under
+        one of `prefixes` (in their order), else the nearest written field of a prefix, else
+        the first field the change touches at all."""
+
+        def under(path: str, prefix: str) -> bool:
+            return path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
+
+        for prefix in prefixes:
+            for path in changed:
+                if under(path, prefix) and (place := self.field(path)):
+                    return place
+        for prefix in prefixes:
+            if place := self.nearest(prefix):
+                return place
+        for path in changed:
+            if place := self.field(path):
+                return place
+        return None
+
     def stack(self, stack: str | None) -> Place:
         relative = stack_source(stack) if stack else "app.py"
         if not (self.project / relative).is_file():
@@ -325,21 +388,27 @@ def _field_in(text: str, places: Places) -> Place | None:
     return None
 
 
-def _callout(line: str, stacks: list[str], places: Places) -> dict:
-    kind = re.match(r"([A-Z][A-Z ]+):", line)
-    kind = kind.group(1).strip() if kind else "CALLOUT"
-    named = [s for s in stacks if re.search(rf"\b{re.escape(s)}\b", line)]
-    place = None
+def _prefixes(line: str, kind: str) -> list[str]:
+    """The config fields a callout of this kind may come from, by what its text names."""
     group = re.search(r"instance group (\S+) in ", line)
     itype = re.search(r"\b(ml\.[a-z0-9-]+\.[a-z0-9]+)\b", line)
+    out = []
     for field in _CALLOUT_FIELDS.get(kind, ()):
         if ("{group}" in field and not group) or ("{type}" in field and not itype):
             continue
         if kind == "EXPOSURE" and "Kubernetes API endpoint" not in line:
             continue
-        place = places.field(field.format(group=group.group(1) if group else "", type=itype.group(1) if itype else ""))
-        if place:
-            break
+        out.append(field.format(group=group.group(1) if group else "", type=itype.group(1) if itype else ""))
+    return out
+
+
+def _callout(line: str, stacks: list[str], places: Places, anchors: dict, changed: list[str]) -> dict:
+    """A change callout at its cause: the config field its producer names (anchors), or that
+    its kind names, refined to the field the change touches (changed: cli.config_diff's paths)."""
+    kind = re.match(r"([A-Z][A-Z ]+):", line)
+    kind = kind.group(1).strip() if kind else "CALLOUT"
+    named = [s for s in stacks if re.search(rf"\b{re.escape(s)}\b", line)]
+    place = places.cause(list(anchors.get(line) or _prefixes(line, kind)), changed)
     if place is None and kind == "STACK LEFT BEHIND" and named:
         switch = next((f for suffix, f in _STACK_SWITCHES.items() if named[0].endswith(f"-{suffix}")), None)
         place = places.field(switch) if switch else None
@@ -390,7 +459,8 @@ def findings(report: dict, places: Places | None = None) -> list[dict]:
     ]
     changes = report.get("changes") or {}
     stacks = sorted({s["name"] for s in report["stacks"]} | set(changes.get("stacks_removed", [])), key=len, reverse=True)
-    out += [_callout(line, stacks, places) for line in changes.get("callouts", [])]
+    anchors, changed = changes.get("anchors") or {}, changes.get("config_changes") or []
+    out += [_callout(line, stacks, places, anchors, changed) for line in changes.get("callouts", [])]
     return out
 
 

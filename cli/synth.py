@@ -23,9 +23,10 @@ class SynthRefused(Exception):
 
 
 def synthesize(context: dict, env: str, outdir: Path):
-    """(settings, stacks) of `env`, with the assembly and validation report in `outdir`.
-    Raises infra.config.ConfigError for bad config and SynthRefused for what `cdk synth`
-    refuses (the assembly and its report are written first, as the CLI writes them)."""
+    """(settings, stacks) of `env`, with the assembly and validation report in `outdir`, and
+    the config it was made of (cli.config_diff). Raises infra.config.ConfigError for bad config
+    and SynthRefused for what `cdk synth` refuses (the assembly and its report are written
+    first, as the CLI writes them)."""
     use_venv_node()
     import aws_cdk as cdk
 
@@ -40,8 +41,10 @@ def synthesize(context: dict, env: str, outdir: Path):
     app_module.annotate(stacks[0], warnings)
     compliance.apply(app)
     app.synth()
+    from cli import config_diff
     from cli.review import load_refusals
 
+    config_diff.record(outdir, context, env)
     refused = load_refusals(outdir)
     if refused:
         raise SynthRefused([f"{env}: {r}" for r in refused])

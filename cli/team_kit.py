@@ -86,6 +86,8 @@ def build(settings: Settings, name: str) -> dict:
         "team": t.name,
         "roles": list(t.principals),
         "kubeconfig": [f"{kubeconfig} --role-arn {arn}" for arn in t.principals] or [kubeconfig],
+        # The endpoint has no public side (eks.endpoint_access private): the kubeconfig answers only there.
+        "reach_from": settings.private_endpoint_reach or None,
         "iam_needs": "eks:DescribeCluster on the cluster, for update-kubeconfig",
         "kubernetes_group": names.group,
         "namespace": names.namespace,
@@ -116,6 +118,7 @@ def to_text(kit: dict) -> str:
         "Reach the cluster",
         *(f"  assume role   {r}" for r in roles),
         *(f"  kubeconfig    {c}" for c in kit["kubeconfig"]),
+        *([f"  private API   the endpoint is private: kubectl works only {kit['reach_from']}"] if kit["reach_from"] else []),
         f"  IAM needs     {kit['iam_needs']}",
         f"  Kubernetes    group {kit['kubernetes_group']}: your namespace only",
         "",

@@ -276,7 +276,11 @@ def totals(nodes: list[Node]) -> str:
     bad = unhealthy(nodes)
     gpus = sum(r["gpus"] for r in rows)
     free = None if any(r["free_gpus"] is None for r in rows) else sum(r["free_gpus"] for r in rows)
-    return (f"{len(nodes)} nodes: {len(nodes) - len(bad)} schedulable, {len(bad)} not schedulable; "
+    unknown = sum("no Ready condition" in n.why_not for n in nodes)
+    # A dump without status.conditions (hand-written, or trimmed) says nothing of readiness.
+    why = (f" ({unknown} of them with no Ready condition in the node list: without status.conditions a node is not "
+           "known to be Ready, so it counts as not schedulable)") if unknown else ""
+    return (f"{len(nodes)} nodes: {len(nodes) - len(bad)} schedulable, {len(bad)} not schedulable{why}; "
             f"{gpus} GPUs on schedulable nodes, " + (f"{free} free" if free is not None else "free unknown (no pod list)"))
 
 

@@ -344,12 +344,14 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         unknown = [s.addon.name for s in step.addons if s.version is None]
         if unknown:
             out.append(f"     and pin {', '.join(unknown)} to the versions the account lists for {step.after}")
+        what = ("the add-ons and chart this project installs" if settings.uses_existing_cluster
+                else "the control plane first, then the add-ons, in the stacks' order")
         if step.migration is not False:
             head = "MIGRATE FIRST" if step.migration else "IF task governance is at v1.3.x, MIGRATE FIRST"
             out += _migration_lines(head, step.migration_to or "a version for " + step.after, deploy)
+            if step.migration is None:  # whether it crosses is the cluster's to say: the step deploys either way
+                out.append(f"     otherwise (v1.5 or later already), deploy ({what}): {deploy}")
         else:
-            what = ("the add-ons and chart this project installs" if settings.uses_existing_cluster
-                    else "the control plane first, then the add-ons, in the stacks' order")
             out.append(f"  2. deploy ({what}): {deploy}")
         out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware):")
         out += [f"     {line}" for line in ami_lines(settings, step.after)]

@@ -143,19 +143,12 @@ class ClusterStack(PlatformStack):
         self.core_addons = self._core_addons()
 
     def _outputs(self) -> None:
-        settings, network = self.settings, self.network
+        settings = self.settings
         cdk.CfnOutput(self, "EksClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "EksClusterArn", value=self.cluster.cluster_arn)
         kubeconfig = settings.kubeconfig_command
         cdk.CfnOutput(self, "UpdateKubeconfigCommand", value=kubeconfig)
-        where = (
-            # A private endpoint answers only inside the VPC: CloudShell's VPC environments
-            # (or any host there) with our security group, which the control plane admits.
-            f" from inside the VPC (stack {network.stack_name}, outputs VpcId and EfaSecurityGroupId; for example an "
-            "AWS CloudShell VPC environment in one of its private subnets with that security group)"
-            if settings.eks.endpoint_access == "private" and not settings.uses_existing_cluster
-            else ""
-        )
+        where = f" {settings.private_endpoint_reach}" if settings.private_endpoint_reach else ""
         cdk.CfnOutput(
             self,
             "KubectlAccess",

@@ -81,8 +81,39 @@ def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[S
         # ("2" is not a count, 1.3 is not a version), as the services read them.
         settings = Settings.model_validate_json(json.dumps({**raw, "env_name": env}), strict=True)
     except ValidationError as exc:
-        raise ConfigError([f"{env}: {line}" for line in _pydantic_lines(exc)]) from None
+        lines = _pydantic_lines(exc)
+        raise ConfigError([f"{env}: {line}" for line in lines + _rules_without(raw, env, exc, lines)]) from None
     return settings, check(settings)
+
+
+def _rules_without(raw: dict, env: str, exc: ValidationError, lines: list[str]) -> list[str]:
+    """The rules that span fields, run on the config without the fields that failed their own
+    check (each back to its default), so that one run says every problem. A rule's line about
+    a failed field (or one inside it) is left out: that field's own line said it. Where the
+    config does not parse even so (a required field failed), the fields' lines are all."""
+    trimmed = copy.deepcopy(raw)
+    failed = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        parent = trimmed
+        for part in loc[:-1]:
+            parent = parent[part] if isinstance(parent, (dict, list)) and _has(parent, part) else None
+        if isinstance(parent, dict) and loc and loc[-1] in parent:
+            del parent[loc[-1]]
+            failed.append(_path(loc))
+    if not failed:
+        return []
+    try:
+        settings = Settings.model_validate_json(json.dumps({**trimmed, "env_name": env}), strict=True)
+    except ValidationError:
+        return []
+    errors, _ = _cross_checks(settings)
+    said = {line.split(":", 1)[0] for line in lines}
+    return [e for e in errors if not any(e.startswith((f, f"{f}.", f"{f}[")) or e.split(":", 1)[0] in said for f in failed)]
+
+
+def _has(container, part) -> bool:
+    return part in container if isinstance(container, dict) else isinstance(part, int) and part < len(container)
 
 
 def override(settings: Settings, patch: Mapping[str, Any]) -> tuple[Settings, list[str]]:

@@ -64,6 +64,17 @@ class Settings(Model):
         return f"aws eks update-kubeconfig --region {self.region} --name {self.eks_cluster_name}"
 
     @property
+    def private_endpoint_reach(self) -> str:
+        """Where the kubeconfig works when the API endpoint is private (the cluster stack's output,
+        the team kit); empty where the endpoint has a public side, or the cluster is not ours."""
+        if self.eks.endpoint_access != "private" or self.uses_existing_cluster:
+            return ""
+        # A private endpoint answers only inside the VPC: CloudShell's VPC environments (or any
+        # host there) with our security group, which the control plane admits.
+        return (f"from inside the VPC (stack {self.stack_name('network')}, outputs VpcId and EfaSecurityGroupId; for example "
+                "an AWS CloudShell VPC environment in one of its private subnets with that security group)")
+
+    @property
     def hyperpod_cluster_name(self) -> str:
         return self.hyperpod.cluster_name or naming.default_hyperpod_cluster_name(self.prefix, self.env_name)
 

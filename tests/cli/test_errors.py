@@ -68,3 +68,66 @@ def test_refused_credentials_stop_preflight_with_what_to_do(code):
     settings = config.load_settings(CONTEXT, "prod")[0]
     with pytest.raises(preflight.NoCredentials, match=f"AWS refused the credentials of the default credential chain .{code}.: renew them"):
         preflight.run(settings, session=boto3.Session(region_name="us-east-1"), clients={"sts": sts})
+
+
+# Every command that reads cdk.json or an environment, with what it needs besides.
+CONFIG_COMMANDS = [["render-job", "--image", "x"], ["team", "ml-research"], ["validate"], ["review"], ["preflight"], ["accept"],
+                   ["dashboards"], ["upgrade-plan", "--to", "1.35"]]
+
+
+@pytest.mark.parametrize("command", CONFIG_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("given, says", [
+    (["-c", "prod"], "-c prod: give key=value, as cdk takes it (-c env=NAME)"),  # cdk reads it as no env: dev, silently
+    (["-c", "env=prod", "--env", "dev"], "-c env and --env name dev and prod; give one environment"),
+    (["-c", "foo=bar"], "-c foo=bar: unknown context key 'foo'; hyperpod-cdk takes only -c env=NAME"),
+    (["-c", "env="], "-c env=: give the environment's name"),
+], ids=["no-key", "two-envs", "unknown-key", "empty-env"])
+def test_a_context_flag_that_would_be_a_guess_is_refused_in_one_line(command, given, says, capsys):
+    assert cli.main([*command, *given]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in err and len(errors) == 1 and errors[0].startswith(f"error: {says}"), err
+
+
+@pytest.mark.parametrize("command", CONFIG_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("text, says", [
+    ("[]", 'must be a JSON object with a "context" object, not an array'),
+    ('{"context": "prod"}', '"context" must be a JSON object of settings, not a string'),
+    ('{"context": {"environments": []}}', "environments: missing from cdk.json context"),
+], ids=["array", "string-context", "list-environments"])
+def test_a_malformed_cdk_json_is_one_line_in_every_command(command, text, says, tmp_path, capsys, monkeypatch):
+    (tmp_path / "cdk.json").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in err and len(errors) == 1 and says in errors[0], err
+
+
+def test_a_profile_named_by_the_environment_is_reported_as_the_environment_names_it(tmp_path, capsys, monkeypatch):
+    # botocore's ProfileNotFound carries the name it looked for; the user typed AWS_PROFILE, not --profile.
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    for argv in (["preflight", "-c", "env=prod"], ["upgrade-plan", "--to", "1.35", "-c", "env=prod", "--from-account"]):
+        assert cli.main(argv) == 2
+        (line,) = [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")]
+        assert line.startswith("error: AWS_PROFILE=nope: no such profile") and "None" not in line
+
+
+def test_version_and_every_help_says_the_exit_status_the_command_returns(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"hyperpod-cdk {version('hyperpod-cdk')}"
+    for command in ("topology", "render-job", "team", "validate", "review", "preflight", "accept", "dashboards", "upgrade-plan"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = capsys.readouterr().out
+        assert "2 bad input" in text and "exit 1 on any error" not in text, command
+    # validate's own words against what it returns: a config error is exit 2.
+    with pytest.raises(SystemExit):
+        cli.main(["validate", "--help"])
+    assert "exit 2 on any error" in capsys.readouterr().out
+    assert cli.main(["validate", "-c", "env=nosuch"]) == 2

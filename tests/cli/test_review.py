@@ -126,6 +126,13 @@ def test_outside_git_review_compares_with_the_last_review_and_never_overwrites_i
     # With no --against, the last review's snapshot is the baseline.
     assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--assembly", str(baseline)]) == 0
     assert f"(against {tmp_path / 'reviewed-dev'})" in capsys.readouterr().out
+    # --quiet: the verdict, the callouts and the deltas only; the files keep every section.
+    assert cli.main(["review", "--env", "dev", "--quiet", "--outdir", str(tmp_path), "--assembly", str(baseline)]) == 0
+    quiet = capsys.readouterr().out
+    assert quiet.splitlines()[:5] == [f"# Review of {baseline}", "", f"Against {tmp_path / 'reviewed-dev'}:", "",
+                                      review._callout_lines({"callouts": []})[0]]
+    assert quiet.splitlines()[-3:] == ["PASS", "", f"(written to {', '.join(str(tmp_path / f'review-dev.{s}') for s in ('md', 'json', 'sarif'))})"]
+    assert "## " not in quiet and "## Stacks in deploy order" in (tmp_path / "review-dev.md").read_text()
 
 
 def test_cli_validate_reports_every_problem_and_exits_non_zero(tmp_path, capsys, monkeypatch):
@@ -136,6 +143,12 @@ def test_cli_validate_reports_every_problem_and_exits_non_zero(tmp_path, capsys,
     lines = capsys.readouterr().err.splitlines()
     assert any(l.startswith("error: dev: eks.version") for l in lines)
     assert any(l.startswith("error: dev: network.nat_gateways") for l in lines)
+    # A field of the wrong type and a rule across fields: both said in one run (the rules run without the field).
+    bad = {"network": {"nat_gateways": 4}, "eks": {"version": 1.33}, "sample_job": {"nodes": "2"}}
+    monkeypatch.setattr(cli, "load_context", lambda: patched_context("dev", bad))
+    assert cli.main(["validate", "-c", "env=dev"]) == 2
+    errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")]
+    assert [e.split(":")[2].strip() for e in errors] == ["eks.version", "sample_job.nodes", "network.nat_gateways"], errors
     monkeypatch.undo()
     assert cli.main(["validate", "--all"]) == 0
     assert "ok: prod" in capsys.readouterr().out
@@ -269,6 +282,7 @@ def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypat
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "-B", "main"], check=True)  # whatever branch ROOT is on
     for shared in (".venv", "node_modules"):
         (clone / shared).symlink_to(ROOT / shared)
     config = json.loads((clone / "cdk.json").read_text())
@@ -291,12 +305,21 @@ def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypat
     assert "aws:asset" not in out and "cdk diff hyperpod-dev-hyperpod" in out
     worktrees = subprocess.run([*git, "worktree", "list"], capture_output=True, text=True, check=True).stdout
     assert len(worktrees.strip().splitlines()) == 1  # the temporary worktree is gone
-    # On main itself with a clean tree, main is this checkout: nothing to synthesize twice.
-    from cli import changes
+    # The next review of a change against the same revision synthesizes only the change: the baseline is kept by
+    # what it was built from (its tree, the environment, the libraries), and the lint of each template by its text.
+    from cli import changes, revision
+    from cli.main import BASELINE_CACHE, LINT_CACHE
 
+    said = []
+    kept = changes.load_baseline(["HEAD~1"], [], repo=clone, env="dev", cache=clone / "cdk.out" / BASELINE_CACHE, progress=said.append)
+    key = revision.baseline_key(clone, base, "dev")
+    assert said == [f"baseline: dev as of HEAD~1, synthesized earlier from the same tree ({clone / 'cdk.out' / BASELINE_CACHE / key})"]
+    # Built by code that did not record its config: the committed cdk.json says it, for the SARIF places.
+    assert kept.context["environments"]["dev"]["hyperpod"]["instance_groups"][1]["count"] == 1
+    templates = list((clone / "cdk.out" / "review-dev").glob("*.template.json"))
+    assert len(list((clone / "cdk.out" / LINT_CACHE).glob("*.json"))) == len(templates) == 5
+    # On main itself with a clean tree, main is this checkout: nothing to synthesize twice.
     same = changes.load_baseline(["main"], [], repo=clone, env="dev")
     assert same.this_checkout and same.description.startswith("main (") and "the same revision as this checkout" in same.description
     (clone / "cdk.json").write_text((clone / "cdk.json").read_text().replace('"count": 2', '"count": 3', 1))
-    from cli import revision
-
     assert not revision.is_this_checkout(clone, revision.resolve(clone, "main"))

@@ -52,9 +52,20 @@ def _lines(report, section: str) -> list[str]:
     return report["changes"]["deltas"]["lines"][section]
 
 
-def test_more_gpu_nodes_show_as_cost_quota_and_node_count_deltas_and_nothing_else_is_called_out(synth):
+ML_OPS_ADDED = (
+    "TEAM ADDED: team ml-ops: compute quota (1 GPU of ml.g5.8xlarge; sharing LendAndBorrow up to 50% of its quota); "
+    "its namespace hyperpod-ns-ml-ops and queue hyperpod-ns-ml-ops-localqueue (task governance makes them of the quota); "
+    "its NetworkPolicy, Pod Security labels"
+)
+
+
+def test_more_gpu_nodes_show_as_cost_quota_and_node_count_deltas_and_the_new_team_is_called_out(synth):
     report = _review(synth, None, GROWN)
-    assert report["changes"]["callouts"] == ["NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)"]
+    # 50%: SageMaker's BorrowLimit where the quota leaves it out (the team sets no borrow_limit).
+    assert report["changes"]["callouts"] == [
+        "NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 1 to 3 node(s)", ML_OPS_ADDED,
+        "TEAM QUOTA: team ml-research: sharing LendAndBorrow up to 50% of its quota -> LendAndBorrow up to 100% of its quota",
+    ]
     assert not [c for c in report["changes"]["changes"] if c["action"] in ("replaced", "removed")] and report["pass"]
     rate = prices.SAGEMAKER_RATE["ml.g5.8xlarge"]
     # Two more nodes at SageMaker's rate, and their samples into Managed Prometheus.
@@ -78,22 +89,29 @@ def test_a_team_added_shows_the_nodes_no_team_quota_covers(synth):
     report = _review(synth, None, GROWN)
     assert _lines(report, "quotas")[1:] == ["Team quotas: 1 of 3 ml.g5.8xlarge node(s) in no team's quota (was 0 of 1)"]
     assert [c for c in report["changes"]["changes"] if c["type"] == "AWS::SageMaker::ComputeQuota" and c["action"] == "added"]
-    assert not [c for c in report["changes"]["callouts"] if not c.startswith("NODE COUNT:")]
+    assert _callouts(report, "TEAM ADDED") == [ML_OPS_ADDED]
 
 
 def test_the_job_on_more_nodes_restarts_and_says_its_new_shape(synth):
     report = _review(synth, GROWN, GROWN_JOB_ON_TWO)
     assert _lines(report, "job") == ["Job llama3-1-8b-fsdp: GPUs 1 -> 2, nodes 1 -> 2, processes per node 1, memory per node 108Gi"]
-    (restart,) = report["changes"]["callouts"]
+    restart, borrows = report["changes"]["callouts"]
     assert restart.startswith("JOB RESTARTS: the running job llama3-1-8b-fsdp restarts: its object changes (")
     assert "replicas.replicas" in restart and "GPUs 1 -> 2, nodes 1 -> 2" in restart
+    # Its team holds 1 GPU and borrows the second (borrow_limit 100): the admission model's verdict, as validate warns it.
+    assert borrows == ("JOB BORROWS: the sample job llama3-1-8b-fsdp was guaranteed and is admitted only by borrowing now: "
+                       "sample_job.nodes: 2 nodes of ml.g5.8xlarge (2 GPUs) are admitted for team ml-research only by borrowing: "
+                       "1 guaranteed + 1 of at most 1 borrowed (borrow_limit 100% of its quota); the job waits while the lenders "
+                       "use their quota, and is preempted when they reclaim it")
+    assert any(borrows.split("now: ")[1] in w for w in report["warnings"])
     assert _lines(report, "cost") == [f"Cost: unchanged (${report['cost']['hourly']:,.2f} an hour)"]
     assert _lines(report, "quotas") == _lines(report, "iam") == _lines(report, "exposure") == []
 
 
 def test_a_type_change_replaces_every_node_of_the_group_restarts_the_job_and_needs_a_new_quota(synth):
     report = _review(synth, None, RETYPED, cdk_diff=True)
-    replaced, quota, restart = report["changes"]["callouts"]
+    replaced, quota, team, restart = report["changes"]["callouts"]
+    assert team == "TEAM QUOTA: team ml-research: guaranteed ml.g5.8xlarge: 1 GPU -> none; guaranteed ml.g6.8xlarge: none -> 1 GPU"
     assert replaced.startswith("NODES REPLACED: HyperPod replaces every node of instance group gpu in hyperpod-dev-hyperpod")
     assert "InstanceType ml.g5.8xlarge -> ml.g6.8xlarge" in replaced
     assert quota.startswith("NEW QUOTA: 1 x ml.g6.8xlarge for cluster usage (new: check your quota")
@@ -123,7 +141,7 @@ def test_karpenter_on_shows_the_autoscaler_role_and_its_access_levels_without_a_
     assert "Stateful removed: 5 log group(s) of CDK-built Lambdas in hyperpod-dev-hyperpod" in _lines(report, "stateful")
     # Without GPU nodes at deploy the accelerator gate, the one importer of the cluster's endpoint and CA, goes;
     # the cluster stack keeps exporting both, so CloudFormation has no export in use to refuse.
-    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODE COUNT", "JOB RESTARTS"]
+    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODE COUNT", "PROVISIONING MODE", "JOB RESTARTS"]
 
 
 def test_a_rename_replaces_the_cluster_what_references_it_and_is_refused_while_imported(synth):
@@ -403,7 +421,9 @@ def test_every_priced_ml_type_is_a_sourced_sagemaker_rate_or_marked_as_the_ec2_f
     stack = StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups}}}}, [])
     estimate = cost.estimate([stack], "us-east-1")
     p5, m5 = estimate["lines"]
-    assert p5["note"].startswith("EC2 On-Demand floor") and m5["note"].startswith("SageMaker list rate")
+    assert p5["note"].startswith("a floor: EC2 On-Demand rate") and m5["note"].startswith("SageMaker list rate")
+    assert p5["floor"] and not m5["floor"]
+    assert f"| 2 x ml.p5.48xlarge (gpu) | at least ${p5['hourly']:,.2f} |" in "\n".join(cost.markdown(estimate))  # the line says it
     headline = cost.markdown(estimate)[2]
     assert f"instances at SageMaker list rates ({prices.SAGEMAKER_AS_OF}), except the EC2 floor for ml.p5.48xlarge (" in headline
     one = StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups[1:]}}}}, [])

@@ -117,10 +117,22 @@ def test_results_without_a_config_field_point_at_the_stack_class_that_builds_the
     assert line.startswith("class SampleJobStack(")
 
 
-def _project(tmp_path: Path, patch: dict) -> Path:
+def cdk_json_text(value, indent: int = 0) -> str:
+    """JSON as this repository's cdk.json writes it: an object's members one a line, a list of
+    objects or strings one item a line, each item on its line."""
+    pad = "  " * indent
+    if isinstance(value, dict) and value:
+        members = [f"{pad}  {json.dumps(k)}: {cdk_json_text(v, indent + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(members) + f"\n{pad}}}"
+    if isinstance(value, list) and value and all(isinstance(v, (dict, str)) for v in value):
+        return "[\n" + ",\n".join(f"{pad}  {json.dumps(v)}" for v in value) + f"\n{pad}]"
+    return json.dumps(value)
+
+
+def _project(tmp_path: Path, patch: dict, env: str = "dev") -> Path:
     """A project whose cdk.json holds the change, written as people write JSON."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "cdk.json").write_text(json.dumps({"app": "python app.py", "context": patched_context("dev", patch)}, indent=2))
+    (tmp_path / "cdk.json").write_text(cdk_json_text({"app": "python app.py", "context": patched_context(env, patch)}))
     return tmp_path
 
 

@@ -79,3 +79,16 @@ def test_the_largest_job_the_kit_names_is_the_largest_render_job_accepts(capsys)
     assert cli.main([*base, "2"]) == 0 and "only by borrowing" not in capsys.readouterr().err
     assert cli.main([*base, "3"]) == 0 and "only by borrowing" in capsys.readouterr().err
     assert cli.main([*base, "4"]) == 2 and "can never be admitted for team ml-production" in capsys.readouterr().err
+
+
+def test_on_a_private_endpoint_the_kit_says_where_kubectl_works_as_the_cluster_stack_says_it(synth, capsys):
+    # prod's endpoint is private (eks.endpoint_access): its kubeconfig answers only inside the VPC, which the
+    # cluster stack's KubectlAccess output tells the admins; the kit tells a team member the same.
+    access = synth("prod").templates["cluster"]["Outputs"]["KubectlAccess"]["Value"]
+    rc, out, _ = _kit(capsys, "ml-research", "-c", "env=prod", "--format", "json")
+    kit = json.loads(out)
+    assert rc == 0 and kit["reach_from"].startswith("from inside the VPC (stack hyperpod-prod-network") and f" {kit['reach_from']}: " in access
+    rc, text, _ = _kit(capsys, "ml-research", "-c", "env=prod")
+    assert f"  private API   the endpoint is private: kubectl works only {kit['reach_from']}" in text.splitlines()
+    # dev's endpoint has a public side: nothing to add.
+    assert team_kit.build(config.load_settings(CONTEXT, "dev")[0], "ml-research")["reach_from"] is None

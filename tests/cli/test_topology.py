@@ -225,3 +225,14 @@ def test_without_dumps_it_reads_nodes_and_pods_from_the_current_kubectl_context(
     monkeypatch.setenv("PATH", f"{kubectl.parent}:/usr/bin:/bin")
     assert cli.main(["topology", "--summary"]) == 0
     assert f"{sum(dumps.free.values())} free" in capsys.readouterr().out
+
+
+def test_a_node_list_without_conditions_says_why_nothing_is_schedulable():
+    # A trimmed or hand-written dump: the Ready condition lives in status.conditions (Kubernetes' Node API), and
+    # without it no node is known to be Ready.
+    doc = {"items": [{"metadata": {"name": f"n{i}", "labels": {topology.HEALTH_LABEL: "Schedulable"}},
+                      "status": {"allocatable": {"nvidia.com/gpu": "8"}}} for i in range(2)]}
+    nodes = topology.parse_nodes(doc, None)
+    assert not [n for n in nodes if n.schedulable]
+    assert ("2 nodes: 0 schedulable, 2 not schedulable (2 of them with no Ready condition in the node list: without "
+            "status.conditions a node is not known to be Ready, so it counts as not schedulable)") in topology.summary_text(nodes)

@@ -241,3 +241,17 @@ def test_with_credentials_a_pin_across_the_migration_comes_first_even_at_the_sam
     assert "2. MIGRATE FIRST" in text and "nothing else to do" in text
     # Offline, what is deployed is the pin: nothing pending.
     assert upgrade_plan.pending_migration(settings, upgrade_plan.OfflineVersions()) is None
+
+
+def test_every_step_deploys_whatever_task_governances_version_turns_out_to_be():
+    # Step 1 crosses the Kueue CRD migration only if the cluster runs task governance v1.3.x, which offline
+    # nobody knows: the step must deploy either way, not only inside the migration's branch.
+    settings = _settings()
+    _, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
+    text = upgrade_plan.to_text(settings, "1.33", "1.35", steps, upgrade_plan.OFFLINE_SOURCE)
+    deploy = "hyperpod-cdk validate -c env=dev && hyperpod-cdk review --env dev && cdk deploy --all -c env=dev"
+    for n, body in enumerate(text.split("\nstep ")[1:], 1):
+        unconditional = [line for line in body.splitlines() if deploy in line and "updates the add-on" not in line]
+        assert len(unconditional) == 1, (n, body)
+    first = text.split("\nstep ")[1]
+    assert "otherwise (v1.5 or later already), deploy" in first
