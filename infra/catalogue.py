@@ -42,8 +42,14 @@ _AWS_GB200_POST = (
     "AWS Machine Learning blog 'Train and deploy AI models at trillion-parameter scale with Amazon SageMaker HyperPod "
     "support for P6e-GB200 UltraServers' (2025-08-13: up to 17 EFA network cards per node)"
 )
+# The GPU's memory from NVIDIA's MIG user guide ("Supported GPUs": GB200 186GB), whose "GB" are GiB
+# as DescribeInstanceTypes states the others (H200 141GB: 144,384 MiB).
+_GB200_MIB = 186 * 1024
 BEYOND_THE_DATA = MappingProxyType({
-    "ml.p6e-gb200.36xlarge": ({"vcpus": 144, "memory_mib": 960 * 1024, "efa": 17, "gpu": ["GB200", 4, None]}, _AWS_GB200_POST),
+    "ml.p6e-gb200.36xlarge": (
+        {"vcpus": 144, "memory_mib": 960 * 1024, "efa": 17, "gpu": ["GB200", 4, _GB200_MIB]},
+        f"{_AWS_GB200_POST}; GPU memory: NVIDIA MIG user guide, Supported GPUs (GB200 186GB)",
+    ),
 })
 
 
@@ -57,8 +63,9 @@ class InstanceType:
     accelerator: str = ""
     # The extended resource the device plugin advertises for the accelerator.
     accelerator_resource: str = NVIDIA_GPU
-    # One GPU's memory, GB (None: no source states it).
-    accelerator_memory_gb: int | None = None
+    # One GPU's memory in MiB, as DescribeInstanceTypes' GpuInfo MemoryInfo SizeInMiB states it
+    # (None: no source states it).
+    accelerator_memory_mib: int | None = None
     efa_interfaces: int | None = 0
     topology: bool = False
     deep_health_checks: bool = False
@@ -77,7 +84,7 @@ class InstanceType:
         """The figures no source here states (empty: every figure is known)."""
         missing = {"vCPUs": self.vcpus, "memory": self.memory_gib, "accelerators": self.accelerators, "EFA interfaces": self.efa_interfaces}
         if self.is_accelerated and self.accelerator_resource == NVIDIA_GPU:
-            missing["GPU memory"] = self.accelerator_memory_gb
+            missing["GPU memory"] = self.accelerator_memory_mib
         return tuple(name for name, value in missing.items() if value is None)
 
     @property
@@ -85,6 +92,13 @@ class InstanceType:
         """The MIG profiles one of its GPUs can be cut into, and how many of each fit one GPU
         (empty: NVIDIA's guide gives its GPU none)."""
         return MIG_PROFILES.get(self.accelerator, {})
+
+    def mig_memory_mib(self, profile: str) -> int | None:
+        """A slice's memory in MiB: its share of the GPU's (mig_memory_eighths), None where the
+        GPU does not offer the profile or its memory is not known."""
+        if profile not in self.mig_profiles or self.accelerator_memory_mib is None:
+            return None
+        return self.accelerator_memory_mib * mig_memory_eighths(self.accelerator, profile) // MIG_MEMORY_SLICES
 
     @property
     def device_resources(self) -> dict[str, int]:
@@ -114,24 +128,31 @@ MIG_PROFILES: MappingProxyType[str, dict[str, int]] = MappingProxyType({
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
 
-def mig_memory_gb(profile: str) -> int:
-    """The memory of a slice, from its name: 1g.10gb -> 10."""
+# A slice's memory. A GPU's memory is cut into eight slices, and NVIDIA's MIG user guide names
+# each profile by its memory in GB, the whole-GPU profile by the GPU's ("Supported MIG Profiles":
+# "Fraction of Memory" 1/8, 2/8, 4/8 or Full); so a profile holds its GB over the whole GPU's, to
+# the nearest eighth (A100 1g.10gb: 10/40 = 2/8, as `nvidia-smi mig -lgipp` counts its slices in
+# the guide's "Getting Started with MIG"), of the MiB DescribeInstanceTypes states for the GPU.
+# The driver keeps a little of each, as of a whole GPU (the same page on an A100-SXM4-40GB:
+# 1g.5gb 4.75 GiB, 7g.40gb 39.25, the whole GPU 40537 MiB); the fit check's margin covers it
+# (infra/config/sample_job.py FIT_MARGIN).
+MIG_MEMORY_SLICES = 8
+
+
+def _profile_gb(profile: str) -> int:
     return int(profile.split(".", 1)[1].removesuffix("gb"))
+
+
+def mig_memory_eighths(gpu: str, profile: str) -> int:
+    """The eighths of `gpu`'s memory a slice of `profile` holds: 1g.10gb on an A100 (40 GB) -> 2."""
+    whole = max(_profile_gb(p) for p in MIG_PROFILES[gpu])
+    return round(MIG_MEMORY_SLICES * _profile_gb(profile) / whole)
 
 
 def _gpu_label(name: str, memory_mib: int | None) -> str:
     # NVIDIA's MIG tables tell the A100s apart by memory (A100-SXM4-40GB, A100-SXM4-80GB);
     # DescribeInstanceTypes names both "A100".
     return "A100-80GB" if name == "A100" and (memory_mib or 0) >= 80 * 1024 else name
-
-
-def _gpu_memory_gb(label: str, memory_mib: int | None) -> int | None:
-    """A GPU's memory: its whole-GPU MIG profile where it has one (NVIDIA's figure), else the
-    MiB DescribeInstanceTypes states, in GB (A10G 22888 MiB: 24 GB, as EC2's pages say)."""
-    profiles = MIG_PROFILES.get(label)
-    if profiles:
-        return max(mig_memory_gb(p) for p in profiles)
-    return round(memory_mib * 2**20 / 1e9) if memory_mib else None
 
 
 def family(name: str) -> str:
@@ -146,7 +167,7 @@ def _build(name: str, row: dict | None, source: str) -> InstanceType:
     accelerators = gpu[1] if gpu else neuron[1] if neuron else (0 if row else None)
     if gpu:
         label = _gpu_label(gpu[0], gpu[2])
-        accelerator, resource, memory = label, NVIDIA_GPU, _gpu_memory_gb(label, gpu[2])
+        accelerator, resource, memory = label, NVIDIA_GPU, gpu[2]
     elif neuron:
         accelerator, resource, memory = neuron[0], NEURON, None
     else:

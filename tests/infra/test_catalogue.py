@@ -37,6 +37,34 @@ def test_figures_match_what_the_reference_templates_and_facts_rely_on():
     assert not catalogue.lookup("ml.g5.xlarge").efa_interfaces  # the small g5s have no EFA
 
 
+def test_gpu_memory_is_the_mib_ec2_states_and_a_slice_its_eighths_of_it():
+    # DescribeInstanceTypes' GpuInfo MemoryInfo SizeInMiB, as moto ships it, for every GPU type.
+    _, ec2, _ = catalogue.sources()
+    for name, spec in catalogue.CATALOGUE.items():
+        gpus = (ec2.get(name.removeprefix("ml.")) or {}).get("GpuInfo", {}).get("Gpus")
+        if gpus:
+            assert spec.accelerator_memory_mib == gpus[0]["MemoryInfo"]["SizeInMiB"], name
+    # NVIDIA's MIG user guide, "Getting Started with MIG", on an A100-SXM4-40GB: `nvidia-smi mig
+    # -lgipp` places each profile on this many of the GPU's eight memory slices, and `-lgip` shows
+    # what the driver leaves of each (GiB): at most 5% under the share, which FIT_MARGIN covers.
+    lgipp = {"1g.5gb": 1, "1g.10gb": 2, "2g.10gb": 2, "3g.20gb": 4, "4g.20gb": 4, "7g.40gb": 8}
+    lgip = {"1g.5gb": 4.75, "1g.10gb": 9.62, "2g.10gb": 9.62, "3g.20gb": 19.50, "4g.20gb": 19.50, "7g.40gb": 39.25}
+    p4d = catalogue.lookup("ml.p4d.24xlarge")
+    assert {p: catalogue.mig_memory_eighths("A100", p) for p in p4d.mig_profiles} == lgipp
+    for profile, gib in lgip.items():
+        share = p4d.mig_memory_mib(profile) / 1024
+        assert 0.95 * share <= gib < share, profile
+    # Every GPU's profiles hold 1, 2, 4 or all 8 eighths (the guide's "Fraction of Memory"), and
+    # as many of one profile as a GPU holds fit its eight.
+    for gpu, profiles in catalogue.MIG_PROFILES.items():
+        assert max(catalogue.mig_memory_eighths(gpu, p) for p in profiles) == 8, gpu
+        for profile, n in profiles.items():
+            eighths = catalogue.mig_memory_eighths(gpu, profile)
+            assert eighths in (1, 2, 4, 8) and n * eighths <= 8, (gpu, profile)
+    assert catalogue.lookup("ml.p5.48xlarge").mig_memory_mib("1g.10gb") == 81920 // 8
+    assert catalogue.lookup("ml.p5.48xlarge").mig_memory_mib("1g.5gb") is None  # an A100 profile
+
+
 def test_every_type_sagemaker_takes_validates_and_only_missing_figures_warn():
     enum, _, _ = catalogue.sources()
     refused, warned = {}, {}

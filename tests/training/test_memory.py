@@ -7,6 +7,7 @@ it cannot fit, and chosen by default only where it can."""
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 import weakref
 
@@ -16,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
 from infra import catalogue, config
-from infra.config.sample_job import FIT_MARGIN, job_model
+from infra.config.sample_job import FIT_MARGIN, GIB, MIB, job_model
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ROOT, patched_context
 
@@ -155,13 +156,18 @@ def _refusal(env: str, patch: dict) -> str:
     return line
 
 
+def _8b(ranks: int) -> dict[str, float]:
+    return model_shape.memory_per_gpu(model_shape.PRESETS["llama3.1-8b"], 128256, seq_len=8192, batch=1, ranks=ranks)
+
+
 def test_the_8b_on_one_a10g_is_refused_with_the_estimate_in_one_line():
     line = _refusal("dev", {"sample_job": {"model": "llama3.1-8b"}})
-    parts = model_shape.memory_per_gpu(model_shape.PRESETS["llama3.1-8b"], 128256, seq_len=8192, batch=1, ranks=1)
-    assert f"needs about {sum(parts.values()) / 1e9:.0f} GB per GPU at sequence 8192 x batch 1 over 1 rank " in line
-    assert f"Adam states {parts['state'] / 1e9:.0f} GB sharded" in line and "ml.g5.8xlarge's A10G's 24 GB" in line
-    # 22888 MiB in DescribeInstanceTypes: the 24 GB EC2's pages state.
-    assert catalogue.lookup("ml.g5.8xlarge").accelerator_memory_gb == 24 and "\n" not in line
+    parts = _8b(1)
+    assert f"needs about {sum(parts.values()) / GIB:.1f} GiB per GPU at sequence 8192 x batch 1 over 1 rank " in line
+    assert f"Adam states {parts['state'] / GIB:.1f} GiB sharded" in line and "\n" not in line
+    # DescribeInstanceTypes states the A10G's memory as 22888 MiB (22.4 GiB): compared in bytes.
+    assert catalogue.lookup("ml.g5.8xlarge").accelerator_memory_mib == 22888
+    assert "more than 90% (20.1 GiB) of ml.g5.8xlarge's A10G's 22.4 GiB" in line
 
 
 def test_the_8b_is_refused_on_a_slice_with_the_same_estimate():
@@ -172,7 +178,38 @@ def test_the_8b_is_refused_on_a_slice_with_the_same_estimate():
         "sample_job": {"model": "llama3.1-8b", "gpu_partition": "1g.10gb"},
     }
     line = _refusal("dev", mig)
-    assert "over 1 rank " in line and "a 1g.10gb slice's 10 GB" in line
+    # One eighth of the H100's 81920 MiB (catalogue.mig_memory_eighths).
+    assert "over 1 rank " in line and "of a 1g.10gb slice's 10.0 GiB" in line
+
+
+# What the estimate leaves out, per GPU, from their sources, which FIT_MARGIN must hold:
+# - the caching allocator's hold beyond the estimate: RESERVED_OVER_ESTIMATE below, from the
+#   GPU measurement (at most 3.9% there);
+# - CUDA's context with lazy module loading: about 400 MB (pytorch/pytorch issue 109888, ptrblck:
+#   "around 400MB if CUDA >= 11.7 is used and lazy module loading enabled"; PR 86509 measured 287 MB);
+# - NCCL's buffers for one group of more than two A100s over NVLink: 688 MB (NVIDIA/nccl issue 964);
+# - what the driver keeps of an A100-SXM4-40GB: nvidia-smi shows 40537 of the 40960 MiB
+#   DescribeInstanceTypes states (NVIDIA's MIG user guide, "Getting Started with MIG").
+CUDA_CONTEXT = 400e6
+NCCL_GROUP = 688e6
+A100_40GB_DRIVER = (40960 - 40537) * MIB
+
+
+def test_the_8b_fits_one_p4d_with_the_headroom_its_sources_leave():
+    # One p4d: 8 A100 of 40960 MiB (42.9e9 bytes). The 8B over 8 ranks needs 36.07e9 bytes,
+    # under the 90% (38.65e9) the estimate may fill, so it is the default there.
+    gpu = catalogue.figures("ml.p4d.24xlarge").accelerator_memory_mib * MIB
+    needed = sum(_8b(8).values())
+    assert gpu == 40 * GIB and needed < FIT_MARGIN * gpu
+    # What the estimate leaves out fits the 10% FIT_MARGIN keeps, with the allocator's share at
+    # the estimate's own size; so the job itself has room (3.3 GiB, as sample_job.py states).
+    left_out = RESERVED_OVER_ESTIMATE * needed + CUDA_CONTEXT + NCCL_GROUP + A100_40GB_DRIVER
+    assert left_out < (1 - FIT_MARGIN) * gpu
+    assert round((gpu - needed - left_out) / GIB, 1) == 3.3
+    p4d = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.8xlarge", "count": 2},
+                                            {"name": "gpu", "instance_type": "ml.p4d.24xlarge", "count": 1}]},
+           "governance": {"teams": []}, "sample_job": {"model": None, "nodes": 1, "team": None, "priority": None}}
+    assert job_model(_settings("prod", p4d)) == "llama3.1-8b"
 
 
 def test_the_default_model_follows_the_group():
@@ -182,23 +219,36 @@ def test_the_default_model_follows_the_group():
     assert job_model(prod) == "llama3.1-8b"
     command = job_manifest.build(prod, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     assert "--model=llama3.1-8b" in command and "--seq-len=8192" in command and f"--batch-size={model_shape.JOB_BATCH}" in command
-    # One p4d (8 A100 of 40 GB): with the loss term as derived and measured above, the 8B needs
-    # about 36.1 GB per GPU, just over the 90% (36 GB) the estimate may fill, so it is refused there
-    # and the default is tiny. (The A100's 40,960 MiB are 42.9e9 bytes: the catalogue's 40 GB, and
-    # so this check, err on the safe side; tests/bench/gpu_memory.py measures the estimate on a GPU.)
-    p4d = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.8xlarge", "count": 2},
-                                            {"name": "gpu", "instance_type": "ml.p4d.24xlarge", "count": 1}]},
-           "governance": {"teams": []}, "sample_job": {"model": None, "nodes": 1, "team": None, "priority": None}}
-    assert job_model(_settings("prod", p4d)) == "tiny"
-    needed = sum(model_shape.memory_per_gpu(model_shape.PRESETS["llama3.1-8b"], 128256, seq_len=8192, batch=1, ranks=8).values()) / 1e9
-    memory = catalogue.figures("ml.p4d.24xlarge").accelerator_memory_gb
-    assert memory == 40 and FIT_MARGIN * memory < needed < 37
-    line = _refusal("prod", {**p4d, "sample_job": {**p4d["sample_job"], "model": "llama3.1-8b"}})
-    assert "needs about 36 GB per GPU at sequence 8192 x batch 1 over 8 ranks" in line and "ml.p4d.24xlarge's A100's 40 GB" in line
-    # Two p4d (16 ranks) leave it room.
-    two = {**p4d, "hyperpod": {"instance_groups": [p4d["hyperpod"]["instance_groups"][0], {**p4d["hyperpod"]["instance_groups"][1], "count": 2}]},
-           "sample_job": {**p4d["sample_job"], "nodes": 2}}
-    assert job_model(_settings("prod", two)) == "llama3.1-8b"
+    # Four A10G on one g5.12xlarge: 48.5 GiB each, over the 20.1 GiB 90% of 22.4 allows.
+    g5 = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+                                           {"name": "gpu", "instance_type": "ml.g5.12xlarge", "count": 1}]},
+          "governance": {"teams": []}, "sample_job": {"model": None, "team": None, "priority": None}}
+    assert job_model(_settings("dev", g5)) == "tiny"
+
+
+# The allocator's reserve may exceed the estimate by this share of it: the most the GPU
+# measurement shows is 3.9% (2 layers), and half of FIT_MARGIN's 10% is left for it, the other half
+# for the CUDA context, NCCL and the driver (test_the_8b_fits_one_p4d_with_the_headroom_its_sources_leave).
+RESERVED_OVER_ESTIMATE = 0.05
+
+
+def test_the_estimate_holds_what_the_gpu_measured():
+    # tests/fixtures/gpu_memory_h200.json: tests/bench/gpu_memory.py on one H200 (torch 2.11.0+cu130,
+    # transformers 4.53.3), the 8B shape with 2, 4 and 8 layers. The estimate is at least what
+    # tensors took at their peak (torch.cuda.max_memory_allocated: 0.77 of it), and within 5% of
+    # what the caching allocator held (max_memory_reserved): its fragmentation uses up what the
+    # estimate overstates, so the estimate tracks what the allocator holds, which is what the
+    # GPU must have.
+    record = json.loads((ROOT / "tests" / "fixtures" / "gpu_memory_h200.json").read_text())
+    assert record["date"] == "2026-12-04" and "H200" in record["device"]
+    assert [row["layers"] for row in record["rows"]] == [2, 4, 8]
+    for row in record["rows"]:
+        # The estimate measured against is the one the code makes today for that shape.
+        preset = model_shape.Preset(**{**model_shape.PRESETS[row["model"]].__dict__, "layers": row["layers"]})
+        estimate = model_shape.memory_per_gpu(preset, preset.vocab, seq_len=row["seq_len"], batch=model_shape.JOB_BATCH, ranks=row["ranks"])
+        assert row["estimate_total_gib"] == round(sum(estimate.values()) / GIB, 3), row["layers"]
+        assert row["peak_allocated_gib"] <= row["estimate_total_gib"], row["layers"]
+        assert abs(row["peak_reserved_gib"] - row["estimate_total_gib"]) <= RESERVED_OVER_ESTIMATE * row["estimate_total_gib"], row["layers"]
 
 
 def test_the_gpu_measurement_runs_the_jobs_path_and_reports_the_same_estimate(monkeypatch):
