@@ -69,9 +69,10 @@ def largest_jobs_in_words(settings: Settings, t: Team) -> list[str]:
     (infra/admission.py, which validation and the review read too)."""
     lines = []
     for j in admission.largest_jobs(settings, t):
-        unit = "one-slice pods" if j.unit.endswith("slice") else "nodes"
+        unit = "one-slice pod" if j.unit.endswith("slice") else "node"
         what = f"{j.unit.removesuffix(' slice')} slices of {j.instance_type}" if j.unit.endswith("slice") else j.instance_type
-        lines.append(f"{what} (group {j.group}): {j.guaranteed} {unit} guaranteed, {j.with_borrowing} with borrowing")
+        lines.append(f"{what} (group {j.group}): {j.guaranteed} {unit}{'s' * (j.guaranteed != 1)} guaranteed, "
+                     f"{j.with_borrowing} with borrowing")
     return lines
 
 

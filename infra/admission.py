@@ -391,7 +391,7 @@ def _why_none(team: Team, instance_type: str, kind: str) -> str:
     if not entries:
         return f"its quotas name no {instance_type}"
     given = sorted({k for q in entries for k in q.given()}, key=kind_order)
-    if "count" in given:
+    if "count" in given or kind in given:  # the entry names the kind: its amount says why
         return ""
     spec = catalogue.lookup(instance_type)
     nouns = [amount(k, 2, spec).split(" ", 1)[1] for k in given]

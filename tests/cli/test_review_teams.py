@@ -153,7 +153,7 @@ def test_the_jobs_a_quota_cut_keeps_out_are_the_ones_the_team_kit_says_it_can_no
     before = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-research")["largest_job"]
     after = team_kit.build(config.load_settings(patched_context("prod", PULL_REQUEST), "prod")[0], "ml-research")["largest_job"]
     assert before == ["ml.p5.48xlarge (group gpu): 2 nodes guaranteed, 3 with borrowing"]
-    assert after == ["ml.p5.48xlarge (group gpu): 1 nodes guaranteed, 2 with borrowing"]
+    assert after == ["ml.p5.48xlarge (group gpu): 1 node guaranteed, 2 with borrowing"]
 
 
 def test_a_change_that_makes_the_sample_job_inadmissible_is_refused_before_anything_is_synthesized(synth, tmp_path, capsys, monkeypatch):
