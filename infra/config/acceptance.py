@@ -60,15 +60,15 @@ def accepted_groups(s: Settings) -> list:
 
 def unpullable_images(s: Settings) -> list[str]:
     """One line per image the acceptance run would pull that a network without NAT cannot:
-    anything but this account's ECR (its interface endpoints serve nothing else). The GPU
+    anything but ECR in its region (Settings.pulls_without_nat). The GPU
     checks pull nccl_image and dcgm_image, each team namespace's tenancy probes probe_image."""
     if not s.network.closed:
         return []
     used = (["nccl_image", "dcgm_image"] if accepted_groups(s) else []) + (["probe_image"] if s.governance.teams else [])
     return [
         f"acceptance.{name}: {getattr(s.acceptance, name)} cannot be pulled in a network without NAT; copy it into this "
-        "account's ECR and name that copy"
-        for name in used if ".dkr.ecr." not in getattr(s.acceptance, name)
+        f"account's ECR in {s.region} and name that copy"
+        for name in used if not s.pulls_without_nat(getattr(s.acceptance, name))
     ]
 
 
