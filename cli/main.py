@@ -474,11 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     acc = _command(
         sub, "accept", cmd_accept,
-        help="prove the deployed GPU groups: NCCL over EFA, DCGM level 2, HyperPod's deep health check",
+        help="prove the deployed GPU groups (NCCL over EFA, DCGM level 2, HyperPod's deep health check) and team namespaces",
         description="Run DCGM diagnostics (level 2) on each node of each GPU group, then NCCL all_reduce_perf across all "
         "its nodes over EFA, through kubectl; then HyperPod's on-demand deep health check through the SageMaker API; judge the bus "
-        "bandwidth against the published figure for the instance type and name the nodes that fall short. Exit 1 on "
-        "any failed check.",
+        "bandwidth against the published figure for the instance type and name the nodes that fall short. In each team "
+        "namespace, GPU groups or none, check that a privileged pod is refused, the instance metadata service is out of "
+        "reach and another namespace cannot connect. Exit 1 on any failed check.",
         examples=["-c env=prod", "-c env=prod --group gpu --no-deep-health-check", "-c env=prod --render > acceptance.yaml",
                   "-c env=prod --from tests/fixtures/acceptance/prod-two-nodes  # a recorded run"],
     )
