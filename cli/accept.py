@@ -1,4 +1,4 @@
-"""`hyperpod-cdk accept`: prove a deployed cluster's GPU groups before anyone trains on them.
+"""`hyperpod-cdk accept`: prove a deployed cluster before anyone trains on it.
 
 Per GPU group (acceptance.instance_groups, or every group of whole NVIDIA GPUs):
   1. nodes: every node of the group is there, Ready and Schedulable (HyperPod's health label);
@@ -8,6 +8,9 @@ Per GPU group (acceptance.instance_groups, or every group of whole NVIDIA GPUs):
      that falls short is run again in pairs, and a node short in each of its pairs is named;
   4. HyperPod's on-demand deep health check (SageMaker StartClusterHealthCheck) where the
      type has one, each node's status after it.
+Per team namespace, with or without such a group (they need no GPU):
+  5. tenancy: a privileged pod refused, the instance metadata service out of reach, its pods
+     reached from their own namespace and not from another.
 kubectl runs with the user's kubeconfig, boto3 with the usual credential chain, as the other
 commands do. `--from DIR` reads a recorded run instead (kubectl and aws outputs, see
 tests/fixtures/acceptance/), which is how the tests and the README's report are made.
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from infra import catalogue
 from infra.config import Settings
-from infra.config.acceptance import accepted_groups
+from infra.config.acceptance import accepted_groups, unprovable
 from manifests import acceptance as m
 
 GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
@@ -391,10 +394,15 @@ def _pair_check(settings: Settings, cluster, group, nodes: list[str], *, sleep, 
             for node in suspects(results)]
 
 
+def chosen_groups(settings: Settings, groups: Sequence[str] = ()) -> list:
+    """The groups whose GPUs this run proves: every accepted group, or those of `groups`."""
+    return [g for g in accepted_groups(settings) if not groups or g.name in groups]
+
+
 def nodes_to_test(settings: Settings, cluster, groups: Sequence[str] | None = None) -> dict[str, list[str]]:
     """Per chosen group, its nodes fit to test (Ready and Schedulable)."""
-    doc = cluster.nodes()
-    chosen = [g for g in accepted_groups(settings) if not groups or g.name in groups]
+    chosen = chosen_groups(settings, groups or ())
+    doc = cluster.nodes() if chosen else {"items": []}
     return {g.name: group_nodes(doc, g)[0] for g in chosen}
 
 
@@ -406,25 +414,49 @@ def _finish(cluster, objects: list[dict], *, sleep, clock) -> set[str]:
 
 def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = (), deep_health_check: bool = True,
         keep: bool = False, sleep: Callable = time.sleep, clock: Callable = time.monotonic) -> Report:
-    """Diagnostics on every node first, then the fabric: each DCGM Job and each NCCL worker
-    holds all of its node's GPUs, so the two cannot run on a node at once."""
+    """The GPU groups' checks, then each team namespace's tenancy checks. The tenancy checks
+    need no GPU, so they run whether or not a group has whole NVIDIA GPUs to prove (a cluster
+    whose GPUs are all cut into MIG slices gets them too)."""
     report = Report(settings.env_name)
-    chosen = [g for g in accepted_groups(settings) if not groups or g.name in groups]
-    if not chosen:
-        raise AcceptError(f"{settings.env_name} has no group of whole NVIDIA GPUs to prove (acceptance.instance_groups)")
-    doc = cluster.nodes()
+    chosen = chosen_groups(settings, groups)
+    teams = settings.governance.teams
+    if not chosen and not teams:
+        raise AcceptError(f"{settings.env_name} has nothing to prove: no group of whole NVIDIA GPUs (acceptance.instance_groups) "
+                          "and no team namespace (governance.teams)")
+    doc = cluster.nodes() if chosen else None  # read before anything is applied
+    # The GPU checks run in it, and so does the tenancy probe from outside the team namespaces.
+    cluster.apply([m.namespace()])
+    report.checks += [Check(g.name, "gpu checks", "group", "skip", why) for g in settings.hyperpod.instance_groups
+                      if catalogue.lookup(g.instance_type) and g.spec.is_accelerated and (why := unprovable(g))]
+    if chosen:
+        report.checks += gpu_checks(settings, cluster, chosen, doc, keep=keep, sleep=sleep, clock=clock)
+        if deep_health_check and settings.acceptance.deep_health_check:
+            report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
+    for team in teams:
+        report.checks += tenancy_checks(settings, cluster, team.name, keep=keep, sleep=sleep, clock=clock)
+    return report
+
+
+def needs_sagemaker(settings: Settings, groups: Sequence[str] = ()) -> bool:
+    """Whether the run will call SageMaker: some chosen group's type has deep health checks."""
+    return settings.acceptance.deep_health_check and bool(_dhc_groups(chosen_groups(settings, groups)))
+
+
+def gpu_checks(settings: Settings, cluster, chosen: list, doc: dict, *, keep: bool, sleep: Callable, clock: Callable) -> list[Check]:
+    """Given the node list: diagnostics on every node first, then the fabric: each DCGM Job and
+    each NCCL worker holds all of its node's GPUs, so the two cannot run on a node at once."""
+    checks: list[Check] = []
     fit = {}
     for group in chosen:
-        fit[group.name], checks = group_nodes(doc, group)
-        report.checks += checks
-    cluster.apply([m.namespace()])
+        fit[group.name], found = group_nodes(doc, group)
+        checks += found
     dcgm = {(g.name, node): m.dcgm_job(settings, g, node) for g in chosen for node in fit[g.name]}
     late = _finish(cluster, list(dcgm.values()), sleep=sleep, clock=clock)
     for (group_name, node), job in dcgm.items():
         status, detail = judge_dcgm(parse_dcgm(cluster.result_log(job["metadata"]["name"])))
         if job["metadata"]["name"] in late:
             status, detail = "fail", f"did not finish within {m.DCGM_DEADLINE_S} s"
-        report.checks.append(Check(group_name, "dcgm", node, status, detail))
+        checks.append(Check(group_name, "dcgm", node, status, detail))
     if not keep:
         cluster.delete(list(dcgm.values()))
     fabrics = {g.name: m.nccl_job(settings, g, fit[g.name]) for g in chosen if len(fit[g.name]) >= 2}
@@ -432,22 +464,18 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
     for group in chosen:
         nodes, job = fit[group.name], fabrics.get(group.name)
         if job is None:
-            report.checks.append(Check(group.name, "nccl", "fabric", "skip", f"{len(nodes)} node(s) fit to test: no fabric between nodes"))
+            checks.append(Check(group.name, "nccl", "fabric", "skip", f"{len(nodes)} node(s) fit to test: no fabric between nodes"))
             continue
         status, detail = judge_nccl(parse_nccl(cluster.result_log(job["metadata"]["name"])), group.instance_type,
                                     settings.acceptance.min_bandwidth_percent)
         if job["metadata"]["name"] in late:
             status, detail = "fail", f"did not finish within {m.NCCL_DEADLINE_S} s"
-        report.checks.append(Check(group.name, "nccl", f"fabric ({len(nodes)} nodes)", status, detail))
+        checks.append(Check(group.name, "nccl", f"fabric ({len(nodes)} nodes)", status, detail))
         if not keep:
             cluster.delete([job])
         if status == "fail" and len(nodes) > 2:
-            report.checks += _pair_check(settings, cluster, group, nodes, sleep=sleep, clock=clock)
-    if deep_health_check and settings.acceptance.deep_health_check:
-        report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
-    for team in settings.governance.teams:
-        report.checks += tenancy_checks(settings, cluster, team.name, keep=keep, sleep=sleep, clock=clock)
-    return report
+            checks += _pair_check(settings, cluster, group, nodes, sleep=sleep, clock=clock)
+    return checks
 
 
 # ------------------------------------------------------------------ tenancy

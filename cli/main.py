@@ -334,7 +334,7 @@ def cmd_upgrade_plan(args) -> int:
 
 def cmd_accept(args) -> int:
     from cli import accept, preflight
-    from infra.config.acceptance import accepted_groups
+    from infra.config.acceptance import accepted_groups, unpullable_images
     from manifests import acceptance as acceptance_manifests
 
     settings, _ = _settings(env_from(args))
@@ -342,12 +342,9 @@ def cmd_accept(args) -> int:
     for name in args.group or []:
         if name not in known:
             raise CliError(f"--group {name}: not a group the acceptance run proves; groups: {', '.join(known) or '(none)'}")
-    if settings.network.closed and not args.from_dir:
-        for field in ("nccl_image", "dcgm_image"):
-            image = getattr(settings.acceptance, field)
-            if ".dkr.ecr." not in image:
-                raise CliError(f"acceptance.{field}: {image} cannot be pulled in a network without NAT; copy it into "
-                               "this account's ECR and name that copy")
+    unpullable = unpullable_images(settings)
+    if unpullable and not args.from_dir:
+        raise CliError(unpullable[0])
     try:
         cluster = accept.Recording(Path(args.from_dir)) if args.from_dir else accept.Kubectl()
         if args.render:
@@ -357,7 +354,7 @@ def cmd_accept(args) -> int:
             sys.stdout.write(accept.to_yaml(objects))
             return 0
         sagemaker = None
-        if not args.from_dir and not args.no_deep_health_check and settings.acceptance.deep_health_check:
+        if not args.from_dir and not args.no_deep_health_check and accept.needs_sagemaker(settings, args.group or ()):
             sagemaker = preflight.client(settings, "sagemaker", region=args.region, profile=args.profile, verify_as="accept")
         report = accept.run(settings, cluster, sagemaker=sagemaker, groups=args.group or (),
                             deep_health_check=not args.no_deep_health_check, keep=args.keep)
@@ -534,11 +531,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     acc = _command(
         sub, "accept", cmd_accept,
-        help="prove the deployed GPU groups: NCCL over EFA, DCGM level 2, HyperPod's deep health check",
+        help="prove the deployed GPU groups (NCCL over EFA, DCGM level 2, HyperPod's deep health check) and team namespaces",
         description="Run DCGM diagnostics (level 2) on each node of each GPU group, then NCCL all_reduce_perf across all "
         "its nodes over EFA, through kubectl; then HyperPod's on-demand deep health check through the SageMaker API; judge the bus "
-        "bandwidth against the published figure for the instance type and name the nodes that fall short. Exit 1 on "
-        "any failed check.",
+        "bandwidth against the published figure for the instance type and name the nodes that fall short. In each team "
+        "namespace, GPU groups or none, check that a privileged pod is refused, the instance metadata service is out of "
+        "reach and another namespace cannot connect. Exit 1 on any failed check.",
         examples=["-c env=prod", "-c env=prod --group gpu --no-deep-health-check", "-c env=prod --render > acceptance.yaml",
                   "-c env=prod --from tests/fixtures/acceptance/prod-two-nodes  # a recorded run"],
     )

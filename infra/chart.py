@@ -48,6 +48,8 @@ class ChartImage:
     # The device it serves ("" for every cluster): nodes advertise it only while it runs.
     serves: str = ""
     where: str = ""
+    # What the search for its tag's digest found, beside DIGEST_SEARCH (pinning()).
+    digest_note: str = ""
 
     def upstream(self, region: str) -> str:
         account, image_region = health_agent_registry(region)
@@ -63,28 +65,40 @@ class ChartImage:
     def tag(self) -> str:
         return self.source.rsplit(":", 1)[1]
 
+    @property
+    def digest_key(self) -> str | None:
+        """The value that could pin it by digest: its tag (each template joins repository:tag,
+        so `<tag>@sha256:<hex>` renders name:tag@digest, a reference the distribution grammar
+        takes) or its whole reference; None where its template writes the image itself."""
+        return next((key for key, role in self.keys.items() if role in ("tag", "uri")), None)
+
 
 CHART_IMAGES = (
     ChartImage(
         "training-operators", "trainingOperators.enabled", "docker.io/kubeflow/training-operator:v1-855e096",
         {"training-operators.image.repository": "repository", "training-operators.image.tag": "tag"},
         where="charts/training-operators/values.yaml",
+        digest_note="the awsome Terraform's copy list (tools/ecr-images.conf) names the tag too",
     ),
     ChartImage(
         "mpi-operator", "mpi-operator.enabled", "docker.io/mpioperator/mpi-operator:0.5",
         {"mpi-operator.mpiOperator.image.repository": "repository", "mpi-operator.mpiOperator.image.tag": "tag"},
         where="charts/mpi-operator/values.yaml",
+        digest_note="the awsome Terraform's copy list (tools/ecr-images.conf) names the tag too",
     ),
     ChartImage(
         "nvidia-device-plugin", "nvidia-device-plugin.devicePlugin.enabled", "nvcr.io/nvidia/k8s-device-plugin:v0.16.1",
         {"nvidia-device-plugin.image.repository": "repository", "nvidia-device-plugin.image.tag": "tag"},
         serves="nvidia.com/gpu", where="remote chart nvidia-device-plugin 0.16.1, values.yaml (tag: v + appVersion)",
+        digest_note="NVIDIA's gpu-operator v24.6.0 OLM bundle gives the digest of v0.16.1-ubi8, another build (v0.16.1 "
+        "is the ubuntu22.04 one: deployments/container/Makefile at v0.16.1)",
     ),
     ChartImage(
         "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin.devicePlugin.enabled",
         "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.13",
         {"aws-efa-k8s-device-plugin.image.repository": "repository", "aws-efa-k8s-device-plugin.image.tag": "tag"},
         serves="vpc.amazonaws.com/efa", where="remote chart aws-efa-k8s-device-plugin v0.5.20, values.yaml (us-west-2 whatever the region)",
+        digest_note="AWS's own image, which the awsome copy script leaves where it is",
     ),
     ChartImage(
         "neuron-device-plugin", "neuron-device-plugin.devicePlugin.enabled", "public.ecr.aws/neuron/neuron-device-plugin:2.19.16.0",
@@ -95,8 +109,44 @@ CHART_IMAGES = (
         "{account}.dkr.ecr.{region}.amazonaws.com/hyperpod-health-monitoring-agent:1.0.1892.0_1.0.424.0",
         {"health-monitoring-agent.hmaimage": "uri"},
         where="charts/health-monitoring-agent/templates/_helpers.tpl (account by region)",
+        digest_note="AWS's own image (one account per region), which the awsome copy script leaves where it is",
     ),
 )
+# Where the digest of each image's tag was looked for, offline. None of them gives one, so every
+# image the chart renders is pinned by its tag, which its registry can move to other content.
+DIGEST_SEARCH = (
+    "the chart at its pinned revision, the quick setup and awsome-distributed-ai references, and a search of the "
+    "stored public repositories and docs"
+)
+# The GPU operator subchart's images (MIG groups only): AWS's copies in its regional accounts
+# (GPU_OPERATOR_ACCOUNTS, GPU_OPERATOR_REPOSITORIES), by the tags of its values.yaml.
+GPU_OPERATOR_DIGEST_NOTE = (
+    "NVIDIA's gpu-operator v26.3.1 OLM bundle gives the digests of NVIDIA's own images of these tags, not of AWS's "
+    "copies, which keep them only if each was copied as a whole index"
+)
+
+
+def pinning() -> str:
+    """How each image the chart renders is pinned, and why no tighter, from CHART_IMAGES: the
+    README's security section shows it, and a test holds the README to it."""
+    lines = [f"Chart images, each pinned by tag only (digests looked for in {DIGEST_SEARCH}):", ""]
+    for image in CHART_IMAGES:
+        line = f"- `{image.subchart}` `{image.source}`: "
+        if image.digest_key is None:
+            line += f"no value can change it, its template writes the reference: {image.where}"
+        else:
+            digest = f"{image.tag}@sha256:<hex>" if image.keys[image.digest_key] == "tag" else "<repository>:<tag>@sha256:<hex>"
+            line += f"`{image.digest_key}` would take `{digest}`, but no source gives that digest; {image.digest_note}"
+        lines.append(line)
+    lines.append(f"- the GPU operator's {', '.join(GPU_OPERATOR_REPOSITORIES)} (with MIG groups): {GPU_OPERATOR_DIGEST_NOTE}")
+    lines.append(
+        "- their copies in a network without NAT (`stacks/image_mirror.py`): the same tags, copied again when a tag "
+        "changes; the copier (containers/image's docker transport) would take `name@sha256:<hex>` as its source, so a "
+        "known digest would pin what is copied; without one it copies what the tag names on the day"
+    )
+    return "\n".join(lines)
+
+
 # Registries that limit pulls without credentials, each with its limit as it documents it. Where
 # the images are copied, the copier is a Lambda whose outbound address AWS shares with other
 # functions, so a limit may be spent before the copy asks.

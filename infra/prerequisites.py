@@ -284,8 +284,8 @@ TABLE: tuple[Prerequisite, ...] = (
     Prerequisite(
         "the teams' FSx directories in a network without NAT", "fsx.directory_image",
         on=lambda s, _: s.fsx.enabled and s.network.closed and bool(s.governance.teams),
-        needs="a copy in this account's ECR, named here: a network without NAT cannot pull it from elsewhere",
-        met=lambda s, _: ".dkr.ecr." in s.fsx.directory_image,
+        needs="a copy in this account's ECR in this region, named here: a network without NAT cannot pull it from elsewhere",
+        met=lambda s, _: s.pulls_without_nat(s.fsx.directory_image),
         source=_ECR_ENDPOINTS,
     ),
     Prerequisite(

@@ -38,14 +38,37 @@ class AcceptanceSettings(Model):
     probe_image: str = PROBE_IMAGE
 
 
+def unprovable(group) -> str | None:
+    """Why the acceptance run cannot prove a group's GPUs (None: it can), worded to follow
+    "is": NCCL and DCGM need whole NVIDIA GPUs, and the run is sized from the type's figures."""
+    spec = group.spec
+    if spec.unknown:
+        return f"{group.instance_type}, whose {', '.join(spec.unknown)} no source here states; the run is sized from them"
+    if not spec.is_accelerated or spec.accelerator_resource != "nvidia.com/gpu":
+        return f"{group.instance_type}, which has no NVIDIA GPUs for NCCL and DCGM to test"
+    if group.mig_profile:
+        return f"cut into MIG slices ({group.mig_profile}): NCCL does not span slices and DCGM's diagnostics need whole GPUs"
+    return None
+
+
 def accepted_groups(s: Settings) -> list:
     """The instance groups an acceptance run proves."""
     if s.acceptance.instance_groups:
         return [g for g in s.hyperpod.instance_groups if g.name in s.acceptance.instance_groups]
+    return [g for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and not unprovable(g)]
+
+
+def unpullable_images(s: Settings) -> list[str]:
+    """One line per image the acceptance run would pull that a network without NAT cannot:
+    anything but ECR in its region (Settings.pulls_without_nat). The GPU
+    checks pull nccl_image and dcgm_image, each team namespace's tenancy probes probe_image."""
+    if not s.network.closed:
+        return []
+    used = (["nccl_image", "dcgm_image"] if accepted_groups(s) else []) + (["probe_image"] if s.governance.teams else [])
     return [
-        g for g in s.hyperpod.instance_groups
-        if catalogue.figures(g.instance_type) and g.spec.accelerator_resource == "nvidia.com/gpu"
-        and g.spec.is_accelerated and not g.mig_profile
+        f"acceptance.{name}: {getattr(s.acceptance, name)} cannot be pulled in a network without NAT; copy it into this "
+        f"account's ECR in {s.region} and name that copy"
+        for name in used if not s.pulls_without_nat(getattr(s.acceptance, name))
     ]
 
 
@@ -58,9 +81,8 @@ def check_acceptance(s: Settings, p: Problems):
             p.error(path, name, f"is not an instance group; groups: {', '.join(names)}")
         elif not catalogue.lookup(group.instance_type):
             continue  # the instance type's own error names it
-        elif group.spec.unknown:
-            p.error(path, name, f"is {group.instance_type}, whose {', '.join(group.spec.unknown)} no source here states; the run is sized from them")
-        elif not group.spec.is_accelerated or group.spec.accelerator_resource != "nvidia.com/gpu":
-            p.error(path, name, f"is {group.instance_type}, which has no NVIDIA GPUs for NCCL and DCGM to test")
-        elif group.mig_profile:
-            p.error(path, name, f"is cut into MIG slices ({group.mig_profile}): NCCL does not span slices and DCGM's diagnostics need whole GPUs")
+        elif why := unprovable(group):
+            p.error(path, name, f"is {why}")
+    # Only `accept` pulls them, so the deploy goes ahead; `accept` refuses to start with them.
+    for line in unpullable_images(s):
+        p.warn(f"{line} (`hyperpod-cdk accept` refuses to run until then)")

@@ -143,6 +143,14 @@ class Settings(Model):
             return ("vpc_cni", "kube_proxy", "coredns", "pod_identity_agent")
         return ("pod_identity_agent",) if ec.install_pod_identity_agent else ()
 
+    def pulls_without_nat(self, image: str) -> bool:
+        """Whether a network without NAT can pull `image`: only from a private ECR registry of
+        this region, which its ecr.api and ecr.dkr interface endpoints serve (ECR user guide,
+        interface VPC endpoints; public ECR and other regions are not served)."""
+        from infra import chart
+
+        return image.split("/", 1)[0].endswith(f".dkr.ecr.{self.region}.{chart.url_suffix(self.region)}")
+
     @property
     def mirrors_chart_images(self) -> bool:
         asked = self.hyperpod.helm_chart.mirror_images

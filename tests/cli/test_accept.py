@@ -160,11 +160,12 @@ def test_a_recorded_deep_health_check_is_read_from_list_cluster_nodes(tmp_path):
     assert (check.subject, check.status, check.detail) == ("hyperpod-i-0a1b2c3d4e5f60702", "fail", "Failure: made for this test")
 
 
-def test_a_config_without_a_gpu_group_has_nothing_to_prove():
+def test_a_config_without_a_gpu_group_or_a_team_has_nothing_to_prove():
     settings = config.load_settings(CONTEXT, "dev")[0]
     cpu_only = settings.hyperpod.model_copy(update={"instance_groups": (settings.instance_group("system"),)})
-    patched = settings.model_copy(update={"hyperpod": cpu_only})
-    with pytest.raises(accept.AcceptError, match="dev has no group of whole NVIDIA GPUs to prove"):
+    no_teams = settings.governance.model_copy(update={"teams": ()})
+    patched = settings.model_copy(update={"hyperpod": cpu_only, "governance": no_teams})
+    with pytest.raises(accept.AcceptError, match="dev has nothing to prove: no group of whole NVIDIA GPUs"):
         accept.run(patched, accept.Recording(RECORDING))
 
 
@@ -452,3 +453,65 @@ def test_kubectl_asks_the_server_for_a_dry_run_of_the_privileged_pod():
 
     refusal = accept.Kubectl(run).refusal(m.tenancy_objects(_prod(), "ml-research")["privileged"])
     assert calls == [["kubectl", "create", "--dry-run=server", "-f", "-"]] and "violates PodSecurity" in refusal
+
+
+def _mig_project(where):
+    """The `mig` config (every GPU cut into MIG slices, two teams) as a user's checkout has it."""
+    from tests.conftest import CAPABILITIES, cdk_project, patched_context
+
+    return cdk_project(patched_context("dev", CAPABILITIES["mig"]), where)
+
+
+def _teams_recorded(folder, teams):
+    """A recording of the tenancy probes of `teams` as they go where each is a tenant: the
+    probes' last lines, and the refusal in the fixture's Kubernetes-documented form."""
+    import shutil
+
+    shutil.copytree(RECORDING, folder)
+    refusal = (RECORDING / "dry-run" / "tenancy-privileged-ml-research.txt").read_text()
+    for team in teams:
+        for probe, verdict in (("imds", m.BLOCKED), ("same", m.CONNECTED), ("other", m.REFUSED)):
+            (folder / "logs" / f"{m.name('tenancy-' + probe, team)}.log").write_text(verdict + "\n")
+        name = m.name("tenancy-privileged", team)
+        (folder / "dry-run" / f"{name}.txt").write_text(refusal.replace("tenancy-privileged-ml-research", name))
+    return folder
+
+
+def test_a_cluster_whose_gpus_are_all_mig_slices_still_gets_every_teams_tenancy_checks(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(_mig_project(tmp_path / "project"))
+    settings = config.load_settings(json.loads((tmp_path / "project" / "cdk.json").read_text())["context"], "dev")[0]
+    assert accept.chosen_groups(settings) == []  # nothing whole for NCCL and DCGM
+    recording = _teams_recorded(tmp_path / "run", ["research", "inference"])
+    assert cli.main(["accept", "-c", "env=dev", "--from", str(recording)]) == 0
+    report = capsys.readouterr().out
+    assert re.search(r"^gpu +gpu checks +group +SKIP +cut into MIG slices \(mixed-3-1g.10gb-1-4g.40gb\)", report, re.M)
+    for ns in ("hyperpod-ns-research", "hyperpod-ns-inference"):
+        assert len(re.findall(rf"^{ns} +tenancy +.* PASS ", report, re.M)) == 4, report
+    assert report.endswith("PASS: 9 checks, none failed\n")
+    # What it applies: the namespace the outside probe runs in, then the probes, none of which
+    # asks for a device of the cluster's (they need no GPU, MIG slice or EFA interface).
+    assert cli.main(["accept", "-c", "env=dev", "--from", str(recording), "--render"]) == 0
+    import yaml
+
+    applied = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert applied[0] == m.namespace() and {o["kind"] for o in applied} == {"Namespace", "Job", "Service"}
+    devices = {r for g in settings.hyperpod.instance_groups for r in g.device_resources}
+    asked = {r for o in applied if o["kind"] == "Job" for c in o["spec"]["template"]["spec"]["containers"]
+             for part in c["resources"].values() for r in part}
+    assert asked == {"cpu", "memory"} and not asked & devices
+
+
+def test_a_closed_network_refuses_a_public_probe_image_in_accept_and_warns_in_validate(tmp_path, capsys, monkeypatch):
+    # ECR's interface endpoints serve this account's private registries only (ECR user guide).
+    from tests.conftest import CAPABILITIES, cdk_project, patched_context
+
+    ecr = "111111111111.dkr.ecr.us-east-1.amazonaws.com"
+    patch = config.deep_merge(CAPABILITIES["closed-network"], {"acceptance": {
+        "nccl_image": f"{ecr}/nccl-tests:2.20.0", "dcgm_image": f"{ecr}/dcgm:4.2.3-1-ubuntu22.04"}})
+    monkeypatch.chdir(cdk_project(patched_context("dev", patch), tmp_path / "project"))
+    monkeypatch.setenv("PATH", _path_with(tmp_path, None))
+    assert cli.main(["validate", "-c", "env=dev"]) == 0
+    (warning,) = [line for line in capsys.readouterr().err.splitlines() if "acceptance." in line]
+    assert warning.startswith("warning: dev: acceptance.probe_image: public.ecr.aws/docker/library/busybox:1.37.0 cannot be pulled")
+    assert cli.main(["accept", "-c", "env=dev"]) == 2
+    assert "error: acceptance.probe_image: public.ecr.aws/docker/library/busybox:1.37.0 cannot be pulled" in capsys.readouterr().err

@@ -127,3 +127,32 @@ def test_a_prepared_chart_is_checked_against_the_images_the_stacks_point_elsewhe
     assert chart.verify_images(_prepared_chart(tmp_path / "same")) == []
     (line,) = chart.verify_images(_prepared_chart(tmp_path / "moved", nvidia_repository="nvcr.io/nvidia/k8s-device-plugin-v2"))
     assert line.startswith("nvidia-device-plugin: image.repository is 'nvcr.io/nvidia/k8s-device-plugin-v2'")
+
+
+def test_every_chart_image_is_pinned_by_tag_where_its_value_would_take_a_digest_and_the_readme_says_so():
+    import re
+
+    from infra import grammars
+    from tests.conftest import ROOT
+
+    # The chart's value keys at the pinned revision, read from its values.yaml files.
+    lines = (ROOT / "tests/fixtures/hyperpod_chart_value_keys.txt").read_text().splitlines()
+    keys = {line for line in lines if line and not line.startswith("#")}
+    digest = "sha256:" + "0" * 64
+    for image in chart.CHART_IMAGES:
+        assert set(image.keys) <= keys, image.subchart
+        if image.digest_key is None:
+            assert not image.keys  # only an image its template writes takes no digest
+            continue
+        # The key, given a digest, renders what the distribution reference grammar takes
+        # (reference := name [":" tag] ["@" digest]) and what a registry resolves by digest.
+        value = f"{image.tag}@{digest}" if image.keys[image.digest_key] == "tag" else f"{image.upstream('us-east-1')}@{digest}"
+        values: dict = {}
+        chart._set(values, image.digest_key, value)
+        rendered = chart.rendered_images(values, "us-east-1")[image.subchart]
+        assert rendered.endswith(f":{image.tag}@{digest}") and grammars.image_reference_problem(rendered) is None
+    # Every image is named, with why it is pinned by tag only, in the README's security section.
+    text = chart.pinning()
+    named = re.findall(r"^- `([\w-]+)` `", text, re.M)
+    assert named == [i.subchart for i in chart.CHART_IMAGES]
+    assert text in (ROOT / "README.md").read_text()
