@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import chart, config, readiness, timing
+from infra import config, hyperpod_chart, readiness, timing
 from stacks.cluster import chart_values
 from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, cdk_lib_source, patched_context
 
@@ -414,11 +414,11 @@ def _chart_values_in_template(s) -> dict:
 def test_a_network_without_nat_pulls_every_chart_image_from_ecr_in_its_own_region(synth, env):
     # ECR's VPC endpoints serve this region's private registries only, not public ECR or other
     # registries, and a pull-through cache needs a NAT for its first pull (ECR user guide, VPC
-    # endpoints). The chart's images come from its values: infra/chart.py CHART_IMAGES, read
+    # endpoints). The chart's images come from its values: infra/hyperpod_chart.py CHART_IMAGES, read
     # from the chart at the pinned revision and checked again by `make hyperpod-chart`.
     s = synth(env)
     values = _chart_values_in_template(s)
-    rendered = chart.rendered_images(values, s.settings.region)
+    rendered = hyperpod_chart.rendered_images(values, s.settings.region)
     own = f"{s.settings.account}.dkr.ecr.{s.settings.region}.amazonaws.com/"
     if env == "dev":  # with a NAT the chart keeps its own registries
         assert not s.settings.mirrors_chart_images and any(not uri.startswith(own) for uri in rendered.values())
@@ -431,7 +431,7 @@ def test_a_network_without_nat_pulls_every_chart_image_from_ecr_in_its_own_regio
     copies = s.resources("cluster", "Custom::CDKECRDeployment")
     (chart_id,) = s.resources("cluster", "Custom::AWSCDK-EKS-HelmChart")
     chart_depends = s.templates["cluster"]["Resources"][chart_id]["DependsOn"]
-    for image in chart.CHART_IMAGES:
+    for image in hyperpod_chart.CHART_IMAGES:
         if image.subchart not in rendered:
             continue
         (copy_id, copy) = next((k, c) for k, c in copies.items() if c["Properties"]["SrcImage"] == f"docker://{image.upstream(s.settings.region)}")
@@ -447,14 +447,14 @@ def test_no_image_is_copied_without_credentials_from_a_registry_that_limits_anon
     # copier is a Lambda whose outbound address AWS shares. A refused pull fails the cluster stack,
     # whose rollback deletes the control plane: where images are copied, config refuses a Docker
     # Hub source without credentials (tests/bad_inputs), and every copy made carries them.
-    assert set(chart.ANONYMOUS_PULL_LIMITS) == {"docker.io/"}
-    limited = [i for i in chart.CHART_IMAGES if i.source.startswith(tuple(chart.ANONYMOUS_PULL_LIMITS))]
+    assert set(hyperpod_chart.ANONYMOUS_PULL_LIMITS) == {"docker.io/"}
+    limited = [i for i in hyperpod_chart.CHART_IMAGES if i.source.startswith(tuple(hyperpod_chart.ANONYMOUS_PULL_LIMITS))]
     assert {i.subchart for i in limited} == {"training-operators", "mpi-operator"}
     seen = 0
     for name in GATED:
         for copy in synth(name).resources("cluster", "Custom::CDKECRDeployment").values():
             source = copy["Properties"]["SrcImage"].removeprefix("docker://")
-            if source.startswith(tuple(chart.ANONYMOUS_PULL_LIMITS)):
+            if source.startswith(tuple(hyperpod_chart.ANONYMOUS_PULL_LIMITS)):
                 seen += 1
                 assert copy["Properties"].get("SrcCreds"), (name, source)
     assert seen == len(limited)  # closed-network copies both, with credentials
@@ -480,7 +480,7 @@ def test_device_plugins_follow_the_instance_groups_and_tolerate_their_taints(syn
     assert values["nvidia-device-plugin"]["devicePlugin"]["enabled"] is True
     assert values["neuron-device-plugin"]["devicePlugin"]["enabled"] is False
     reserved = {"key": "reserved", "operator": "Exists", "effect": "NoSchedule"}
-    for plugin, defaults in chart.DEVICE_PLUGIN_TOLERATIONS.items():
+    for plugin, defaults in hyperpod_chart.DEVICE_PLUGIN_TOLERATIONS.items():
         assert values[plugin]["tolerations"] == defaults + [reserved]
     assert "tolerations" not in _chart_values_in_template(synth("dev"))["nvidia-device-plugin"]
 
