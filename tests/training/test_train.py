@@ -396,7 +396,9 @@ def _agent_default(option: str):
 
 
 def test_the_stop_watchdog_ends_a_stop_before_the_agents_sigkill():
-    train = _train_module()
+    _train_module()  # its folder on the path
+    import agent_stop
+
     shutdown = int(_agent_option("--shutdown-timeout"))
     # The agent's own default leaves a save no time; the job passes its own, to the agent
     # and to train.py alike.
@@ -405,7 +407,7 @@ def test_the_stop_watchdog_ends_a_stop_before_the_agents_sigkill():
     assert job.stop_timeout == shutdown
     # The watchdog ends a stop that cannot save STOP_MARGIN_S before the agent's SIGKILL,
     # and the pod's grace period outlasts both.
-    assert 0 < train.STOP_MARGIN_S and max(1.0, job.stop_timeout - train.STOP_MARGIN_S) < shutdown
+    assert 0 < agent_stop.STOP_MARGIN_S and max(1.0, job.stop_timeout - agent_stop.STOP_MARGIN_S) < shutdown
     settings, _ = config.load_settings(CONTEXT, "prod")
     pod = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] > shutdown
@@ -543,14 +545,14 @@ def _choose_as_rank(rank: int, port: int, out: str):
     import torch.distributed as dist
 
     sys.path.insert(0, str(ROOT / "training"))
-    import train
+    import checkpoints
 
     store = dist.TCPStore("127.0.0.1", port, 2, is_master=rank == 0)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     # Each rank lists a different newest checkpoint, as ranks listing an eventually
     # consistent store (or their own node's disk) during a save can.
-    train.complete_checkpoints = lambda base: [(20 + 10 * rank, f"{base}/step_{20 + 10 * rank:08d}")]
-    Path(out, f"rank{rank}.json").write_text(json.dumps(train.choose_checkpoint("s3://b/ckpt", rank)))
+    checkpoints.complete_checkpoints = lambda base: [(20 + 10 * rank, f"{base}/step_{20 + 10 * rank:08d}")]
+    Path(out, f"rank{rank}.json").write_text(json.dumps(checkpoints.choose_checkpoint("s3://b/ckpt", rank)))
     dist.destroy_process_group()
 
 
