@@ -20,7 +20,6 @@ from cli.preflight.account import (
     CDK_TOOLKIT_STACK,
     REFUSED_CREDENTIALS,
     NoCredentials,
-    _addons_to_create,
     check_account,
     check_addon_versions,
     check_admins,
@@ -37,7 +36,6 @@ from cli.preflight.existing_cluster import QUICK_SETUP_CHART_OUTPUT, check_exist
 from cli.preflight.names import STACK_TAG, check_eks_name, check_hyperpod_name, check_retained_names, retained_names
 from cli.preflight.network import check_existing_security_group, check_existing_subnets, check_existing_vpc_endpoints, check_zones
 from cli.preflight.resources import (
-    _execution_role_needs,
     check_existing_execution_role,
     check_existing_lifecycle_bucket,
     check_named_resources,
@@ -119,6 +117,4 @@ __all__ = [
     "check_existing_vpc_endpoints", "check_hyperpod_name", "check_named_resources", "check_operations_topic",
     "check_quotas", "check_retained_names", "check_volume_key", "check_zones", "client", "credentials_problem",
     "error_code", "failure_line", "quota_name", "retained_names", "run", "table",
-    # what the tests read of the account and role checks
-    "_addons_to_create", "_execution_role_needs",
 ]
