@@ -11,8 +11,10 @@ the gates' Lambda functions) imports nothing beyond its own folder.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import tomllib
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -37,11 +39,11 @@ STANDALONE = ("training", "infra/handlers")
 CDK = ("aws_cdk", "constructs", "cdk_nag", "jsii")
 
 
-def _sources() -> list[str]:
+def _sources(root: Path = ROOT) -> list[str]:
     """Every file git holds or would add (tracked, or untracked and not ignored) that exists."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=root,
                             capture_output=True, text=True, check=True).stdout.splitlines()
-    return sorted(p for p in set(listed) if (ROOT / p).is_file())
+    return sorted(p for p in set(listed) if (root / p).is_file())
 
 
 def _module_name(path: str) -> str:
@@ -73,12 +75,17 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
 
 
 class House:
-    def __init__(self):
-        self.paths = {_module_name(p): p for p in _sources() if p.endswith(".py")}
+    """The import graph of the Python modules under `root`: module -> the project modules its
+    imports run (`edges`), and the top-level names of other distributions it imports (`outside`)."""
+
+    def __init__(self, root: Path = ROOT):
+        self.root = root
+        self.paths = {_module_name(p): p for p in _sources(root) if p.endswith(".py")}
+        self.tops = {m.split(".")[0] for m in self.paths}
         self.edges: dict[str, set[str]] = {m: set() for m in self.paths}
-        self.outside: dict[str, set[str]] = {m: set() for m in self.paths}  # top-level names of other distributions
+        self.outside: dict[str, set[str]] = {m: set() for m in self.paths}
         for module, path in self.paths.items():
-            for node in _imports(ast.parse((ROOT / path).read_text(), path)):
+            for node in _imports(ast.parse((root / path).read_text(), path)):
                 for target in self._targets(module, path, node):
                     if target is None:
                         continue
@@ -102,7 +109,7 @@ class House:
         """A flat import of a neighbour, as a standalone folder's code makes, names that neighbour."""
         folder = path.rsplit("/", 1)[0] if "/" in path else ""
         top = name.split(".")[0]
-        if folder and top not in FLOORS and (ROOT / folder / f"{top}.py").is_file():
+        if folder and top not in self.tops and (self.root / folder / f"{top}.py").is_file():
             return _module_name(f"{folder}/{top}.py")
         return name
 
@@ -154,7 +161,9 @@ class House:
         return seen
 
 
-HOUSE = House()
+@functools.cache
+def _project() -> House:
+    return House()
 
 
 def _folder(module: str) -> str:
@@ -166,56 +175,71 @@ def test_no_module_or_script_is_longer_than_a_room_to_live_in():
     assert long == {}
 
 
-def test_the_graph_sees_every_kind_of_import_the_code_uses():
-    # Guards of the graph itself: a function-level import, a relative one, a flat neighbour's,
-    # a package's own import of its modules, and one only a type checker runs (left out).
-    assert "cli.upgrade_plan" in HOUSE.edges["cli.preflight.account"]  # inside _addons_to_create
-    assert "infra.handlers.chain" in HOUSE.edges["infra.handlers.vpc_teardown"]  # from . import chain
-    assert "training.model_shape" in HOUSE.edges["training.llama_model"]  # from model_shape import Preset
-    assert "cli.preflight.drift" in HOUSE.edges["cli.preflight"]
-    # Importing infra.config.eks runs infra/config/__init__.py first; a package's own modules
-    # do not count their package, which is running already.
-    assert {"infra.config.eks", "infra.config"} <= HOUSE.edges["stacks.cluster"]
-    assert "cli.preflight" not in HOUSE.edges["cli.preflight.account"]
-    assert "infra.config.settings" not in HOUSE.edges["infra.admission"]  # under TYPE_CHECKING
+def test_the_graph_sees_every_kind_of_import_and_only_what_runs(tmp_path):
+    files = {
+        "pkg/__init__.py": "from pkg import a\n",  # a package importing its own module
+        "pkg/a.py": "def f():\n    from pkg import b\n",  # inside a function
+        "pkg/b.py": "from . import c\nimport json\n",  # relative; another distribution's
+        "pkg/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\nelse:\n    import other\n",
+        "pkg/d.py": "from other.sub.m import name\n",  # runs other/__init__.py and other/sub/__init__.py too
+        "other/__init__.py": "", "other/sub/__init__.py": "", "other/sub/m.py": "name = 1\n",
+        "flat/x.py": "try:\n    from y import z\nexcept ImportError:\n    pass\n", "flat/y.py": "z = 1\n",  # a neighbour, flat
+    }
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    house = House(tmp_path)
+    assert {m: sorted(e) for m, e in house.edges.items() if e} == {
+        "pkg": ["pkg.a"], "pkg.a": ["pkg.b"], "pkg.b": ["pkg.c"], "pkg.c": ["other"],
+        "pkg.d": ["other", "other.sub", "other.sub.m"], "flat.x": ["flat.y"],
+    }
+    assert house.outside["pkg.b"] == {"json"} and house.cycles() == []
+    (tmp_path / "other/sub/m.py").write_text("def f():\n    import pkg.d\n")
+    assert House(tmp_path).cycles() == [["other.sub.m", "pkg.d"]]
 
 
 def test_the_import_graph_has_no_circle():
-    assert HOUSE.cycles() == []
+    house = _project()
+    assert house.cycles() == []
 
 
 def test_each_folder_imports_only_from_the_floors_below_it():
+    house = _project()
     upward = sorted(
         f"{m} imports {t}"
-        for m, targets in HOUSE.edges.items()
+        for m, targets in house.edges.items()
         for t in targets
         if _folder(m) != _folder(t) and FLOORS[_folder(t)] >= FLOORS[_folder(m)]
     )
     assert upward == []
-    assert set(map(_folder, HOUSE.paths)) == set(FLOORS)  # a new top-level folder takes a floor here
+    assert set(map(_folder, house.paths)) == set(FLOORS)  # a new top-level folder takes a floor here
 
 
 def test_what_runs_outside_the_app_imports_nothing_beyond_its_own_folder():
+    house = _project()
     strays = sorted(
         f"{m} imports {t}"
         for folder in STANDALONE
-        for m, path in HOUSE.paths.items()
+        for m, path in house.paths.items()
         if path.startswith(folder + "/")
-        for t in HOUSE.edges[m]
-        if not HOUSE.paths[t].startswith(folder + "/")
+        for t in house.edges[m]
+        if not house.paths[t].startswith(folder + "/")
     )
     assert strays == []
 
 
 def test_the_kubernetes_objects_render_without_cdk():
+    house = _project()
     # Everything a manifests module reaches, at any depth and inside functions, imports no CDK.
-    reached = set().union(*(HOUSE.reachable(m) for m in HOUSE.paths if _folder(m) == "manifests"))
-    assert {m: sorted(HOUSE.outside[m] & set(CDK)) for m in reached if HOUSE.outside[m] & set(CDK)} == {}
-    assert any(HOUSE.outside[m] & set(CDK) for m in HOUSE.paths)  # the check can see a CDK import
+    reached = set().union(*(house.reachable(m) for m in house.paths if _folder(m) == "manifests"))
+    assert {m: sorted(house.outside[m] & set(CDK)) for m in reached if house.outside[m] & set(CDK)} == {}
+    assert any(house.outside[m] & set(CDK) for m in house.paths)  # the check can see a CDK import
 
 
 def test_every_package_is_installed_and_says_what_it_holds():
-    packages = sorted(m for m, p in HOUSE.paths.items() if p.endswith("__init__.py") and _folder(m) != "tests")
+    house = _project()
+    packages = sorted(m for m, p in house.paths.items() if p.endswith("__init__.py") and _folder(m) != "tests")
     listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     assert sorted(listed) == packages
-    assert [m for m in packages if not ast.get_docstring(ast.parse((ROOT / HOUSE.paths[m]).read_text()))] == []
+    assert [m for m in packages if not ast.get_docstring(ast.parse((ROOT / house.paths[m]).read_text()))] == []
