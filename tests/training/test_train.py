@@ -148,15 +148,25 @@ def test_every_rank_resumes_from_the_checkpoint_rank_0_chose(tmp_path):
     assert chosen == [[20, "s3://b/ckpt/step_00000020"]] * 2
 
 
-def _dies_at(train, step: int):
-    """train.py's next_token_loss, raising at `step` of the run: a lost node, mid-way."""
+def _dies_at(train, step: int, *, once_saved: Path | None = None):
+    """train.py's next_token_loss, raising at `step` of the run: a lost node, mid-way. With
+    `once_saved` (a checkpoint written in the background), the node dies at the first step from
+    `step` on at which that checkpoint is complete: its writer thread finishes on its own time
+    (waited for here, up to a minute), and the loop writes the manifest at the step after."""
     import itertools
+    import time
 
     real, steps = train.next_token_loss, itertools.count(1)
 
     def dies(logits, targets):
-        if next(steps) == step:
+        now = next(steps)
+        if now >= step and (once_saved is None or (once_saved / "_COMPLETE.json").exists()):
             raise RuntimeError("node lost")
+        if now >= step:  # the shards' writer ends with the metadata file; then the loop's next verdict completes it
+            deadline = time.monotonic() + 60
+            while not (once_saved / ".metadata").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)
         return real(logits, targets)
 
     return dies
@@ -202,7 +212,7 @@ def _train_on_s3(work: Path, env: dict, *args: str, dies_at: int | None = None) 
     with `dies_at`, its next_token_loss raises at that step, as _dies_at does in process."""
     import inspect
 
-    code = "import sys, train\n"
+    code = "from __future__ import annotations\nimport sys, train\n"
     if dies_at:
         code += inspect.getsource(_dies_at) + f"train.next_token_loss = _dies_at(train, {dies_at})\n"
     code += "sys.exit(train.train(train.parse_args(sys.argv[1:])))\n"
@@ -281,7 +291,8 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
         killed = tmp_path / "killed"
         train = train_module()
         with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError, match="node lost"):
-            patch.setattr(train, "next_token_loss", _dies_at(train, 21))
+            saved = killed / "step_00000016" if "background" in data else None
+            patch.setattr(train, "next_token_loss", _dies_at(train, 21, once_saved=saved))
             train_in_process(workdir, *common, f"--checkpoint-dir={killed}")
         dist.destroy_process_group()
         code, resumed = train_in_process(workdir, *common, f"--checkpoint-dir={killed}")
