@@ -2,12 +2,17 @@
 
 `synth(env)` builds the app exactly as app.py does (compose + both nag packs) into a
 session temp folder and returns the templates; variants of an environment (a patched
-config) are synthesized once per distinct patch.
+config) are synthesized once per distinct patch. Under pytest-xdist (`make test` runs the
+suite on every core) the workers share those syntheses through the session's temp folder,
+and tests that share a fixture set up once per module or session run in one worker.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,14 +169,47 @@ class Synth:
 
 
 def _synthesize(context: dict, env: str, outdir: Path) -> Synth:
+    return _read_back(outdir, *_synthesize_files(context, env, outdir))
+
+
+def _synthesize_files(context: dict, env: str, outdir: Path) -> tuple[config.Settings, dict[str, str]]:
+    """The settings, and each stack's template file in `outdir` by stack suffix (compose order)."""
     from cli.synth import synthesize
 
     settings, stacks = synthesize(context, env, outdir)
     prefix = f"{settings.prefix}-{env}-"
-    templates = {
-        s.stack_name[len(prefix):]: json.loads((outdir / f"{s.artifact_id}.template.json").read_text()) for s in stacks
-    }
-    return Synth(settings, outdir, templates)
+    return settings, {s.stack_name[len(prefix):]: f"{s.artifact_id}.template.json" for s in stacks}
+
+
+def _read_back(outdir: Path, settings: config.Settings, files: dict[str, str]) -> Synth:
+    return Synth(settings, outdir, {k: json.loads((outdir / name).read_text()) for k, name in files.items()})
+
+
+def session_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this test session that every xdist worker sees (a worker's own base temp is
+    a folder of the session's): what one worker makes there, the others can read."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _synthesized_once(folder: Path, context: dict, env: str) -> Synth:
+    """The synthesis of `context`'s `env` in `folder`: made by the first process that asks (under
+    a lock), read back from its assembly by every later one, which take the settings from the
+    config as the synthesis did."""
+    from filelock import FileLock
+
+    index = folder / "stacks.json"  # written last: a folder without it holds no finished synthesis
+    with FileLock(f"{folder}.lock"):
+        if index.exists():
+            settings, files = config.load_settings(context, env)[0], json.loads(index.read_text())
+        else:
+            shutil.rmtree(folder, ignore_errors=True)  # what a synthesis that raised left behind
+            settings, files = _synthesize_files(context, env, folder / "out")
+            index.with_suffix(".part").write_text(json.dumps(files))
+            index.with_suffix(".part").rename(index)
+    return _read_back(folder / "out", settings, files)
 
 
 _CACHE: dict[str, Synth] = {}
@@ -179,13 +217,16 @@ _CACHE: dict[str, Synth] = {}
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory):
+    shared = session_folder(tmp_path_factory, "syntheses")
+
     def get(env: str, patch: dict | None = None) -> Synth:
         if env in CAPABILITIES:  # a capability's own config: dev with its patch
             env, patch = "dev", CAPABILITIES[env]
         key = json.dumps([env, patch], sort_keys=True)
         if key not in _CACHE:
             ctx = patched_context(env, patch) if patch else CONTEXT
-            _CACHE[key] = _synthesize(ctx, env, tmp_path_factory.mktemp(f"cdk-{env}"))
+            folder = shared / f"{env}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+            _CACHE[key] = _synthesized_once(folder, ctx, env)
         return _CACHE[key]
 
     return get
@@ -237,3 +278,25 @@ def gated_templates(synth, name: str) -> list[str]:
 
     dev = synth("dev").templates
     return sorted(k for k, t in s.templates.items() if k not in dev or differs(dev[k], t))
+
+
+# Session fixtures that tests of several files may share: what they make is shared across xdist
+# workers some other way (the syntheses go through the session's folder, _synthesized_once).
+SHARED_ACROSS_WORKERS = {"synth"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the files on every core, each file whole in one worker (`--dist loadfile`):
+    a fixture set up once per module, or once per session by the tests of one file (the cfn-lint
+    pool, checkov over every config, the corpus's CLI runs, a training run), is set up once across
+    the workers too. A session fixture that tests of two files share would be set up by each
+    worker that runs one of them: refused here, unless it shares its work across workers."""
+    files: dict[str, set[str]] = {}
+    for item in items:
+        for name, defs in item._fixtureinfo.name2fixturedefs.items():
+            fixture = defs[-1]
+            if fixture.scope == "session" and name not in SHARED_ACROSS_WORKERS and fixture.func.__module__.startswith("tests."):
+                files.setdefault(f"{fixture.func.__module__}.{name}", set()).add(item.nodeid.split("::")[0])
+    shared = {name: sorted(where) for name, where in files.items() if len(where) > 1}
+    if shared:
+        raise pytest.UsageError(f"session fixtures used by tests of several files, which xdist workers would each set up: {shared}")

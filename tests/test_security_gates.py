@@ -29,35 +29,65 @@ def _checkov(*args: str) -> dict:
     return reports if isinstance(reports, dict) else {r["check_type"]: r for r in reports}
 
 
-def _failed(report: dict) -> list:
-    return [(f["check_id"], f["resource"], f["file_path"]) for f in report["results"]["failed_checks"]]
+def _failed(results: dict) -> list:
+    return [(f["check_id"], f["resource"], f["file_path"]) for f in results["failed_checks"]]
+
+
+def _job_files(folder, env):
+    settings, _ = config.load_settings(CONTEXT, env)
+    objects = job_manifest.objects(settings, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/train:abc")
+    folder.mkdir(parents=True)
+    (folder / "job.yaml").write_text(job_manifest.to_yaml(objects))
+    # checkov has no model of the HyperPodPyTorchJob CRD, so its pod template is also
+    # scanned as the Pod the operator creates from it.
+    job = objects[-1]
+    template = job["spec"]["replicaSpecs"][0]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": job["metadata"]["name"], "namespace": job["metadata"]["namespace"],
+                                                           **template["metadata"]}, "spec": template["spec"]}
+    (folder / "pod.yaml").write_text(yaml.safe_dump_all([objects[1], pod]))
+    return template
 
 
 @pytest.fixture(scope="session")
-def checkov_templates(synth, tmp_path_factory) -> dict:
-    """checkov's CloudFormation report of every gated config, from one run over all of them
-    (a process per config spent most of its time starting), split by config."""
+def checkov_files(synth, tmp_path_factory) -> dict:
+    """checkov's results per scanned file (its path under the scanned folder), from one run over
+    every gated config's templates (cloudformation/<config>/) and each environment's rendered job
+    (kubernetes/<env>/): a process per config or file spent most of its time starting."""
     root = tmp_path_factory.mktemp("checkov")
     for name in GATED:
-        folder = root / name
-        folder.mkdir()
+        folder = root / "cloudformation" / name
+        folder.mkdir(parents=True)
         s = synth(name)
         for suffix in gated_templates(synth, name):  # a capability's templates that equal dev's are dev's
             template = s.outdir / f"{s.settings.stack_name(suffix)}.template.json"
             (folder / template.name).write_bytes(template.read_bytes())
-    report = _checkov("-d", str(root), "--framework", "cloudformation")
-    split = {name: {"passed": 0, "failed": []} for name in GATED}
-    for check in report["results"]["passed_checks"]:
-        split[check["file_path"].strip("/").split("/")[0]]["passed"] += 1
-    for check in report["results"]["failed_checks"]:
-        split[check["file_path"].strip("/").split("/")[0]]["failed"].append((check["check_id"], check["resource"], check["file_path"]))
-    return split
+    templates = {env: _job_files(root / "kubernetes" / env, env) for env in ENVIRONMENTS}
+    reports = _checkov("-d", str(root), "--framework", "cloudformation", "kubernetes")
+    assert set(reports) == {"cloudformation", "kubernetes"}, list(reports)
+    files = {}
+    for report in reports.values():
+        for outcome in ("passed_checks", "failed_checks", "skipped_checks"):
+            for check in report["results"][outcome]:
+                found = files.setdefault(check["file_path"].strip("/"), {"passed_checks": [], "failed_checks": [], "skipped_checks": []})
+                found[outcome].append(check)
+    return {"files": files, "job_templates": templates}
+
+
+def _checked(checkov_files, where: str) -> dict:
+    """The results of the file `where`, or of every file scanned under the folder `where`, together."""
+    out = {"passed_checks": [], "failed_checks": [], "skipped_checks": []}
+    for path, results in checkov_files["files"].items():
+        if path == where or path.startswith(f"{where}/"):
+            for outcome, checks in results.items():
+                out[outcome] += checks
+    return out
 
 
 @pytest.mark.parametrize("env", GATED)
-def test_checkov_finds_no_failed_check_in_any_template(checkov_templates, env):
-    assert checkov_templates[env]["passed"] > 20
-    assert checkov_templates[env]["failed"] == []
+def test_checkov_finds_no_failed_check_in_any_template(checkov_files, env):
+    results = _checked(checkov_files, f"cloudformation/{env}")
+    assert len(results["passed_checks"]) > 20
+    assert _failed(results) == []
 
 
 @pytest.mark.parametrize("env", GATED)
@@ -73,33 +103,17 @@ def test_every_checkov_skip_in_a_template_carries_a_specific_comment(synth, env)
         assert skip["id"].startswith("CKV") and len(skip.get("comment", "")) >= 40, (lid, skip)
 
 
-def _job_files(tmp_path, env):
-    settings, _ = config.load_settings(CONTEXT, env)
-    objects = job_manifest.objects(settings, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/train:abc")
-    rendered = tmp_path / "job.yaml"
-    rendered.write_text(job_manifest.to_yaml(objects))
-    # checkov has no model of the HyperPodPyTorchJob CRD, so its pod template is also
-    # scanned as the Pod the operator creates from it.
-    job = objects[-1]
-    template = job["spec"]["replicaSpecs"][0]["template"]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": job["metadata"]["name"], "namespace": job["metadata"]["namespace"],
-                                                           **template["metadata"]}, "spec": template["spec"]}
-    as_pod = tmp_path / "pod.yaml"
-    as_pod.write_text(yaml.safe_dump_all([objects[1], pod]))
-    return rendered, as_pod, template
-
-
 @pytest.mark.parametrize("env", ENVIRONMENTS)
-def test_checkov_kubernetes_passes_the_job_manifest(tmp_path, env):
-    rendered, as_pod, template = _job_files(tmp_path, env)
-    assert _failed(_checkov("-f", str(rendered), "--framework", "kubernetes")) == []
-    pod_report = _checkov("-f", str(as_pod), "--framework", "kubernetes")
-    assert pod_report["summary"]["passed"] > 50 and _failed(pod_report) == []
+def test_checkov_kubernetes_passes_the_job_manifest(checkov_files, env):
+    template = checkov_files["job_templates"][env]
+    assert _failed(_checked(checkov_files, f"kubernetes/{env}/job.yaml")) == []
+    pod = _checked(checkov_files, f"kubernetes/{env}/pod.yaml")
+    assert len(pod["passed_checks"]) > 50 and _failed(pod) == []
     skips = {k: v for k, v in template["metadata"]["annotations"].items() if k.startswith("checkov.io/skip")}
     for value in skips.values():
         check, _, comment = value.partition("=")
         assert check.startswith("CKV_K8S_") and len(comment) >= 40, value
-    assert {s["check_id"] for s in pod_report["results"]["skipped_checks"]} == {v.split("=")[0] for v in skips.values()}
+    assert {s["check_id"] for s in pod["skipped_checks"]} == {v.split("=")[0] for v in skips.values()}
 
 
 # ------------------------------------------------------------------ least privilege
