@@ -18,11 +18,15 @@ from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, ROOT, gated_templates
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 
 
-def _checkov(*args: str) -> dict:
+def _checkov(folder, *args: str) -> dict:
+    """checkov's reports over `folder`, scanned from inside it: checkov 3.3 leaves each parsed
+    file's path in a Lambda's environment variables, where CKV_AWS_45 takes any run of 40
+    base64 characters in an absolute temp path (`239/checkov0/cloudformation/dev/hyperpod`)
+    for an AWS secret key; paths relative to the folder are ours and never that long."""
     assert CHECKOV.exists(), "make install creates .venv-checkov"
     result = subprocess.run(
-        [str(CHECKOV), *args, "--skip-download", "-o", "json"],
-        capture_output=True, text=True, timeout=300,
+        [str(CHECKOV), "-d", ".", *args, "--skip-download", "-o", "json"],
+        capture_output=True, text=True, timeout=300, cwd=folder,
     )
     assert result.stdout, result.stderr[-2000:]
     reports = json.loads(result.stdout)
@@ -62,7 +66,7 @@ def checkov_files(synth, tmp_path_factory) -> dict:
             template = s.outdir / f"{s.settings.stack_name(suffix)}.template.json"
             (folder / template.name).write_bytes(template.read_bytes())
     templates = {env: _job_files(root / "kubernetes" / env, env) for env in ENVIRONMENTS}
-    reports = _checkov("-d", str(root), "--framework", "cloudformation", "kubernetes")
+    reports = _checkov(root, "--framework", "cloudformation", "kubernetes")
     assert set(reports) == {"cloudformation", "kubernetes"}, list(reports)
     files = {}
     for report in reports.values():
