@@ -347,7 +347,7 @@ def test_a_kept_resource_with_a_fixed_name_can_be_adopted_by_the_next_deploy(syn
                 assert "read" in schema.get("handlers", {}), (suffix, lid)
                 fixed.append(resource["Properties"][keys[0]])
     assert bool(fixed) == s.settings.protection.retain_data, fixed
-    assert "--import-existing-resources" in (ROOT / "README.md").read_text()
+    assert "--import-existing-resources" in (ROOT / "docs" / "deploying.md").read_text()
 
 
 def test_the_eks_cluster_is_deleted_on_teardown_even_in_prod(synth):
