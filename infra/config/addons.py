@@ -59,9 +59,16 @@ class GrafanaSettings(Model):
 
 class ObservabilityAddon(AddonSwitch):
     scrape_interval_seconds: int = Field(default=30, ge=10, le=300, description="Metric scrape interval.")
-    metrics: ObservabilityMetrics = Field(default=ObservabilityMetrics(), description="How much of each of the add-on's metric sets it collects.")
+    metrics: ObservabilityMetrics = Field(
+        default=ObservabilityMetrics(),
+        description="How much of each of the add-on's metric sets it collects.",
+    )
     logging: bool = Field(default=True, description="Ship the cluster's logs to CloudWatch Logs.")
-    grafana: GrafanaSettings = Field(default=GrafanaSettings(), description="Amazon Managed Grafana beside the Prometheus workspace; its users and groups are assigned after deploy (CloudFormation has no resource for Grafana permissions).")
+    grafana: GrafanaSettings = Field(
+        default=GrafanaSettings(),
+        description="Amazon Managed Grafana beside the Prometheus workspace; its users and groups are assigned after deploy "
+        "(CloudFormation has no resource for Grafana permissions).",
+    )
 
 
 class AddonsSettings(Model):
@@ -73,7 +80,11 @@ class AddonsSettings(Model):
         description="`amazon-sagemaker-hyperpod-training-operator`: `HyperPodPyTorchJob`, log-based hang and fault detection, "
         "partial restarts; needs cert-manager and the Pod Identity agent, comes after task governance.",
     )
-    observability: ObservabilityAddon = Field(default=ObservabilityAddon(), description="`amazon-sagemaker-hyperpod-observability`: metrics to Managed Prometheus (encrypted, tagged), cluster logs, optional Managed Grafana; needs the Pod Identity agent.")
+    observability: ObservabilityAddon = Field(
+        default=ObservabilityAddon(),
+        description="`amazon-sagemaker-hyperpod-observability`: metrics to Managed Prometheus (encrypted, tagged), cluster logs, "
+        "optional Managed Grafana; needs the Pod Identity agent.",
+    )
     task_governance: AddonSwitch = Field(
         default=AddonSwitch(), description="`amazon-sagemaker-hyperpod-taskgovernance`: Kueue, the team queues and quotas."
     )

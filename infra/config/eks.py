@@ -81,7 +81,10 @@ class EksSettings(Model):
         description="Kubernetes version, 1.28-1.36, in quotes; outside a component's documented range is a warning, and 1.34 "
         "and older cost EKS extended support (docs/configuration.md, Kubernetes version and its cost).",
     )
-    cluster_name: Optional[str] = Field(default=None, description="EKS cluster name; unset: `<prefix>-<env>`. Changing it replaces the cluster.")
+    cluster_name: Optional[str] = Field(
+        default=None,
+        description="EKS cluster name; unset: `<prefix>-<env>`. Changing it replaces the cluster.",
+    )
     authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = Field(default="API", description="HyperPod needs one of these two.")
     endpoint_access: Literal["public", "private", "public_and_private"] = Field(
         default="public_and_private", description="Where the Kubernetes API endpoint answers."
@@ -98,7 +101,11 @@ class EksSettings(Model):
     logging: tuple[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"], ...] = Field(
         default=LOG_TYPES, description="Control-plane log types sent to CloudWatch Logs."
     )
-    core_addons: CoreAddons = Field(default=CoreAddons(), description="The core add-ons the cluster stack installs with the cluster, before any node, all `ResolveConflicts: OVERWRITE` (on an existing cluster, only the Pod Identity agent, if asked).")
+    core_addons: CoreAddons = Field(
+        default=CoreAddons(),
+        description="The core add-ons the cluster stack installs with the cluster, before any node, all `ResolveConflicts: "
+        "OVERWRITE` (on an existing cluster, only the Pod Identity agent, if asked).",
+    )
     existing_cluster: Optional[ExistingCluster] = Field(
         default=None,
         description="Join this EKS cluster instead of creating one; `preflight` holds it to HyperPod's prerequisites "

@@ -86,8 +86,15 @@ class QuotaResource(Model):
 
 class Team(Model):
     name: str = Field(description="Team; it gets namespace `hyperpod-ns-<team>` and its queues.")
-    quotas: tuple[QuotaResource, ...] = Field(min_length=1, description="Its guaranteed share per instance type (`ComputeQuotaResourceConfig`): whole instances, or any of accelerators, vCPUs, memory and MIG slices of the type.")
-    sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = Field(default="LendAndBorrow", description="Whether it lends its idle share and borrows.")
+    quotas: tuple[QuotaResource, ...] = Field(
+        min_length=1,
+        description="Its guaranteed share per instance type (`ComputeQuotaResourceConfig`): whole instances, or any of "
+        "accelerators, vCPUs, memory and MIG slices of the type.",
+    )
+    sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = Field(
+        default="LendAndBorrow",
+        description="Whether it lends its idle share and borrows.",
+    )
     borrow_limit: Optional[int] = Field(
         default=None,
         description="Percent of its quota the team may borrow from idle capacity (`LendAndBorrow` only); unset: SageMaker's default 50.",
@@ -114,13 +121,19 @@ class Team(Model):
 
 
 class GovernanceSettings(Model):
-    priority_classes: tuple[PriorityClass, ...] = Field(default=(), description="Priority classes: a job labelled `kueue.x-k8s.io/priority-class: <name>-priority` may preempt lower ones.")
+    priority_classes: tuple[PriorityClass, ...] = Field(
+        default=(),
+        description="Priority classes: a job labelled `kueue.x-k8s.io/priority-class: <name>-priority` may preempt lower ones.",
+    )
     fair_share: bool = Field(default=True, description="Fair-share scheduling between teams.")
     idle_resource_sharing: bool = Field(default=True, description="Teams may use idle capacity of others.")
     allow_oversubscription: bool = Field(
         default=False, description="Team quotas may add up to more than the cluster has (a warning names the teams)."
     )
-    teams: tuple[Team, ...] = Field(default=(), description="One compute quota per team, with its namespace `hyperpod-ns-<team>` and queues.")
+    teams: tuple[Team, ...] = Field(
+        default=(),
+        description="One compute quota per team, with its namespace `hyperpod-ns-<team>` and queues.",
+    )
 
 
 class TopologySettings(Model):

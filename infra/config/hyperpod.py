@@ -46,7 +46,10 @@ class Deployment(Model):
 class ScheduledUpdate(Deployment):
     """AMI updates on a schedule (ScheduledUpdateConfig): rolling, rolled back on an alarm."""
 
-    schedule: str = Field(description="`cron(Minutes Hours Day-of-month Month Day-of-week Year)`, as the schema's pattern allows; it must be able to fire.")
+    schedule: str = Field(
+        description="`cron(Minutes Hours Day-of-month Month Day-of-week Year)`, as the schema's pattern allows; it must be able to "
+        "fire.",
+    )
 
 
 class AutoPatch(Deployment):
@@ -86,7 +89,10 @@ class InstanceGroup(Model):
         default=False,
         description="Karpenter scales the group (needs `hyperpod.autoscaling: karpenter`; `count` 0; no deep health checks or training plan).",
     )
-    max_count: Optional[int] = Field(default=None, description="An autoscaled group's most nodes: the NodePool's limit, which quotas must cover.")
+    max_count: Optional[int] = Field(
+        default=None,
+        description="An autoscaled group's most nodes: the NodePool's limit, which quotas must cover.",
+    )
     min_count: Optional[int] = Field(
         default=None, description="`MinInstanceCount`: the group is InService once this many run (0 to `count`); unset: all of `count`."
     )
@@ -96,14 +102,21 @@ class InstanceGroup(Model):
     alternative_instance_types: tuple[str, ...] = Field(
         default=(), description="Further types HyperPod may launch for the group (`InstanceRequirements`, up to 20 in all), with the same accelerators."
     )
-    image_id: Optional[str] = Field(default=None, description="A custom AMI built from the HyperPod AMI (`ImageId`); unset: HyperPod's current AMI.")
+    image_id: Optional[str] = Field(
+        default=None,
+        description="A custom AMI built from the HyperPod AMI (`ImageId`); unset: HyperPod's current AMI.",
+    )
     image_release_version: Optional[str] = Field(
         default=None,
         description="A HyperPod AMI release, `MAJOR.MINOR.PATCH` (`ImageReleaseVersion`); unset: the latest at create. Changing "
         "it runs `UpdateClusterSoftware` on the group. Not with `image_id`.",
     )
     scheduled_update: Optional[ScheduledUpdate] = Field(default=None, description="AMI updates on a schedule (`ScheduledUpdateConfig`).")
-    auto_patch: Optional[AutoPatch] = Field(default=None, description="Security-only AMI patches applied as the group's nodes go idle (`AutoPatchConfig`; HyperPod's \"AMI automatic patching\" page).")
+    auto_patch: Optional[AutoPatch] = Field(
+        default=None,
+        description="Security-only AMI patches applied as the group's nodes go idle (`AutoPatchConfig`; HyperPod's \"AMI automatic "
+        "patching\" page).",
+    )
     network_interface: Optional[Literal["efa", "efa-only"]] = Field(
         default=None, description="EFA interface type (`NetworkInterface`): `efa-only` gives EFA without an IP interface; only on types with EFA."
     )
@@ -115,7 +128,11 @@ class InstanceGroup(Model):
     labels: dict[str, str] = Field(
         default={}, description="Kubernetes labels on the group's nodes (none under HyperPod's own `sagemaker.amazonaws.com/`)."
     )
-    taints: tuple[Taint, ...] = Field(default=(), description="Kubernetes taints on the group's nodes, one per key and effect (none under HyperPod's own `sagemaker.amazonaws.com/`).")
+    taints: tuple[Taint, ...] = Field(
+        default=(),
+        description="Kubernetes taints on the group's nodes, one per key and effect (none under HyperPod's own "
+        "`sagemaker.amazonaws.com/`).",
+    )
     training_plan_arn: Optional[str] = Field(
         default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$",
         description="A SageMaker training plan of this partition, region and account that the group draws reserved capacity from.",
@@ -208,7 +225,10 @@ class HelmChartSource(Model):
 
 
 class HyperPodSettings(Model):
-    cluster_name: Optional[str] = Field(default=None, description="HyperPod cluster name; unset: `<prefix>-<env>-hp`. Changing it replaces the cluster.")
+    cluster_name: Optional[str] = Field(
+        default=None,
+        description="HyperPod cluster name; unset: `<prefix>-<env>-hp`. Changing it replaces the cluster.",
+    )
     node_recovery: Literal["Automatic", "None"] = Field(
         default="Automatic", description="`Automatic` replaces or reboots faulty nodes; `None` leaves them."
     )
@@ -250,8 +270,15 @@ class HyperPodSettings(Model):
     max_instances_per_group: int = Field(
         default=64, ge=1, le=10000, description="A ceiling on any one group's count, so a typo (400 for 4) cannot reach the quota call."
     )
-    helm_chart: HelmChartSource = Field(description="Where `make hyperpod-chart` fetches the HyperPod dependencies chart from (docs/deploying.md, The dependencies chart).")
-    instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1, description="One HyperPod instance group per entry; changing a group's name, type, execution role, threads per core or AZ replaces its nodes.")
+    helm_chart: HelmChartSource = Field(
+        description="Where `make hyperpod-chart` fetches the HyperPod dependencies chart from (docs/deploying.md, The dependencies "
+        "chart).",
+    )
+    instance_groups: tuple[InstanceGroup, ...] = Field(
+        min_length=1,
+        description="One HyperPod instance group per entry; changing a group's name, type, execution role, threads per core or AZ "
+        "replaces its nodes.",
+    )
 
 
 # HyperPod's own label and taint namespace: it sets and changes its nodes' health there

@@ -63,8 +63,16 @@ class Alerts(Model):
 
 
 class OperationsSettings(Model):
-    notifications: Notifications = Field(default=Notifications(), description="Where HyperPod's events and the alerts go: e-mail addresses on the topic this project creates, and/or an existing SNS topic.")
-    alerts: Alerts = Field(default=Alerts(), description="Managed Prometheus alert rules on the observability add-on's metrics, and the FSx capacity alarm; each threshold is what its rule waits for before telling anyone.")
+    notifications: Notifications = Field(
+        default=Notifications(),
+        description="Where HyperPod's events and the alerts go: e-mail addresses on the topic this project creates, and/or an "
+        "existing SNS topic.",
+    )
+    alerts: Alerts = Field(
+        default=Alerts(),
+        description="Managed Prometheus alert rules on the observability add-on's metrics, and the FSx capacity alarm; each "
+        "threshold is what its rule waits for before telling anyone.",
+    )
 
     @property
     def enabled(self) -> bool:

@@ -52,7 +52,10 @@ class SampleJobSettings(Model):
         description="A prebuilt training image (registry, repository and a tag or digest); unset: `cdk deploy` builds "
         "`training/` into ECR.",
     )
-    dataset: DatasetSettings = Field(default=DatasetSettings(), description="What the job trains on: a Hugging Face dataset, streamed, or text files on FSx.")
+    dataset: DatasetSettings = Field(
+        default=DatasetSettings(),
+        description="What the job trains on: a Hugging Face dataset, streamed, or text files on FSx.",
+    )
     tokenizer: str = Field(
         default="hf-internal-testing/llama-tokenizer",
         description="A Hugging Face tokenizer name (ungated by default; the real `meta-llama/Llama-3.1-8B` is gated and needs "

@@ -51,17 +51,50 @@ class Settings(Model):
     )
     prefix: str = Field(pattern=r"^[a-z][a-z0-9-]{0,19}$", description="Name prefix; stacks are `<prefix>-<env>-<stack>`.")
     tags: dict[str, str] = Field(default={}, description="Tags on every resource, beside `project` and `environment`.")
-    protection: ProtectionSettings = Field(default=ProtectionSettings(), description="What a stack delete may take with it: safe values by default, which dev trades for cost.")
+    protection: ProtectionSettings = Field(
+        default=ProtectionSettings(),
+        description="What a stack delete may take with it: safe values by default, which dev trades for cost.",
+    )
     network: NetworkSettings = Field(description="The VPC (a new one, or `existing_vpc`), its subnets, NAT and interface endpoints.")
-    eks: EksSettings = Field(default=EksSettings(), description="The EKS control plane (a new one, or `existing_cluster`), its access and its core add-ons.")
-    hyperpod: HyperPodSettings = Field(description="The `AWS::SageMaker::Cluster` the EKS cluster orchestrates: its instance groups, autoscaling, and the dependencies chart installed before its nodes.")
-    addons: AddonsSettings = Field(default=AddonsSettings(), description="The EKS add-ons of the addons stack, installed in the order their requirements set (`addons/registry.py`); the core add-ons are `eks.core_addons`.")
-    governance: GovernanceSettings = Field(default=GovernanceSettings(), description="Task governance's scheduler config (priority classes, fair share) and one compute quota per team (docs/governance.md).")
-    topology: TopologySettings = Field(default=TopologySettings(), description="Topology-aware scheduling: the annotation jobs carry on their pod template.")
-    fsx: FsxSettings = Field(default=FsxSettings(), description="Shared storage: FSx for Lustre, new or existing, mounted in every team's namespace as the claim `fsx`.")
-    sample_job: SampleJobSettings = Field(description="The sample LLaMA FSDP `HyperPodPyTorchJob`, applied by the sample-job stack and printed by `render-job` (docs/sample-job.md).")
-    acceptance: AcceptanceSettings = Field(default=AcceptanceSettings(), description="What `hyperpod-cdk accept` proves on the deployed cluster, and the images it runs (docs/operations.md, Acceptance run).")
-    operations: OperationsSettings = Field(default=OperationsSettings(), description="The operations stack: who is told, and how, when the platform stops working (docs/operations.md).")
+    eks: EksSettings = Field(
+        default=EksSettings(),
+        description="The EKS control plane (a new one, or `existing_cluster`), its access and its core add-ons.",
+    )
+    hyperpod: HyperPodSettings = Field(
+        description="The `AWS::SageMaker::Cluster` the EKS cluster orchestrates: its instance groups, autoscaling, and the "
+        "dependencies chart installed before its nodes.",
+    )
+    addons: AddonsSettings = Field(
+        default=AddonsSettings(),
+        description="The EKS add-ons of the addons stack, installed in the order their requirements set (`addons/registry.py`); the "
+        "core add-ons are `eks.core_addons`.",
+    )
+    governance: GovernanceSettings = Field(
+        default=GovernanceSettings(),
+        description="Task governance's scheduler config (priority classes, fair share) and one compute quota per team "
+        "(docs/governance.md).",
+    )
+    topology: TopologySettings = Field(
+        default=TopologySettings(),
+        description="Topology-aware scheduling: the annotation jobs carry on their pod template.",
+    )
+    fsx: FsxSettings = Field(
+        default=FsxSettings(),
+        description="Shared storage: FSx for Lustre, new or existing, mounted in every team's namespace as the claim `fsx`.",
+    )
+    sample_job: SampleJobSettings = Field(
+        description="The sample LLaMA FSDP `HyperPodPyTorchJob`, applied by the sample-job stack and printed by `render-job` "
+        "(docs/sample-job.md).",
+    )
+    acceptance: AcceptanceSettings = Field(
+        default=AcceptanceSettings(),
+        description="What `hyperpod-cdk accept` proves on the deployed cluster, and the images it runs (docs/operations.md, "
+        "Acceptance run).",
+    )
+    operations: OperationsSettings = Field(
+        default=OperationsSettings(),
+        description="The operations stack: who is told, and how, when the platform stops working (docs/operations.md).",
+    )
 
     # Derived names, so every consumer uses the same ones.
     @property
