@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from infra import config
+from infra.config.loading import fields
 from infra.naming import STACK_SUFFIXES
 from tests import doc_pages
 from tests.conftest import CONTEXT, ROOT, cdk_project, patched_context
@@ -231,10 +232,8 @@ def test_the_configuration_reference_is_what_the_models_write():
 
 
 def test_every_config_field_has_a_description_in_the_reference():
-    from infra.config import reference
-
     page = (ROOT / "docs" / "config-reference.md").read_text()
-    for path, field in reference.fields(config.Settings):
+    for path, field in fields():
         assert field.description, f"{path} has no description"
         assert f"| `{path}` |" in page or f"## `{path}`" in page
 
@@ -339,9 +338,7 @@ def test_every_path_a_page_names_is_in_the_repository():
             if not target.startswith(("http://", "https://")) and not (page.parent / target).exists():
                 missing.append(f"{page.name}: link {target}")
     # The config models' descriptions name paths too; the reference shows them.
-    from infra.config import reference
-
-    for path, field in reference.fields(config.Settings):
+    for path, field in fields():
         for named_path in named.findall(field.description):
             if not (ROOT / named_path.rstrip(".")).exists():
                 missing.append(f"{path}'s description: {named_path}")

@@ -16,13 +16,14 @@ import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined, to_jsonable_python
+from pydantic_core import to_jsonable_python
 
 from infra.config import limits
+from infra.config.loading import fields, model_of
 from infra.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,18 +48,6 @@ merge, and what validation checks across fields: [configuration.md](configuratio
 """
 
 
-def fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
-    """Every field under `model`, depth first, as (dotted path, field)."""
-    for name, field in model.model_fields.items():
-        if name == "env_name":  # the environment's name, from -c env=NAME, not a field of cdk.json
-            continue
-        path = f"{prefix}{name}"
-        yield path, field
-        nested = _model_in(field.annotation)
-        if nested is not None:
-            yield from fields(nested, f"{path}[]." if _is_list(field.annotation) else f"{path}.")
-
-
 def _args(annotation: Any) -> tuple:
     return typing.get_args(annotation)
 
@@ -79,13 +68,6 @@ def _strip(annotation: Any) -> Any:
 
 def _is_list(annotation: Any) -> bool:
     return typing.get_origin(_strip(annotation)) is tuple
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    bare = _strip(annotation)
-    if _is_list(annotation):
-        bare = _strip(_args(bare)[0])
-    return bare if isinstance(bare, type) and issubclass(bare, BaseModel) else None
 
 
 def type_text(annotation: Any) -> str:
@@ -134,7 +116,7 @@ def cdk_json_text(path: str, defaults: dict, field: FieldInfo) -> str:
         if not isinstance(node, dict) or part not in node:
             return ""
         node = node[part]
-    if _model_in(field.annotation) is not None and not _is_list(field.annotation):
+    if model_of(field.annotation) is not None and not _is_list(field.annotation):
         return ""
     return f"`{_json(node)}`"
 
@@ -240,10 +222,10 @@ HEADER = ["| field | type | default | cdk.json defaults | description |", "|---|
 def render(defaults: dict) -> str:
     """The whole page, for the models as they are and `defaults` (cdk.json's context.defaults)."""
     out = [INTRO]
-    top = [(p, f) for p, f in fields(Settings) if "." not in p and (_model_in(f.annotation) is None or _is_list(f.annotation))]
+    top = [(p, f) for p, f in fields(Settings) if "." not in p and (model_of(f.annotation) is None or _is_list(f.annotation))]
     out += ["## Top level", "", *HEADER, *(row(p, f, defaults) for p, f in top), ""]
     for name, field in Settings.model_fields.items():
-        model = _model_in(field.annotation)
+        model = model_of(field.annotation)
         if name == "env_name" or model is None or _is_list(field.annotation):
             continue
         rows = [row(p, f, defaults) for p, f in fields(model, f"{name}.")]
