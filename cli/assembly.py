@@ -1,11 +1,12 @@
 """A synthesized cloud assembly as the review reads it: its stacks in deploy order, their
-resources, and the exports one stack hands another."""
+resources, the exports one stack hands another, and the validation report synthesis writes
+beside them (the nag packs' findings, and what `cdk synth` refuses)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -115,3 +116,65 @@ def path_of(resource: dict, logical_id: str) -> str:
 def group_instance_type(group: dict) -> str:
     """An instance group's type; a flexible group (InstanceRequirements) by its first type."""
     return group.get("InstanceType") or group.get("InstanceRequirements", {}).get("InstanceTypes", ["?"])[0]
+
+
+# ------------------------------------------------------------------ the validation report
+
+# The cdk-nag packs infra.compliance adds; other validation plugins are not ours to report.
+PACK_NAMES = ("AwsSolutions", "NIST.800.53.R5")
+
+
+@dataclass
+class NagSummary:
+    errors: list[tuple[str, str, str]] = field(default_factory=list)  # (pack, rule, construct)
+    acknowledged: list[tuple[str, str, str, str]] = field(default_factory=list)  # (+ reason)
+
+
+def load_nag(outdir: Path) -> NagSummary:
+    summary = NagSummary()
+    report_file = outdir / "validation-report.json"
+    if not report_file.exists():
+        return summary
+    for plugin in json.loads(report_file.read_text())["pluginReports"]:
+        if plugin["pluginName"] not in PACK_NAMES:
+            continue
+        for v in plugin["violations"]:
+            if v.get("severity") == "error":
+                for c in v["violatingConstructs"]:
+                    summary.errors.append((plugin["pluginName"], v["ruleName"], c["constructPath"]))
+        for v in plugin.get("suppressedViolations", []):
+            for c in v["violatingConstructs"]:
+                summary.acknowledged.append((plugin["pluginName"], v["ruleName"], c["constructPath"], v.get("reason", "")))
+    return summary
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An unacknowledged error of a validation plugin other than the nag packs: CDK's own
+    CloudFormation validator ("CloudFormation Validate", on with the flag
+    @aws-cdk/core:validateAgainstDefaultRules) or a construct annotation. `cdk synth` exits 1
+    on each, so nothing that has one may pass the review or the tests."""
+
+    plugin: str
+    rule: str
+    construct: str
+    description: str
+
+    def __str__(self) -> str:
+        return f"{self.construct}: {self.description} ({self.plugin} {self.rule}; cdk synth refuses it)"
+
+
+def load_refusals(outdir: Path) -> list[Refusal]:
+    """What `cdk synth` refuses in an assembly beyond the nag packs (which the review reports
+    as nag errors), read from the validation report synthesis writes."""
+    report_file = outdir / "validation-report.json"
+    if not report_file.exists():
+        return []
+    return [
+        Refusal(plugin["pluginName"], v["ruleName"], c.get("constructPath", ""), v.get("description", ""))
+        for plugin in json.loads(report_file.read_text())["pluginReports"]
+        if plugin["pluginName"] not in PACK_NAMES
+        for v in plugin["violations"]
+        if v.get("severity") in ("error", "fatal")
+        for c in v["violatingConstructs"]
+    ]

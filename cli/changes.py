@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cli import config_diff, diff_text, replacement, revision
 from cli.assembly import StackSummary, import_names, load_stacks
+from cli.synth import cdk_cli
 from infra import versions
 
 # Losing one of these loses a GPU cluster, or data.
@@ -486,8 +487,6 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, str]:
     """`cdk diff` of each stack against its baseline template, run side by side, offline."""
-    from cli.synth import cdk_cli
-
     command, base_env = cdk_cli()
     results: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:

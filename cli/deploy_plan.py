@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from cli.assembly import group_instance_type
+from cli.changes import NODE_REPLACING_FIELDS, node_specs
 from infra import catalogue, timing
 
 # Typical creation minutes per resource type. Anything not listed: DEFAULT_MINUTES.
@@ -193,8 +194,6 @@ def cluster_update(old: dict, new: dict, rolling: dict[str, set[str]] | None = N
     whose type, role, threads or subnets change (HyperPod replaces them), every node of a group
     whose `rolling` properties change (the node gate's NodeSpecs: HyperPod rolls them), the
     nodes a count adds."""
-    from cli.changes import NODE_REPLACING_FIELDS
-
     rolling = rolling or {}
     before = {g["InstanceGroupName"]: g for g in old.get("Properties", {}).get("InstanceGroups", [])}
     slowest, waits = 0.0, []
@@ -228,8 +227,6 @@ def update_plan(before, after, changes: list[dict]) -> dict:
     unchanged one none (cdk deploy skips an unchanged stack)."""
     action = {(c["stack"], c["resource"]): c["action"] for c in changes if c["action"] != "removed"}
     old = {s.name: s.resources for s in before}
-    from cli.changes import node_specs
-
     updates = {
         s.name: cluster_update(old[s.name][lid], res, {g: set(spec) for g, spec in node_specs(s.template).items()})
         for s in after

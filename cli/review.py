@@ -21,13 +21,10 @@ import json
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from cli.assembly import StackSummary, load_stacks, region_of
-
-# The cdk-nag packs infra.compliance adds; other validation plugins are not ours to report.
-PACK_NAMES = ("AwsSolutions", "NIST.800.53.R5")
+from cli.assembly import PACK_NAMES, StackSummary, load_nag, load_refusals, load_stacks, region_of
 
 # cfn-lint warnings we accept on purpose, with why, and the message each must match.
 # Anything else is shown as a finding.
@@ -46,12 +43,6 @@ _ACCEPTED_MESSAGES = {
 
 
 @dataclass
-class NagSummary:
-    errors: list[tuple[str, str, str]] = field(default_factory=list)  # (pack, rule, construct)
-    acknowledged: list[tuple[str, str, str, str]] = field(default_factory=list)  # (+ reason)
-
-
-@dataclass
 class LintFinding:
     rule: str
     level: str
@@ -63,56 +54,6 @@ class LintFinding:
     def accepted(self) -> bool:
         pattern = _ACCEPTED_MESSAGES.get(self.rule)
         return self.level == "warning" and pattern is not None and re.search(pattern, self.message) is not None
-
-
-def load_nag(outdir: Path) -> NagSummary:
-    summary = NagSummary()
-    report_file = outdir / "validation-report.json"
-    if not report_file.exists():
-        return summary
-    for plugin in json.loads(report_file.read_text())["pluginReports"]:
-        if plugin["pluginName"] not in PACK_NAMES:
-            continue
-        for v in plugin["violations"]:
-            if v.get("severity") == "error":
-                for c in v["violatingConstructs"]:
-                    summary.errors.append((plugin["pluginName"], v["ruleName"], c["constructPath"]))
-        for v in plugin.get("suppressedViolations", []):
-            for c in v["violatingConstructs"]:
-                summary.acknowledged.append((plugin["pluginName"], v["ruleName"], c["constructPath"], v.get("reason", "")))
-    return summary
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """An unacknowledged error of a validation plugin other than the nag packs: CDK's own
-    CloudFormation validator ("CloudFormation Validate", on with the flag
-    @aws-cdk/core:validateAgainstDefaultRules) or a construct annotation. `cdk synth` exits 1
-    on each, so nothing that has one may pass the review or the tests."""
-
-    plugin: str
-    rule: str
-    construct: str
-    description: str
-
-    def __str__(self) -> str:
-        return f"{self.construct}: {self.description} ({self.plugin} {self.rule}; cdk synth refuses it)"
-
-
-def load_refusals(outdir: Path) -> list[Refusal]:
-    """What `cdk synth` refuses in an assembly beyond the nag packs (which the review reports
-    as nag errors), read from the validation report synthesis writes."""
-    report_file = outdir / "validation-report.json"
-    if not report_file.exists():
-        return []
-    return [
-        Refusal(plugin["pluginName"], v["ruleName"], c.get("constructPath", ""), v.get("description", ""))
-        for plugin in json.loads(report_file.read_text())["pluginReports"]
-        if plugin["pluginName"] not in PACK_NAMES
-        for v in plugin["violations"]
-        if v.get("severity") in ("error", "fatal")
-        for c in v["violatingConstructs"]
-    ]
 
 
 # Template findings kept in the lint cache (the least recently used beyond these are removed).

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cli import config_diff
+from cli.assembly import load_refusals
 from infra.node import use_venv_node
 
 
@@ -41,9 +43,6 @@ def synthesize(context: dict, env: str, outdir: Path):
     app_module.annotate(stacks[0], warnings)
     compliance.apply(app)
     app.synth()
-    from cli import config_diff
-    from cli.review import load_refusals
-
     config_diff.record(outdir, context, env)
     refused = load_refusals(outdir)
     if refused:

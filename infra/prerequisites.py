@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from infra.field_paths import values
+
 if TYPE_CHECKING:
     from infra.config.base import Problems
     from infra.config.settings import Settings
@@ -351,8 +353,6 @@ def places(s: Settings, row: Prerequisite) -> list[tuple[str, Any, Any]]:
     row's field is: one, or one per item where the field steps into a list."""
     if "[]" not in row.field:
         return [(row.field, _get(s, row.field), s)]
-    from infra.config.limits import values
-
     scope, leaf = row.field.rsplit("[].", 1)
     return [(f"{where}.{leaf}", _get(item, leaf), item) for where, item in values(s, scope + "[]")]
 

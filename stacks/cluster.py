@@ -19,7 +19,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct, IConstruct
 
 from addons.base import overwrite_conflicts
-from infra import catalogue, chart, compliance, naming, versions
+from infra import catalogue, chart, compliance, hyperpod_chart, naming, versions
 from infra.config import CoreAddon, Settings, deep_merge
 from infra.config.eks import vpc_cni_configuration
 from infra.stack import PlatformStack
@@ -367,8 +367,8 @@ def chart_values(settings: Settings) -> dict:
     }
     # A device plugin that does not tolerate a group's taint never runs there, and the group's
     # nodes never advertise their devices: its own tolerations, and one per such taint.
-    for plugin, defaults in chart.DEVICE_PLUGIN_TOLERATIONS.items():
-        serves = next(i.serves for i in chart.CHART_IMAGES if i.subchart == plugin)
+    for plugin, defaults in hyperpod_chart.DEVICE_PLUGIN_TOLERATIONS.items():
+        serves = next(i.serves for i in hyperpod_chart.CHART_IMAGES if i.subchart == plugin)
         taints = {(t.key, t.effect) for g in settings.hyperpod.instance_groups if catalogue.figures(g.instance_type)
                   and serves in g.device_resources for t in g.taints}
         if taints:
@@ -376,9 +376,9 @@ def chart_values(settings: Settings) -> dict:
                 {"key": key, "operator": "Exists", "effect": effect} for key, effect in sorted(taints)
             ]
     if settings.gpu_operator:
-        ours["gpu-operator"] = chart.gpu_operator_values(settings.region)
+        ours["gpu-operator"] = hyperpod_chart.gpu_operator_values(settings.region)
     if settings.mirrors_chart_images:
-        ours = deep_merge(ours, chart.mirror_values(settings, ours))
+        ours = deep_merge(ours, hyperpod_chart.mirror_values(settings, ours))
     return deep_merge(ours, settings.hyperpod.helm_chart.values)
 
 

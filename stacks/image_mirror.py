@@ -16,7 +16,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra import chart, compliance
+from infra import compliance, hyperpod_chart
 from infra.config import Settings
 
 # The copier holds each image's layers while it copies (cdk-ecr-deployment's default is 512).
@@ -39,17 +39,17 @@ def mirror_chart_images(stack: cdk.Stack, settings: Settings, values: dict, key:
     # not, the grants are ours: push to these repositories, pull from the AWS-owned sources.
     copier_role = iam.Role.from_role_arn(stack, "ImageMirrorRoleRef", role.role_arn, mutable=False)
     secret = settings.hyperpod.helm_chart.docker_hub_secret
-    rendered = chart.rendered_images(values, settings.region)
+    rendered = hyperpod_chart.rendered_images(values, settings.region)
     copies: list[Construct] = []
     aws_sources = []
-    for image in chart.CHART_IMAGES:
+    for image in hyperpod_chart.CHART_IMAGES:
         if image.subchart not in rendered:
             continue
         source = image.upstream(settings.region)
         repository = ecr.Repository(
             stack,
             f"Mirror-{image.subchart}",
-            repository_name=chart.mirror_name(settings, image),
+            repository_name=hyperpod_chart.mirror_name(settings, image),
             encryption=ecr.RepositoryEncryption.KMS,
             encryption_key=key,
             image_scan_on_push=True,
@@ -71,7 +71,7 @@ def mirror_chart_images(stack: cdk.Stack, settings: Settings, values: dict, key:
         copy = ECRDeployment(
             stack,
             f"Copy-{image.subchart}",
-            src=DockerImageName(source, secret if secret and source.startswith(chart.DOCKER_HUB) else None),
+            src=DockerImageName(source, secret if secret and source.startswith(hyperpod_chart.DOCKER_HUB) else None),
             dest=DockerImageName(f"{repository.repository_uri}:{image.tag}"),
             copy_image_index=True,
             role=copier_role,

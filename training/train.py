@@ -24,30 +24,45 @@ complete one, so a partial or truncated checkpoint is never picked. --async-chec
 writes in the background and completes the save at a later step boundary. Resumed on another
 world size (an elastic job), the global batch changes with it and so does the learning rate
 (the linear scaling rule, against the world the first run started on); steps and warm-up stay.
+
+This file holds the arguments and the loop. Its neighbours, which it imports as siblings
+(the image copies them beside it; the tests run `python training/train.py` the same way):
+data_stream.py (which rank reads which document, the token chunks, their saved position),
+checkpoints.py (sharded saves, their manifest, the resume), llama_model.py (the model, its
+FSDP2 sharding, the loss), agent_stop.py (the agent's stop signals and the watchdog),
+model_shape.py (the presets and their arithmetic) and log_format.py (the lines the operator
+watches).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import math
 import os
-import re
 import signal
 import sys
-import threading
 import time
 from datetime import timedelta
-from itertools import islice
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from log_format import (  # beside this script, in the image too
+from agent_stop import StopRequest
+from checkpoints import (
+    NONFINITE_RECORD,
+    choose_checkpoint,
+    complete_checkpoint,
+    join_path,
+    load_checkpoint,
+    passed_over,
+    recipe_world,
+    record_nonfinite,
+    save_checkpoint,
+)
+from data_stream import DataStateError, SyntheticTokens, TokenStream, batches, load_hf_token, load_stream
+from llama_model import build_model, logits_of, materialise, model_config, next_token_loss, shard
+from log_format import (
     CHECKPOINT_LINE,
-    HF_TOKEN_SECRET_ENV,
     LOSS_LINE,
     LR_SCALED_LINE,
     NO_SAVE_STOP_LINE,
@@ -60,13 +75,6 @@ from log_format import (  # beside this script, in the image too
     UNSAFE_STATE_LINE,
 )
 from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
-
-MANIFEST = "_COMPLETE.json"
-DATA_STATE = "data_rank{rank:05d}.json"
-# Beside the checkpoints: the windows of steps runs stopped on with non-finite values.
-NONFINITE_RECORD = "_NONFINITE.json"
-# What the stop watchdog keeps of the agent's stop timeout to write its line and exit.
-STOP_MARGIN_S = 5
 
 
 def parse_args(argv=None):
@@ -169,511 +177,7 @@ def log(line: str, *, local_rank: int):
         print(line, flush=True)
 
 
-class StopRequest:
-    """SIGUSR1 and SIGTERM: save at the next step boundary, then exit 128 + the signal.
-
-    The HyperPod agent (hyperpod-elastic-agent 1.1.3) stops workers with SIGUSR1 when the
-    operator's /stop asks for a graceful stop (PLRHyperPodElasticAgent._stop_workers), else
-    with its --shutdown-signal (the job passes SIGTERM), and sends SIGKILL --shutdown-timeout
-    seconds later (or the /stop request's own timeout). A preemption sends SIGTERM too.
-
-    Python runs a signal's handler only between bytecodes of the main thread, which may be
-    waiting inside a collective for a peer that is gone. So a thread watches the signals'
-    wakeup fd (written at once, whatever the main thread is doing) and, if the stop has not
-    printed its last line `timeout_s` after the signal, prints why and exits itself before
-    the agent's SIGKILL.
-    """
-
-    SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
-
-    def __init__(self, timeout_s: float, log_line):
-        self.signum: int | None = None
-        self.saved = 0  # the last checkpoint's step, for the watchdog's line
-        self.reported = False  # the stop's last line is out: the watchdog only ends the process
-        self._log = log_line
-        self._closed = threading.Event()
-        self._read, self._write = os.pipe()
-        os.set_blocking(self._write, False)
-        self._handlers = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
-        self._wakeup = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
-        self._watchdog = threading.Thread(target=self._watch, args=(max(1.0, timeout_s - STOP_MARGIN_S),), daemon=True)
-        self._watchdog.start()
-
-    def _handle(self, signum, frame):
-        self.signum = self.signum or signum
-
-    def _watch(self, timeout_s: float):
-        signum = None
-        while signum is None:
-            try:
-                data = os.read(self._read, 64)
-            except OSError:
-                return
-            if not data:  # closed: training is over
-                return
-            # Python writes the number of every signal it handles (SIGINT too); ours only.
-            signum = next((b for b in data if b in self.SIGNALS), None)
-        if self._closed.wait(timeout_s):
-            return
-        if not self.reported:
-            self._log(NO_SAVE_STOP_LINE.format(
-                signal=signal.Signals(signum).name,
-                why=f"no step boundary within {timeout_s:.0f}s of the signal (a peer gone, or a collective hung)",
-                saved=self.saved,
-            ))
-        os._exit(128 + signum)
-
-    def close(self):
-        """Restore the handlers and end the watchdog (a run inside a test's process)."""
-        signal.set_wakeup_fd(self._wakeup)
-        for signum, handler in self._handlers.items():
-            signal.signal(signum, handler)
-        self._closed.set()
-        os.close(self._write)
-        self._watchdog.join()
-        os.close(self._read)
-
-
-# ---------------------------------------------------------------- data
-
-
-def load_hf_token(environ=os.environ, client=None) -> str | None:
-    """A gated tokenizer's Hugging Face token: HF_TOKEN when set, else the value of the Secrets
-    Manager secret HF_TOKEN_SECRET_ID names, read with the job's Pod Identity role and put in
-    HF_TOKEN for huggingface_hub. The token is in neither the pod spec nor config. Returns the
-    secret's name when it read one. A JSON secret may hold it under "token" or "HF_TOKEN"."""
-    secret = environ.get(HF_TOKEN_SECRET_ENV)
-    if not secret or environ.get("HF_TOKEN"):
-        return None
-    if client is None:
-        import botocore.session  # in the image through s3fs (aiobotocore)
-
-        client = botocore.session.get_session().create_client("secretsmanager", region_name=environ.get("AWS_REGION"))
-    value = client.get_secret_value(SecretId=secret)["SecretString"].strip()
-    if value.startswith("{"):
-        fields = json.loads(value)
-        value = fields.get("token") or fields.get("HF_TOKEN") or ""
-    if not value:
-        raise SystemExit(f"Secrets Manager secret {secret} holds no Hugging Face token (a string, or JSON with \"token\")")
-    environ["HF_TOKEN"] = value
-    return secret
-
-
-def load_stream(args, rank: int, world: int):
-    from datasets import load_dataset
-
-    if args.data_files:
-        ds = load_dataset("text", data_files={"train": list(args.data_files)}, split="train", streaming=True)
-    else:
-        ds = load_dataset(args.dataset, args.dataset_config, split=args.dataset_split, streaming=True)
-    # Only the text travels: the shuffle buffer is saved with each checkpoint, and C4's url
-    # and timestamp would be most of it.
-    ds = ds.select_columns([args.text_field])
-    return RankDocuments(ds, rank, world, seed=args.seed, buffer_size=args.shuffle_buffer)
-
-
-class DataStateError(ValueError):
-    """A checkpoint's data position that this run cannot continue from (one line)."""
-
-
-def deal(segments: list[tuple[int, int, int, int]], rank: int, world: int) -> list[tuple[int, int, int, int]]:
-    """This rank's part of `segments`, the same list on every rank. A segment (shard, start,
-    every, offset) is the examples of `shard` whose index is at least `start` and is `offset`
-    modulo `every`. Whole segments go round the ranks while each rank can have one; the ones
-    left over (len mod world) are split by example within gcd(left, world) groups of
-    world/gcd ranks, each group taking left/gcd of them, so a rank reads a few extra shards
-    instead of all of them. Every document: one rank, once."""
-    whole = len(segments) - len(segments) % world
-    mine = list(segments[rank:whole:world])
-    left = segments[whole:]
-    if left:
-        groups = math.gcd(len(left), world)
-        k, m = world // groups, rank // groups
-        mine += [(shard, start, every * k, offset + every * m) for shard, start, every, offset in left[rank % groups :: groups]]
-    return mine
-
-
-def shard_plan(shards: int, rank: int, world: int, order: list[int]) -> list[tuple[int, int, int, int]]:
-    """This rank's part of one pass over `shards` shards taken in `order` (the same on every
-    rank), as segments in reading order (see deal)."""
-    return deal([(shard, 0, 1, 0) for shard in order], rank, world)
-
-
-def shard_order(shards: int, seed: int, epoch: int, shuffled: bool) -> list[int]:
-    """One permutation per epoch from (seed, epoch), the same on every rank; file order unshuffled."""
-    if not shuffled:
-        return list(range(shards))
-    return np.random.default_rng([seed, epoch, 0]).permutation(shards).tolist()
-
-
-def _segments(saved) -> list[tuple[int, int, int, int]]:
-    return [tuple(s) for s in saved]
-
-
-def _unread(state: dict, epoch: int) -> tuple[list, list]:
-    """What one rank of a saved state had still to give of `epoch`: the segments it had not
-    read from the dataset, and the documents read but still in its shuffle buffer."""
-    if epoch < state["epoch"]:
-        return [], []
-    if epoch > state["epoch"]:
-        carried = state["carry"].get(str(epoch))
-        if carried:
-            return _segments(carried["segments"]), list(carried["buffer"])
-        order = shard_order(state["shards"], state["seed"], epoch, state["shuffled"])
-        return shard_plan(state["shards"], state["rank"], state["world"], order), []
-    plan, place = _segments(state["plan"]), state["place"]
-    rest = []
-    if place < len(plan):
-        shard, start, every, offset = plan[place]
-        rest = [(shard, max(start, state["read"]), every, offset), *plan[place + 1 :]]
-    return rest, list(state["buffer"])
-
-
-class RankDocuments:
-    """One rank's documents of a streamed dataset: each document is read by exactly one rank
-    in each pass, whatever the world size, with the shuffle on, and a resume continues the
-    very same sequence.
-
-    datasets' split_dataset_by_node after a shuffle seeded per rank does not give that: the
-    shuffle's seed also orders the shards before they are assigned, so ranks pick from
-    different permutations; and where the world does not divide the shard count, every rank
-    streams everything and keeps one example in `world` of its own shuffled stream. Here the
-    shard order is one permutation per epoch from (seed, epoch), the same on every rank, cut
-    by shard_plan; only the shuffle buffer over this rank's own documents (datasets'
-    algorithm: fill, then swap a random one out for each new one; at the end of the pass,
-    shuffle what is left and give it out) has a seed of the rank's.
-
-    It offers what TokenStream uses of a datasets IterableDataset: set_epoch, one pass per
-    iteration, state_dict and load_state_dict. datasets' own state drops the shuffle
-    buffer, so a resume refills it with other documents and the run diverges; this state
-    holds the buffer's documents, the generator's state and the position in the pass (the
-    plan's segment and the examples read from it), so a resume gives the same documents in
-    the same order. redivide() takes the states of every rank of another world size and
-    splits what that pass had left (unread segments and buffered documents) over this world.
-    """
-
-    def __init__(self, dataset, rank: int, world: int, *, seed: int, buffer_size: int):
-        self.dataset, self.rank, self.world, self.seed, self.buffer_size = dataset, rank, world, seed, buffer_size
-        self.shards = dataset.num_shards
-        self.epoch = 0
-        # Epochs this rank finishes for a checkpoint of another world size: {epoch: {segments, buffer}}.
-        self._carry: dict[int, dict] = {}
-        self._resume: dict | None = None
-        self._at = self._fresh(0)
-        self._rng = None  # the live generator of self._at's pass
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-        if self._resume is None and self._at["epoch"] != epoch:
-            self._at, self._rng = self._fresh(epoch), None
-
-    def carried(self, epoch: int) -> bool:
-        """Whether `epoch` is a rest of another world's pass (it may give this rank nothing)."""
-        return epoch in self._carry
-
-    def plan(self, epoch: int | None = None) -> list[tuple[int, int, int, int]]:
-        epoch = self.epoch if epoch is None else epoch
-        if epoch in self._carry:
-            return _segments(self._carry[epoch]["segments"])
-        return shard_plan(self.shards, self.rank, self.world, shard_order(self.shards, self.seed, epoch, bool(self.buffer_size)))
-
-    def _fresh(self, epoch: int) -> dict:
-        buffered = self._carry.get(epoch, {}).get("buffer", [])
-        return {"epoch": epoch, "place": 0, "read": 0, "draining": False, "rng": None, "buffer": list(buffered)}
-
-    def __iter__(self):
-        resume = self._resume if self._resume is not None and self._resume["epoch"] == self.epoch else None
-        self._resume = None
-        self._at, self._rng = resume or self._fresh(self.epoch), None
-        return self._documents(self._at)
-
-    def _documents(self, at: dict):
-        # At every yield `at` and the generator describe exactly what is left to give.
-        plan = self.plan(at["epoch"])
-        rng = np.random.default_rng([self.seed, at["epoch"], 1 + self.rank])
-        if at["rng"] is not None:
-            rng.bit_generator.state = at["rng"]
-        self._rng = rng
-        items = at["buffer"]
-        if not at["draining"]:
-            for example in self._read(at, plan):
-                if len(items) < self.buffer_size:
-                    items.append(example)
-                    continue
-                if items:  # empty only with no buffer at all: stream order
-                    i = int(rng.integers(len(items)))
-                    example, items[i] = items[i], example
-                yield example
-            rng.shuffle(items)
-            at["draining"] = True
-        while items:
-            yield items.pop()
-
-    def _read(self, at: dict, plan):
-        first = at["place"]
-        for place in range(first, len(plan)):
-            shard, start, every, offset = plan[place]
-            begin = max(start, at["read"]) if place == first else start
-            at["place"], at["read"] = place, begin
-            examples = islice(self.dataset.shard(num_shards=self.shards, index=shard), begin, None)
-            for index, example in enumerate(examples, begin):
-                at["read"] = index + 1
-                if index % every == offset:
-                    yield example
-        at["place"], at["read"] = len(plan), 0
-
-    def state_dict(self) -> dict:
-        at = self._resume if self._resume is not None else self._at
-        live = self._rng is not None and at is self._at
-        return {
-            "kind": "documents",
-            "world": self.world,
-            "rank": self.rank,
-            "shards": self.shards,
-            "seed": self.seed,
-            "shuffled": bool(self.buffer_size),
-            **{key: at[key] for key in ("epoch", "place", "read", "draining")},
-            "rng": self._rng.bit_generator.state if live else at["rng"],
-            "buffer": list(at["buffer"]),
-            # The pass's own plan, so the rest of it does not depend on this run's seed.
-            "plan": [list(s) for s in self.plan(at["epoch"])],
-            "carry": {str(e): c for e, c in self._carry.items() if e > at["epoch"]},
-        }
-
-    def _check(self, state: dict) -> None:
-        if state.get("kind") != "documents":
-            raise DataStateError(f"the checkpoint's data position is of a {state.get('kind')} stream, not of documents")
-        if state["shards"] != self.shards:
-            raise DataStateError(
-                f"the checkpoint's data position is over {state['shards']} shards and this dataset has {self.shards}: "
-                "a pass over other files cannot be continued"
-            )
-
-    def load_state_dict(self, state: dict) -> None:
-        """The state of this same rank in a world of this same size."""
-        self._check(state)
-        self._carry = {int(e): c for e, c in state["carry"].items()}
-        self._carry[state["epoch"]] = {"segments": state["plan"], "buffer": []}
-        self._resume = {key: state[key] for key in ("epoch", "place", "read", "draining", "rng")}
-        self._resume["buffer"] = list(state["buffer"])
-        self.epoch = state["epoch"]
-        self._at, self._rng = self._resume, None
-
-    def redivide(self, states: list[dict]) -> None:
-        """Continue the pass of every rank of a world of another size (`states`, by rank):
-        each epoch any of them had not finished becomes carried segments (their unread
-        segments dealt over this world) and buffered documents (theirs dealt one by one);
-        then passes go on with this world's plan."""
-        for state in states:
-            self._check(state)
-        first = min(s["epoch"] for s in states)
-        last = max([s["epoch"] for s in states] + [int(e) for s in states for e in s["carry"]])
-        carry = {}
-        for epoch in range(first, last + 1):
-            segments, buffered = [], []
-            for state in states:
-                rest, items = _unread(state, epoch)
-                segments += rest
-                buffered += items
-            carry[epoch] = {"segments": [list(s) for s in deal(segments, self.rank, self.world)], "buffer": buffered[self.rank :: self.world]}
-        self._carry, self._resume, self.epoch = carry, None, first
-        self._at, self._rng = self._fresh(first), None
-
-
-class TokenStream:
-    """Documents packed (EOS-separated) into seq_len+1 token chunks, forever. Its state is
-    the documents' (RankDocuments.state_dict), the tokens left over from the last document
-    and the epoch, so a resume continues where the save was instead of replaying the stream."""
-
-    def __init__(self, dataset, tokenizer, seq_len: int, text_field: str):
-        self.dataset, self.tokenizer, self.seq_len, self.text_field = dataset, tokenizer, seq_len, text_field
-        self.buffer: list[int] = []
-        self.epoch = 0
-        self._examples = None
-        self._read_this_epoch = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> list[int]:
-        eos = self.tokenizer.eos_token_id
-        while len(self.buffer) < self.seq_len + 1:
-            if self._examples is None:
-                self.dataset.set_epoch(self.epoch)
-                self._examples = iter(self.dataset)
-            try:
-                example = next(self._examples)
-            except StopIteration:
-                if not self._read_this_epoch and not self.dataset.carried(self.epoch):
-                    raise RuntimeError(f"epoch {self.epoch} gave this rank no documents: fewer documents than ranks?") from None
-                self.epoch, self._examples, self._read_this_epoch = self.epoch + 1, None, False
-                self.dataset.set_epoch(self.epoch)  # the saved state is the new pass's start
-                continue
-            self._read_this_epoch = True
-            self.buffer.extend(self.tokenizer(example[self.text_field], add_special_tokens=False)["input_ids"])
-            if eos is not None:
-                self.buffer.append(eos)
-        chunk, self.buffer = self.buffer[: self.seq_len + 1], self.buffer[self.seq_len + 1 :]
-        return chunk
-
-    def state_dict(self) -> dict:
-        data = self.dataset.state_dict()
-        return {"kind": data["kind"], "world": data["world"], "rank": data["rank"], "dataset": data, "buffer": list(self.buffer), "epoch": self.epoch}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.dataset.load_state_dict(state["dataset"])
-        self.buffer, self.epoch, self._examples = list(state["buffer"]), int(state["epoch"]), None
-        self._read_this_epoch = True
-
-    def redivide(self, states: list[dict]) -> None:
-        """The documents as RankDocuments.redivide; each old rank's left-over tokens (a
-        document partly trained on) go whole to one rank."""
-        self.dataset.redivide([s["dataset"] for s in states])
-        rank, world = self.dataset.rank, self.dataset.world
-        self.buffer = [t for i, s in enumerate(states) if i % world == rank for t in s["buffer"]]
-        self.epoch, self._examples, self._read_this_epoch = self.dataset.epoch, None, True
-
-
-class SyntheticTokens:
-    """Uniform random tokens: throughput runs with no tokenizer or dataset to fetch. Its
-    state is the generator's, so a resume draws what the run would have drawn."""
-
-    def __init__(self, vocab: int, seq_len: int, seed: int, *, rank: int = 0, world: int = 1):
-        self.vocab, self.seq_len, self.seed, self.rank, self.world = vocab, seq_len, seed, rank, world
-        self.drawn = 0
-        self.generator = torch.Generator().manual_seed(seed + rank)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> list[int]:
-        self.drawn += 1
-        return torch.randint(self.vocab, (self.seq_len + 1,), generator=self.generator).tolist()
-
-    def state_dict(self) -> dict:
-        generator = base64.b64encode(self.generator.get_state().numpy().tobytes()).decode()
-        return {"kind": "synthetic", "world": self.world, "rank": self.rank, "drawn": self.drawn, "generator": generator}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state.get("kind") != "synthetic":
-            raise DataStateError(f"the checkpoint's data position is of a {state.get('kind')} stream, not of synthetic tokens")
-        self.drawn = state["drawn"]
-        self.generator.set_state(torch.frombuffer(bytearray(base64.b64decode(state["generator"])), dtype=torch.uint8))
-
-    def redivide(self, states: list[dict]) -> None:
-        """An old rank's stream goes on where there is one; a new rank's starts from a seed
-        of (seed, rank, tokens drawn so far), not from the start of rank's first stream."""
-        if self.rank < len(states):
-            self.load_state_dict(states[self.rank])
-        else:
-            drawn = sum(s["drawn"] for s in states)
-            self.generator.manual_seed(int(np.random.SeedSequence([self.seed, self.rank, drawn]).generate_state(1)[0]))
-
-
-def batches(chunks, batch_size: int, device, skip: int = 0):
-    """(inputs, targets): targets are the inputs' next tokens, each row one chunk."""
-    for _ in range(skip):  # a resume without saved stream state: replay to this rank's position
-        next(chunks)
-    while True:
-        rows = torch.tensor([next(chunks) for _ in range(batch_size)], dtype=torch.long)
-        yield rows[:, :-1].to(device, non_blocking=True), rows[:, 1:].to(device, non_blocking=True)
-
-
-# ---------------------------------------------------------------- model
-
-
-def model_config(preset: Preset, vocab_size: int):
-    """The transformers LlamaConfig of `preset`, its embedding sized to the tokenizer."""
-    from transformers import LlamaConfig
-
-    return LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=preset.hidden,
-        intermediate_size=preset.intermediate,
-        num_hidden_layers=preset.layers,
-        num_attention_heads=preset.heads,
-        num_key_value_heads=preset.kv_heads,
-        max_position_embeddings=preset.max_positions,
-        rope_theta=preset.rope_theta,
-        rope_scaling=dict(preset.rope_scaling) if preset.rope_scaling else None,
-        rms_norm_eps=preset.rms_norm_eps,
-        tie_word_embeddings=False,
-        use_cache=False,
-    )
-
-
-def build_model(config):
-    """On the meta device: no memory and no time, whatever the size; shard, then materialise."""
-    from transformers import LlamaForCausalLM
-
-    with torch.device("meta"):
-        return LlamaForCausalLM(config)
-
-
-def logits_of(model, inputs):
-    """The model's logits for `inputs`. The all-ones attention mask says there is no padding:
-    without one, transformers 4.53 takes the position ids it makes for a check of packed
-    sequences and hands SDPA a (batch, 1, seq, seq) mask, which rules out its flash kernel; with
-    it, SDPA is told is_causal instead (masking_utils: _preprocess_mask_arguments,
-    _ignore_causal_mask_sdpa)."""
-    return model(input_ids=inputs, attention_mask=torch.ones_like(inputs)).logits
-
-
-def next_token_loss(logits, targets):
-    """Mean cross-entropy of each position's logits against its next token. `targets` are
-    already the next tokens (batches() shifts them), so nothing is shifted here."""
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-
-
-def shard(model, device, *, bf16: bool, activation_checkpointing: str, compile_layers: bool, units: str):
-    """FSDP2 over the meta model: each decoder layer a unit (tuned: the embedding and the
-    head too), then the root."""
-    try:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    except ImportError:  # torch 2.4-2.5
-        from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
-
-    layers = model.model.layers
-    if activation_checkpointing != "none":
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
-
-        every = 2 if activation_checkpointing == "selective" else 1
-        for i, layer in enumerate(layers):
-            if i % every == 0:
-                layers[i] = checkpoint_wrapper(layer, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
-    if compile_layers:
-        for layer in layers:
-            layer.compile()  # in place: parameter names, and so checkpoints, stay the same
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
-    last = len(layers) - 1
-    for i, layer in enumerate(layers):
-        # The last layer's backward comes first: resharding it after forward would only regather it.
-        fully_shard(layer, mp_policy=mp, reshard_after_forward=not (units == "tuned" and i == last))
-    if units == "tuned":
-        fully_shard(model.model.embed_tokens, mp_policy=mp)
-        fully_shard(model.lm_head, mp_policy=mp, reshard_after_forward=False)
-    fully_shard(model, mp_policy=mp)
-    return model
-
-
-def materialise(model, device, seed: int):
-    """Allocate the sharded parameters on `device` and initialise them as transformers does
-    (normal(0, initializer_range) for linear and embedding weights, ones for RMSNorm), each
-    rank's shard from its own seed; rebuild the rotary buffers, which meta cannot hold."""
-    model.to_empty(device=device)
-    std = model.config.initializer_range
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
-                torch.nn.init.normal_(module.weight, mean=0.0, std=std)
-                if getattr(module, "bias", None) is not None:
-                    torch.nn.init.zeros_(module.bias)
-            elif type(module).__name__.endswith("RMSNorm"):
-                torch.nn.init.ones_(module.weight)
-    rotary = model.model.rotary_emb
-    model.model.rotary_emb = type(rotary)(config=model.config, device=device)
-    return model
+# ---------------------------------------------------------------- the schedule and the measure
 
 
 def lr_schedule(args, scale: float = 1.0):
@@ -688,38 +192,6 @@ def lr_schedule(args, scale: float = 1.0):
     return factor
 
 
-def recipe_world(ckpt: str | None, world: int) -> int:
-    """The world size the learning rate is given for: the first run's, carried in every
-    checkpoint's manifest (an older manifest, without it: this world)."""
-    if not ckpt:
-        return world
-    manifest = json.loads(_fs(ckpt).cat_file(_join(ckpt, MANIFEST)))
-    return int(manifest.get("recipe_world", world))
-
-
-def passed_over(base: str | None, rank: int) -> list[list[int]]:
-    """The windows [first, last] of steps earlier runs stopped on (rank 0 reads, every rank
-    takes its reading)."""
-    windows = [[]]
-    if base and rank == 0:
-        record = _join(base, NONFINITE_RECORD)
-        fs = _fs(base)
-        windows = [json.loads(fs.cat_file(record))["windows"] if fs.exists(record) else []]
-    dist.broadcast_object_list(windows, src=0)
-    return windows[0]
-
-
-def record_nonfinite(base: str, first: int, last: int, rank: int) -> str:
-    """Add [first, last] to the record beside the checkpoints (rank 0 writes); its path."""
-    record = _join(base, NONFINITE_RECORD)
-    if rank == 0:
-        fs = _fs(base)
-        windows = json.loads(fs.cat_file(record))["windows"] if fs.exists(record) else []
-        fs.makedirs(base, exist_ok=True)
-        fs.pipe_file(record, json.dumps({"windows": windows + [[first, last]]}).encode())
-    return record
-
-
 def device_peak_tflops(args, device) -> float | None:
     """Dense bf16 TFLOPS of one device, for MFU: --peak-tflops, else from the GPU's name."""
     if args.peak_tflops:
@@ -727,182 +199,6 @@ def device_peak_tflops(args, device) -> float | None:
     if device.type != "cuda":
         return None
     return peak_tflops(torch.cuda.get_device_name(device))
-
-
-# ---------------------------------------------------------------- checkpoints
-
-
-def _fs(path: str):
-    import fsspec
-
-    return fsspec.core.url_to_fs(path)[0]
-
-
-def _join(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
-
-
-def _step_dirs(fs, base: str) -> list[tuple[int, str]]:
-    """(step, dir) of every step_<n> folder under `base`, complete or not."""
-    if not fs.exists(base):
-        return []
-    found = []
-    for entry in fs.ls(base, detail=False):
-        name = entry.rstrip("/").rsplit("/", 1)[-1]
-        match = re.fullmatch(r"step_(\d+)", name)
-        if match:
-            found.append((int(match.group(1)), _join(base, name)))
-    return found
-
-
-def complete_checkpoints(base: str) -> list[tuple[int, str]]:
-    """(step, dir) of every complete checkpoint under `base`, newest first."""
-    fs = _fs(base)
-    return sorted(((step, ckpt) for step, ckpt in _step_dirs(fs, base) if _is_complete(fs, ckpt)), reverse=True)
-
-
-def _is_complete(fs, ckpt: str) -> bool:
-    manifest = _join(ckpt, MANIFEST)
-    if not fs.exists(manifest):
-        return False
-    try:
-        listed = json.loads(fs.cat_file(manifest))["files"]
-    except (ValueError, KeyError):
-        return False
-    for name, size in listed.items():
-        path = _join(ckpt, name)
-        if not fs.exists(path) or fs.size(path) != size:
-            return False
-    return True
-
-
-def _writer_reader(path: str):
-    if "://" in path:
-        from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
-
-        return FsspecWriter(path), FsspecReader(path)
-    import torch.distributed.checkpoint as dcp
-
-    return dcp.FileSystemWriter(path), dcp.FileSystemReader(path)
-
-
-def choose_checkpoint(base: str | None, rank: int) -> tuple[int, str | None]:
-    """Rank 0 picks the newest complete checkpoint and every rank takes its pick, so ranks
-    cannot resume from different steps (a listing racing a save, or an eventually
-    consistent store)."""
-    choice = [(0, None)]
-    if base and rank == 0:
-        found = complete_checkpoints(base)
-        choice = [found[0] if found else (0, None)]
-    dist.broadcast_object_list(choice, src=0)
-    return choice[0]
-
-
-def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, keep: int, *, background=None, recipe: dict | None = None):
-    """Every rank's shards of the weights and optimizer state and its data position, then
-    rank 0's manifest: returns the complete checkpoint's path. With `background` (a gloo
-    group of every rank, for the writer's own collectives) the state is copied to host
-    memory and written by a thread: returns that write's Future, and complete_checkpoint
-    writes the manifest once every rank's future is done."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-
-    ckpt = _join(base, f"step_{step:08d}")
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    writer, _ = _writer_reader(ckpt)
-    _fs(ckpt).makedirs(ckpt, exist_ok=True)
-    save_data_state(ckpt, stream, rank)  # small, and of this very step
-    if background is not None:
-        return dcp.async_save({"model": model_sd, "optim": optim_sd}, storage_writer=writer, process_group=background)
-    dcp.save({"model": model_sd, "optim": optim_sd}, storage_writer=writer)
-    dist.barrier()  # every rank's shards are written before the manifest says so
-    complete_checkpoint(base, step, rank, keep, recipe=recipe)
-    dist.barrier()
-    return ckpt
-
-
-def complete_checkpoint(base: str, step: int, rank: int, keep: int, *, recipe: dict | None = None) -> str:
-    """Rank 0 lists what every rank wrote in the manifest (with `recipe`: the world sizes the
-    run is trained on and its learning rate is given for), then prunes. Call once every
-    rank's write of `step` is done."""
-    ckpt = _join(base, f"step_{step:08d}")
-    if rank == 0:
-        fs = _fs(ckpt)
-        files = {
-            e["name"].rstrip("/").rsplit("/", 1)[-1]: e["size"]
-            for e in fs.ls(ckpt, detail=True)
-            if e["type"] == "file" and not e["name"].endswith(MANIFEST)
-        }
-        tmp = _join(ckpt, MANIFEST + ".tmp")
-        fs.pipe_file(tmp, json.dumps({"step": step, "files": files, **(recipe or {})}).encode())
-        fs.mv(tmp, _join(ckpt, MANIFEST))
-        prune_checkpoints(base, keep)
-    return ckpt
-
-
-def prune_checkpoints(base: str, keep: int) -> list[str]:
-    """Delete all but the newest `keep` complete checkpoints, and any partial one older than
-    the newest complete one (a save that died). Returns what was deleted."""
-    fs = _fs(base)
-    complete = complete_checkpoints(base)
-    if not complete:
-        return []
-    kept = {path for _, path in complete[:keep]}
-    newest = complete[0][0]
-    doomed = [path for step, path in _step_dirs(fs, base) if path not in kept and step < newest]
-    for path in doomed:
-        fs.rm(path, recursive=True)
-    return doomed
-
-
-def load_checkpoint(ckpt: str, model, optimizer, stream, rank: int, world: int) -> str | None:
-    """Weights and optimizer state (torch.distributed.checkpoint reshards them to this
-    world), then the data position (load_data_state)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optim": optim_sd}
-    _, reader = _writer_reader(ckpt)
-    dcp.load(state, storage_reader=reader)
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    return load_data_state(ckpt, stream, rank, world)
-
-
-def save_data_state(ckpt: str, stream, rank: int) -> None:
-    """This rank's data position (its stream's state_dict: with documents, the shuffle buffer
-    too, some MB for C4's 10,000 documents) beside the model's shards."""
-    _fs(ckpt).pipe_file(_join(ckpt, DATA_STATE.format(rank=rank)), json.dumps(stream.state_dict()).encode())
-
-
-def load_data_state(ckpt: str, stream, rank: int, world: int) -> str | None:
-    """Put `stream` where the checkpoint's pass was. In a world of the saved size each rank
-    reads its own state; in another each reads all of them and takes its part of what they
-    had left (stream.redivide), so no document is skipped or read twice. Returns how it
-    resumed, or None where the checkpoint has no data state of this format (the caller
-    replays the stream). Raises DataStateError where the pass cannot be continued."""
-    fs = _fs(ckpt)
-    own = _join(ckpt, DATA_STATE.format(rank=rank))
-    state = json.loads(fs.cat_file(own)) if fs.exists(own) else None
-    if state is not None and "world" not in state:
-        return None  # an older checkpoint's position, without its shuffle buffer
-    if state is not None and state["world"] == world:
-        stream.load_state_dict(state)
-        return "data position continued"
-    names = sorted(e for e in fs.ls(ckpt, detail=False) if re.fullmatch(r"data_rank\d{5}\.json", e.rstrip("/").rsplit("/", 1)[-1]))
-    if not names:
-        return None
-    states = [json.loads(fs.cat_file(name)) for name in names]
-    if any("world" not in s for s in states):
-        return None
-    saved_world = states[0]["world"]
-    if [s["rank"] for s in states] != list(range(saved_world)) or any(s["world"] != saved_world for s in states):
-        raise DataStateError(
-            f"it holds the data position of ranks {[s['rank'] for s in states]} of a world of {saved_world}; "
-            "without every rank's the pass cannot be re-divided"
-        )
-    stream.redivide(states)
-    return f"data position of {saved_world} rank{'s' * (saved_world > 1)} re-divided over {world}"
 
 
 # ---------------------------------------------------------------- training
@@ -983,7 +279,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     if len(windows) > args.max_nonfinite_restarts:
         listed = ", ".join(f"{first}-{last}" for first, last in windows)
         log(NONFINITE_GIVE_UP_LINE.format(windows=f"steps {listed}", count=len(windows), limit=args.max_nonfinite_restarts,
-                                          record=_join(args.checkpoint_dir, NONFINITE_RECORD)), local_rank=local_rank)
+                                          record=join_path(args.checkpoint_dir, NONFINITE_RECORD)), local_rank=local_rank)
         stop.reported = True
         dist.destroy_process_group()
         return 4

@@ -7,8 +7,11 @@ naming the field path, the value and what is allowed. Nothing below app.py reads
 stacks get the `Settings` this package returns.
 
 One module per area, each model beside its checks (network, eks, hyperpod, addons,
-governance, storage, sample_job), the root `Settings` in settings, and loading (merge, parse,
-check, error text) in loading. This module is the public face: import from `infra.config`.
+governance, storage, sample_job, acceptance, operations), the root `Settings` in settings,
+the limits the services' own definitions put on fields in limits, what the areas share in
+base, loading (merge, parse, check, error text, the walk over every field) in loading, and
+the configuration reference written from the models' descriptions in reference (`python -m
+infra.config.reference`). This module is the public face: import from `infra.config`.
 """
 
 from infra.config.acceptance import AcceptanceSettings

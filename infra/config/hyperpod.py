@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import Field
 
-from infra import catalogue, cfn_schema, naming, timing
+from infra import catalogue, cfn_schema, hyperpod_chart, naming, timing
 from infra.config.base import LABEL_VALUE_WORDS, QUALIFIED_NAME_WORDS, Model, Problems, duplicates, k8s_qualified_name
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class InstanceGroup(Model):
     mig_profile: Optional[str] = Field(
         default=None,
         description="Cut every GPU of the group into MIG slices: a configuration of the chart's GPU operator (`MIG_CONFIGS` in "
-        "infra/chart.py, e.g. `all-1g.10gb`, `mixed-3-1g.10gb-1-4g.40gb`), set as the nodes' `nvidia.com/mig.config` label. "
+        "infra/hyperpod_chart.py, e.g. `all-1g.10gb`, `mixed-3-1g.10gb-1-4g.40gb`), set as the nodes' `nvidia.com/mig.config` label. "
         "Turns the GPU operator on (A100, H100, H200 groups; refused on A10G, L4, L40S, on flexible groups and without NAT).",
     )
 
@@ -154,9 +154,7 @@ class InstanceGroup(Model):
     @property
     def mig_slices(self) -> dict[str, int]:
         """MIG profile -> slices on one node of the group (empty: whole GPUs)."""
-        from infra import chart
-
-        per_gpu = chart.MIG_CONFIGS.get(self.mig_profile or "", {})
+        per_gpu = hyperpod_chart.MIG_CONFIGS.get(self.mig_profile or "", {})
         return {profile: n * self.spec.accelerators for profile, n in per_gpu.items()} if self.spec.accelerators else {}
 
     @property
@@ -423,16 +421,14 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
 
 def _check_mig(g: InstanceGroup, spec: catalogue.InstanceType, path: str, p: Problems) -> None:
     """A MIG configuration the chart's operator knows, whose slices this group's GPU offers."""
-    from infra import chart
-
     where = f"{path}.mig_profile"
     offered = spec.mig_profiles
     if not offered:
         gpus = sorted({t.accelerator for t in catalogue.CATALOGUE.values() if t.mig_profiles})
         p.error(where, g.mig_profile, f"but {g.instance_type} ({spec.accelerator or 'no GPU'}) has no MIG; MIG runs on {', '.join(gpus)}")
         return
-    fitting = sorted(n for n, d in chart.MIG_CONFIGS.items() if d and all(offered.get(k, 0) >= c for k, c in d.items()))
-    devices = chart.MIG_CONFIGS.get(g.mig_profile)
+    fitting = sorted(n for n, d in hyperpod_chart.MIG_CONFIGS.items() if d and all(offered.get(k, 0) >= c for k, c in d.items()))
+    devices = hyperpod_chart.MIG_CONFIGS.get(g.mig_profile)
     if not devices:
         allowed = ", ".join(fitting) or "none: the chart has no configuration for it"
         p.error(where, g.mig_profile, f"is not a MIG configuration of the chart's GPU operator for {spec.accelerator}; allowed: {allowed}")
@@ -481,20 +477,18 @@ def check_autoscaling(s: Settings, p: Problems) -> None:
 
 def check_chart(s: Settings, p: Problems):
     """What the dependencies chart can and cannot pull where its images are copied into ECR."""
-    from infra import chart
-
     source = s.hyperpod.helm_chart
     mig = [g.name for g in s.hyperpod.instance_groups if g.mig_profile]
-    if mig and s.region not in chart.GPU_OPERATOR_ACCOUNTS:
-        p.error("hyperpod.instance_groups", mig, f"use MIG, but the chart's GPU operator has no images for {s.region}; regions: {', '.join(sorted(chart.GPU_OPERATOR_ACCOUNTS))}")
+    if mig and s.region not in hyperpod_chart.GPU_OPERATOR_ACCOUNTS:
+        p.error("hyperpod.instance_groups", mig, f"use MIG, but the chart's GPU operator has no images for {s.region}; regions: {', '.join(sorted(hyperpod_chart.GPU_OPERATOR_ACCOUNTS))}")
     if not s.mirrors_chart_images:
         return
     why = "copied into ECR (no NAT)" if source.mirror_images is None else "copied into ECR (mirror_images)"
     if not source.docker_hub_secret:
         # Our own values never switch the chart's operators off: only yours can (hyperpod.helm_chart.values).
-        rendered = chart.rendered_images(source.values, s.region)
-        for registry, limit in chart.ANONYMOUS_PULL_LIMITS.items():
-            images = [i for i in chart.CHART_IMAGES if i.subchart in rendered and i.source.startswith(registry)]
+        rendered = hyperpod_chart.rendered_images(source.values, s.region)
+        for registry, limit in hyperpod_chart.ANONYMOUS_PULL_LIMITS.items():
+            images = [i for i in hyperpod_chart.CHART_IMAGES if i.subchart in rendered and i.source.startswith(registry)]
             if images:
                 p.error(
                     "hyperpod.helm_chart.docker_hub_secret",
@@ -505,7 +499,7 @@ def check_chart(s: Settings, p: Problems):
                     f"off in hyperpod.helm_chart.values: {', '.join(i.condition + ': false' for i in images)}; acceptance's "
                     "NCCL test is an MPIJob)",
                 )
-    for image in chart.CHART_IMAGES:
+    for image in hyperpod_chart.CHART_IMAGES:
         if image.keys or image.serves not in s.device_resources:
             continue
         groups = [g.name for g in s.hyperpod.instance_groups if catalogue.figures(g.instance_type) and image.serves in g.device_resources]

@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from infra import cfn_schema, grammars, naming
+from infra.field_paths import values
 from infra.config.base import Problems
 
 if typing.TYPE_CHECKING:
@@ -238,29 +239,6 @@ def _service_model(service: str):
     import botocore.session  # its models load in about 0.1 s each: only for fields that are set
 
     return botocore.session.get_session().get_service_model(service)
-
-
-def values(settings: Settings, path: str):
-    """(concrete config path, value) of every value at `path` in settings."""
-    found = [("", settings)]
-    for step in path.split("."):
-        name = step.split("[")[0].split("{")[0]
-        out = []
-        for where, obj in found:
-            value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-            here = f"{where}.{name}" if where else name
-            if value is None:
-                continue
-            if step.endswith("[]"):
-                out += [(f"{here}[{i}]", item) for i, item in enumerate(value)]
-            elif step.endswith("{}"):
-                out += [(here, key) for key in value]
-            elif step.endswith("{=}"):
-                out += [(f"{here}.{key}", item) for key, item in value.items()]
-            else:
-                out.append((here, value))
-        found = out
-    return found
 
 
 def violation(value: Any, rules: dict) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from infra import prerequisites
 from infra.config.base import ConfigError, Problems, short
 from infra.config.limits import check_limits
 from infra.config.network import check_network
@@ -225,8 +226,6 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_operations(s, p)
     # What each feature needs beside it, from one table (after the areas' own rules, so a
     # field they named keeps their line).
-    from infra import prerequisites
-
     prerequisites.check(s, p)
     # Last: the schemas' limits, for fields no rule above has named already.
     check_limits(s, p)

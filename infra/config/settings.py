@@ -7,7 +7,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from infra import catalogue, cfn_schema, naming
+from infra import catalogue, cfn_schema, hyperpod_chart, naming
 from infra.config.base import Model, Problems, collisions
 from infra.config.network import NetworkSettings
 from infra.config.eks import EksSettings
@@ -192,9 +192,7 @@ class Settings(Model):
         """Whether a network without NAT can pull `image`: only from a private ECR registry of
         this region, which its ecr.api and ecr.dkr interface endpoints serve (ECR user guide,
         interface VPC endpoints; public ECR and other regions are not served)."""
-        from infra import chart
-
-        return image.split("/", 1)[0].endswith(f".dkr.ecr.{self.region}.{chart.url_suffix(self.region)}")
+        return image.split("/", 1)[0].endswith(f".dkr.ecr.{self.region}.{hyperpod_chart.url_suffix(self.region)}")
 
     @property
     def mirrors_chart_images(self) -> bool:
@@ -253,11 +251,9 @@ def check_names(s: Settings, p: Problems):
 def check_mirror_names(s: Settings, p: Problems):
     """The ECR repositories the chart's images would be copied into (AWS::ECR::Repository
     RepositoryName in cfn-lint's schema: the OCI repository-name grammar, 2-256 characters)."""
-    from infra import chart
-
     rule = cfn_schema.resource("AWS::ECR::Repository")["properties"]["RepositoryName"]
-    for image in chart.CHART_IMAGES:
-        name = chart.mirror_name(s, image)
+    for image in hyperpod_chart.CHART_IMAGES:
+        name = hyperpod_chart.mirror_name(s, image)
         if not cfn_schema.matches(rule, name):
             p.error("prefix", s.prefix, f"with env {s.env_name!r} makes ECR repository {name!r}, which breaks {rule['pattern']}")
             return

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from addons import task_governance as tg
-from infra import catalogue, cfn_schema, chart, config, naming
+from infra import catalogue, cfn_schema, config, hyperpod_chart, naming
 from manifests import teams
 from tests.conftest import CAPABILITIES, ENVIRONMENTS, patched_context
 
@@ -84,7 +84,7 @@ def test_mig_slices_of_a_gpu_fit_its_seven_compute_units_and_the_chart_configs_f
         for profile, n in profiles.items():
             units = profile.split("g", 1)[0]
             assert n <= fit[units], (gpu, profile)
-    for name, devices in chart.MIG_CONFIGS.items():
+    for name, devices in hyperpod_chart.MIG_CONFIGS.items():
         assert sum(int(p.split("g", 1)[0]) * n for p, n in devices.items()) <= 7, name
 
 
@@ -139,7 +139,7 @@ def test_the_partitioned_group_is_labelled_with_its_chart_configuration_and_adve
     gpu = next(g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu")
     # HyperPod's GPU partitioning page: the MIG configuration as the group's Kubernetes label.
     assert gpu["KubernetesConfig"]["Labels"] == {"nvidia.com/mig.config": "mixed-3-1g.10gb-1-4g.40gb"}
-    assert "mixed-3-1g.10gb-1-4g.40gb" in chart.MIG_CONFIGS
+    assert "mixed-3-1g.10gb-1-4g.40gb" in hyperpod_chart.MIG_CONFIGS
     # The readiness gate waits for the slices, 8 GPUs x (3 + 1), not for whole GPUs.
     (gate,) = [r for r in s.resources("hyperpod", "Custom::HyperPodAcceleratorsReady").values()][:1]
     assert gate["Properties"]["Groups"]["gpu"]["Resources"] == {

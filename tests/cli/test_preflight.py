@@ -186,7 +186,7 @@ def _addon_versions_client(offered: dict[str, list[str]]):
     client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(client)
     version = _settings().eks.version
-    for name in preflight._addons_to_create(_settings()):
+    for name in preflight.account._addons_to_create(_settings()):
         versions = [{"addonVersion": v} for v in offered.get(name, ["v1.0.0-eksbuild.1"])]
         stub.add_response(
             "describe_addon_versions",
@@ -198,7 +198,7 @@ def _addon_versions_client(offered: dict[str, list[str]]):
 
 
 def test_every_addon_the_deploy_creates_is_asked_for_the_chosen_kubernetes_version():
-    wanted = preflight._addons_to_create(_settings())
+    wanted = preflight.account._addons_to_create(_settings())
     assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "cert-manager"} <= set(wanted)
     assert "amazon-sagemaker-hyperpod-training-operator" in wanted
     aws = preflight.Clients(None, REGION, {"eks": _addon_versions_client({})})

@@ -237,7 +237,7 @@ def test_a_hyperpod_subnet_needs_an_address_per_node_and_should_have_one_per_pod
 def test_what_a_new_cluster_would_check_or_keep_is_left_out():
     s = _settings()
     assert preflight.check_eks_name(s, preflight.Clients(None, REGION, {})) == []
-    assert "vpc-cni" not in preflight._addons_to_create(s) and "eks-pod-identity-agent" not in preflight._addons_to_create(s)
+    assert "vpc-cni" not in preflight.account._addons_to_create(s) and "eks-pod-identity-agent" not in preflight.account._addons_to_create(s)
     assert not [n for kind, n, _ in preflight.retained_names(s) if n.startswith("/aws/eks/")]
     assert preflight.check_existing_cluster(config.load_settings(patched_context("dev", {}), "dev")[0], None) == []
     # No admins to add is no warning here: the cluster's access stays as it is.
@@ -313,7 +313,7 @@ def test_an_existing_execution_role_is_read_by_its_name_without_the_path_and_sim
     stub.add_response("get_role", {"Role": {"Path": "/service-role/", "RoleName": "nodes", "RoleId": "AROAEXAMPLEEXAMPLE01", "Arn": arn,
                                             "CreateDate": "2026-01-01T00:00:00Z", "AssumeRolePolicyDocument": json.dumps(trust)}}, {"RoleName": "nodes"})
     stub.add_response("list_attached_role_policies", {"AttachedPolicies": []}, {"RoleName": "nodes"})
-    needs = preflight._execution_role_needs(s, preflight.Clients(None, REGION))
+    needs = preflight.resources._execution_role_needs(s, preflight.Clients(None, REGION))
     for what, actions, resource in needs:
         decision = "implicitDeny" if what == "Pod Identity" else "allowed"
         stub.add_response("simulate_principal_policy", {"EvaluationResults": [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import chart
+from infra import chart, hyperpod_chart
 from infra.config import HelmChartSource
 
 
@@ -139,7 +139,7 @@ def test_every_chart_image_is_pinned_by_tag_where_its_value_would_take_a_digest_
     lines = (ROOT / "tests/fixtures/hyperpod_chart_value_keys.txt").read_text().splitlines()
     keys = {line for line in lines if line and not line.startswith("#")}
     digest = "sha256:" + "0" * 64
-    for image in chart.CHART_IMAGES:
+    for image in hyperpod_chart.CHART_IMAGES:
         assert set(image.keys) <= keys, image.subchart
         if image.digest_key is None:
             assert not image.keys  # only an image its template writes takes no digest
@@ -148,13 +148,13 @@ def test_every_chart_image_is_pinned_by_tag_where_its_value_would_take_a_digest_
         # (reference := name [":" tag] ["@" digest]) and what a registry resolves by digest.
         value = f"{image.tag}@{digest}" if image.keys[image.digest_key] == "tag" else f"{image.upstream('us-east-1')}@{digest}"
         values: dict = {}
-        chart._set(values, image.digest_key, value)
-        rendered = chart.rendered_images(values, "us-east-1")[image.subchart]
+        hyperpod_chart.set_value(values, image.digest_key, value)
+        rendered = hyperpod_chart.rendered_images(values, "us-east-1")[image.subchart]
         assert rendered.endswith(f":{image.tag}@{digest}") and grammars.image_reference_problem(rendered) is None
     # Every image is named, with why it is pinned by tag only, on the security page.
     from tests import doc_pages
 
-    text = chart.pinning()
+    text = hyperpod_chart.pinning()
     named = re.findall(r"^- `([\w-]+)` `", text, re.M)
-    assert named == [i.subchart for i in chart.CHART_IMAGES]
+    assert named == [i.subchart for i in hyperpod_chart.CHART_IMAGES]
     assert text in doc_pages.text("security.md")

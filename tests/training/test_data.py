@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "training"))  # train.py imports its neighbours as the image does
+import checkpoints  # noqa: E402
 import train  # noqa: E402
 
 SHARDS, PER_SHARD = 8, 25
@@ -125,7 +126,7 @@ def test_a_resume_on_another_world_size_reads_every_document_once_per_pass(shard
         if saved:
             for rank, stream in enumerate(streams):
                 before = worlds[phase - 1]
-                assert train.load_data_state(str(saved), stream, rank, world) == f"data position of {before} rank{'s' * (before > 1)} re-divided over {world}"
+                assert checkpoints.load_data_state(str(saved), stream, rank, world) == f"data position of {before} rank{'s' * (before > 1)} re-divided over {world}"
         for rank, stream in enumerate(streams):
             reader = _Reader(stream)
             if phase == len(worlds) - 1:
@@ -139,7 +140,7 @@ def test_a_resume_on_another_world_size_reads_every_document_once_per_pass(shard
             saved = tmp_path / f"world{phase}"
             saved.mkdir()
             for rank, stream in enumerate(streams):
-                train.save_data_state(str(saved), stream, rank)
+                checkpoints.save_data_state(str(saved), stream, rank)
     for epoch, counts in readers.items():
         assert set(counts) == everything, (epoch, sorted(everything - set(counts))[:5])
         assert {doc: n for doc, n in counts.items() if n > 1} == {}, epoch
@@ -152,12 +153,12 @@ def test_a_pass_over_other_files_or_with_a_rank_missing_is_refused_with_one_line
     for rank in range(2):
         stream = train.load_stream(args, rank, 2)
         _Reader(stream).take(5)
-        train.save_data_state(str(saved), stream, rank)
+        checkpoints.save_data_state(str(saved), stream, rank)
     fewer_files = train.load_stream(_args(shard_files[:-1]), 0, 2)
     with pytest.raises(train.DataStateError) as error:
-        train.load_data_state(str(saved), fewer_files, 0, 2)
+        checkpoints.load_data_state(str(saved), fewer_files, 0, 2)
     assert str(error.value) == f"the checkpoint's data position is over {SHARDS} shards and this dataset has {SHARDS - 1}: a pass over other files cannot be continued"
     (saved / "data_rank00001.json").unlink()
     with pytest.raises(train.DataStateError) as error:
-        train.load_data_state(str(saved), train.load_stream(args, 0, 3), 0, 3)
+        checkpoints.load_data_state(str(saved), train.load_stream(args, 0, 3), 0, 3)
     assert "\n" not in str(error.value) and "ranks [0] of a world of 2" in str(error.value)

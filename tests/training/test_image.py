@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import re
+import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -46,7 +49,31 @@ def test_the_image_installs_by_hash_checks_conflicts_and_pins_a_versioned_base()
     (base,) = re.findall(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, flags=re.M)
     # DLC release tags end in -v<major>.<minor>; the bare framework tag moves with every patch release.
     assert re.search(r":\d+\.\d+\.\d+-gpu-py\d+-cu\d+-ubuntu\d+\.\d+-ec2-v\d+\.\d+$", base), base
-    # every file train.py imports from its folder is copied in
+    # every file train.py reaches through its sibling imports is copied in beside it, and only those
     copied = re.search(r"^COPY --chown=trainer (.+) /workspace/$", dockerfile, flags=re.M).group(1).split()
-    local = {m for m in re.findall(r"^from (\w+) import", (TRAINING / "train.py").read_text(), flags=re.M) if (TRAINING / f"{m}.py").exists()}
-    assert {f"{m}.py" for m in local} | {"train.py"} <= set(copied)
+    assert set(copied) == {f"{m}.py" for m in _siblings("train")}
+
+
+def _siblings(module: str) -> set[str]:
+    """`module` and every module beside it in training/ that it imports, and they in turn, as
+    the image runs them: flat, by the script's folder on sys.path (`from data_stream import ...`)."""
+    found, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        for node in ast.walk(ast.parse((TRAINING / f"{name}.py").read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            todo += [n for n in names if (TRAINING / f"{n}.py").exists()]
+    return found
+
+
+def test_no_module_beside_train_py_shadows_an_installed_one():
+    # The script's folder comes first on sys.path, in the image and in the tests that import
+    # train.py: a sibling named like an installed module would replace it for every importer.
+    from importlib.machinery import PathFinder
+
+    elsewhere = [p for p in sys.path if Path(p or ".").resolve() != TRAINING.resolve()]
+    for name in _siblings("train"):
+        assert name not in sys.builtin_module_names and PathFinder.find_spec(name, elsewhere) is None, name

@@ -14,6 +14,7 @@ import torch.distributed as dist
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "training"))  # train.py imports its neighbours as the image does
+import data_stream  # noqa: E402
 import model_shape  # noqa: E402
 import train  # noqa: E402
 
@@ -164,11 +165,11 @@ def test_the_hugging_face_token_is_read_from_the_secret_the_job_names(monkeypatc
         sm.create_secret(Name="hyperpod/prod/hf-token", SecretString="hf_plain\n")
         sm.create_secret(Name="hyperpod/prod/hf-json", SecretString='{"token": "hf_json"}')
         client = botocore.session.get_session().create_client("secretsmanager", region_name="us-east-1")
-        env = {train.HF_TOKEN_SECRET_ENV: "hyperpod/prod/hf-token", "AWS_REGION": "us-east-1"}
-        assert train.load_hf_token(env, client=client) == "hyperpod/prod/hf-token" and env["HF_TOKEN"] == "hf_plain"
-        env = {train.HF_TOKEN_SECRET_ENV: "hyperpod/prod/hf-json"}
-        train.load_hf_token(env, client=client)
+        env = {data_stream.HF_TOKEN_SECRET_ENV: "hyperpod/prod/hf-token", "AWS_REGION": "us-east-1"}
+        assert data_stream.load_hf_token(env, client=client) == "hyperpod/prod/hf-token" and env["HF_TOKEN"] == "hf_plain"
+        env = {data_stream.HF_TOKEN_SECRET_ENV: "hyperpod/prod/hf-json"}
+        data_stream.load_hf_token(env, client=client)
         assert env["HF_TOKEN"] == "hf_json"
         # A token already given wins; no secret named, nothing read.
-        assert train.load_hf_token({train.HF_TOKEN_SECRET_ENV: "x", "HF_TOKEN": "given"}, client=object()) is None
-        assert train.load_hf_token({}, client=object()) is None
+        assert data_stream.load_hf_token({data_stream.HF_TOKEN_SECRET_ENV: "x", "HF_TOKEN": "given"}, client=object()) is None
+        assert data_stream.load_hf_token({}, client=object()) is None

@@ -1,0 +1,120 @@
+"""Read-only checks against the real account, so a deploy does not fail 40 minutes in.
+
+Every call here is a Describe/Get/List. Each check returns pass, warn or fail with what
+to do about it; `hyperpod-cdk preflight` exits non-zero when any fails.
+
+One module per concern: `base` (the line a check reports, the clients it asks), `account`
+(credentials, quotas, the versions the region offers, admins, the CDK bootstrap), `network`
+(zones; an existing VPC's endpoints, subnets and security group), `names` (the names a deploy
+takes, and what an earlier one kept), `resources` (what config hands in: AMIs, alarms, a
+topic, a volume key, a lifecycle bucket, an execution role), `existing_cluster` (the EKS
+cluster eks.existing_cluster names, and what the deploy would put on it), `drift` (the
+deployed cluster against config). This module runs them in order and prints the table;
+import from `cli.preflight`.
+"""
+
+from __future__ import annotations
+
+from cli.exposure import quota_name
+from cli.preflight.account import (
+    CDK_TOOLKIT_STACK,
+    REFUSED_CREDENTIALS,
+    NoCredentials,
+    check_account,
+    check_addon_versions,
+    check_admins,
+    check_bootstrap,
+    check_eks_version,
+    check_quotas,
+    client,
+    credentials_problem,
+    failure_line,
+)
+from cli.preflight.base import Clients, Result, error_code
+from cli.preflight.drift import DRIFT, IMAGE_STATUS, check_drift_addons, check_drift_chart, check_drift_images, check_drift_nodes
+from cli.preflight.existing_cluster import QUICK_SETUP_CHART_OUTPUT, check_existing_cluster
+from cli.preflight.names import STACK_TAG, check_eks_name, check_hyperpod_name, check_retained_names, retained_names
+from cli.preflight.network import check_existing_security_group, check_existing_subnets, check_existing_vpc_endpoints, check_zones
+from cli.preflight.resources import (
+    check_existing_execution_role,
+    check_existing_lifecycle_bucket,
+    check_named_resources,
+    check_operations_topic,
+    check_volume_key,
+)
+from infra.config import Settings
+
+DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check_drift_chart)
+
+CHECKS = (
+    check_account,
+    check_zones,
+    check_quotas,
+    check_eks_name,
+    check_existing_cluster,
+    check_existing_subnets,
+    check_existing_security_group,
+    check_existing_lifecycle_bucket,
+    check_existing_execution_role,
+    check_hyperpod_name,
+    check_eks_version,
+    check_addon_versions,
+    check_admins,
+    check_named_resources,
+    check_volume_key,
+    check_retained_names,
+    check_existing_vpc_endpoints,
+    check_operations_topic,
+    check_bootstrap,
+    *DRIFT_CHECKS,
+)
+
+
+def run(settings: Settings, *, region: str | None = None, profile: str | None = None, session=None, clients: dict | None = None) -> list[Result]:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    region = region or settings.region
+    try:
+        session = session or boto3.Session(profile_name=profile, region_name=region)
+    except BotoCoreError as err:
+        raise NoCredentials(credentials_problem(err, profile) or str(err)) from None
+    aws = Clients(session, region, clients)
+    results = []
+    for check in CHECKS:
+        try:
+            results += check(settings, aws)
+        except (BotoCoreError, ClientError) as err:
+            problem = credentials_problem(err, profile) if check is check_account else None
+            if problem:
+                raise NoCredentials(problem) from None
+            results.append(Result(check.__name__.removeprefix("check_"), "fail", f"could not check: {err}", "check credentials and permissions"))
+    return results
+
+
+def table(results: list[Result]) -> str:
+    width = max([len(r.check) for r in results] + [5])
+    lines = [f"{'check':<{width}}  status  detail"]
+    section = ""
+    for r in results:
+        if r.section != section and r.section == DRIFT:
+            lines.append("-- drift: the deployed cluster against config (pass: as config says, or expected) --")
+        section = r.section
+        lines.append(f"{r.check:<{width}}  {r.status:<6}  {r.detail}")
+        if r.action and r.status != "pass":
+            lines.append(f"{'':<{width}}          -> {r.action}")
+    failed = sum(r.status == "fail" for r in results)
+    lines.append(f"{len(results)} checks: {failed} failed, {sum(r.status == 'warn' for r in results)} warnings")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "CDK_TOOLKIT_STACK", "CHECKS", "DRIFT", "DRIFT_CHECKS", "IMAGE_STATUS", "QUICK_SETUP_CHART_OUTPUT", "REFUSED_CREDENTIALS",
+    "STACK_TAG", "Clients", "NoCredentials", "Result", "check_account", "check_addon_versions", "check_admins",
+    "check_bootstrap", "check_drift_addons", "check_drift_chart", "check_drift_images", "check_drift_nodes",
+    "check_eks_name", "check_eks_version", "check_existing_cluster", "check_existing_execution_role",
+    "check_existing_lifecycle_bucket", "check_existing_security_group", "check_existing_subnets",
+    "check_existing_vpc_endpoints", "check_hyperpod_name", "check_named_resources", "check_operations_topic",
+    "check_quotas", "check_retained_names", "check_volume_key", "check_zones", "client", "credentials_problem",
+    "error_code", "failure_line", "quota_name", "retained_names", "run", "table",
+]

@@ -1,0 +1,184 @@
+"""The account and region a deploy goes to: whose credentials these are (and one line, before
+anything runs, where there are none or AWS refuses them), SageMaker's service quotas for the
+instance groups, the Kubernetes and add-on versions the region offers, the admin principals
+and the CDK bootstrap."""
+
+from __future__ import annotations
+
+import os
+
+from cli.exposure import quota_name
+from cli.preflight.base import Clients, Result, error_code
+from infra import identity
+from infra.config import Settings
+
+CDK_TOOLKIT_STACK = "CDKToolkit"
+
+
+def check_account(settings: Settings, aws: Clients) -> list[Result]:
+    account = aws("sts").get_caller_identity()["Account"]
+    if account == settings.account:
+        return [Result("account", "pass", f"credentials are for {account}")]
+    return [
+        Result(
+            "account",
+            "fail",
+            f"credentials are for {account}, config says {settings.account}",
+            f"use credentials for {settings.account}, or set `account` for env {settings.env_name}",
+        )
+    ]
+
+
+def _quotas(aws: Clients) -> dict[str, float]:
+    by_name = {}
+    for page in aws("service-quotas").get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker"):
+        for quota in page["Quotas"]:
+            by_name[quota["QuotaName"]] = quota["Value"]
+    return by_name
+
+
+def check_quotas(settings: Settings, aws: Clients) -> list[Result]:
+    """The quota "<type> for cluster usage" covers the sum over instance groups, per type."""
+    quotas = _quotas(aws)
+    results = []
+    for itype, needed in sorted(settings.capacity().items()):
+        name = quota_name(itype)
+        if name not in quotas:
+            results.append(Result(f"quota {itype}", "warn", f"no SageMaker quota named '{name}' found", "check Service Quotas > Amazon SageMaker"))
+        elif quotas[name] < needed:
+            results.append(
+                Result(
+                    f"quota {itype}",
+                    "fail",
+                    f"'{name}' is {quotas[name]:g}, instance groups need {needed}",
+                    f"request an increase of '{name}' to {needed} in Service Quotas (ResourceLimitExceeded otherwise)",
+                )
+            )
+        else:
+            results.append(Result(f"quota {itype}", "pass", f"'{name}' is {quotas[name]:g}, need {needed}"))
+    return results
+
+
+def check_eks_version(settings: Settings, aws: Clients) -> list[Result]:
+    version = settings.eks.version
+    offered = aws("eks").describe_cluster_versions(clusterVersions=[version]).get("clusterVersions", [])
+    if not offered:
+        return [Result("EKS version", "fail", f"{version} is not offered in {aws.region}", "choose an offered eks.version")]
+    status = offered[0].get("versionStatus", offered[0].get("status", "UNKNOWN"))
+    if status in ("STANDARD_SUPPORT", "standard-support"):
+        return [Result("EKS version", "pass", f"{version} is in standard support")]
+    return [Result("EKS version", "warn", f"{version} is offered ({status})", "extended support costs extra per cluster-hour")]
+
+
+def _addons_to_create(settings: Settings) -> dict[str, str | None]:
+    """EKS add-on name -> pinned version (None: EKS's default) of every add-on a deploy creates."""
+    from cli.upgrade_plan import addons_of
+
+    return {addon.name: addon.pinned for addon in addons_of(settings)}
+
+
+def check_addon_versions(settings: Settings, aws: Clients) -> list[Result]:
+    """An add-on with no version for the cluster's Kubernetes version fails CreateAddon."""
+    version, results = settings.eks.version, []
+    for name, pinned in _addons_to_create(settings).items():
+        found = aws("eks").describe_addon_versions(kubernetesVersion=version, addonName=name).get("addons", [])
+        offered = [v["addonVersion"] for a in found for v in a.get("addonVersions", [])]
+        if not offered:
+            results.append(
+                Result(f"add-on {name}", "fail", f"publishes no version for Kubernetes {version} in {aws.region}", "choose an eks.version it supports, or turn it off")
+            )
+        elif pinned and pinned not in offered:
+            results.append(
+                Result(f"add-on {name}", "fail", f"{pinned} is not offered for Kubernetes {version}", f"pin one of: {', '.join(offered[:5])}")
+            )
+        else:
+            results.append(Result(f"add-on {name}", "pass", f"{pinned or offered[0]} for Kubernetes {version}"))
+    return results
+
+
+def check_admins(settings: Settings, aws: Clients) -> list[Result]:
+    iam = aws("iam")
+    results = []
+    if not settings.eks.admin_principal_arns and settings.uses_existing_cluster:
+        return [Result("admin principals", "pass", f"none to add: access to {settings.eks_cluster_name} stays as it is")]
+    if not settings.eks.admin_principal_arns:
+        return [Result("admin principals", "warn", "eks.admin_principal_arns is empty", "add your role, or nobody can use kubectl")]
+    for arn in settings.eks.admin_principal_arns:
+        principal = identity.parse(arn, ("role", "user"))  # validated; Get* take the name without its path
+        kind, name = principal.kind, principal.name
+        try:
+            iam.get_role(RoleName=name) if kind == "role" else iam.get_user(UserName=name)
+            results.append(Result(f"admin {name}", "pass", f"{kind} exists"))
+        except Exception as err:  # noqa: BLE001
+            if error_code(err) != "NoSuchEntity":
+                raise
+            results.append(Result(f"admin {name}", "fail", f"{arn} does not exist", "fix eks.admin_principal_arns"))
+    return results
+
+
+def check_bootstrap(settings: Settings, aws: Clients) -> list[Result]:
+    try:
+        stack = aws("cloudformation").describe_stacks(StackName=CDK_TOOLKIT_STACK)["Stacks"][0]
+    except Exception as err:  # noqa: BLE001
+        if error_code(err) != "ValidationError":
+            raise
+        return [
+            Result("CDK bootstrap", "fail", f"no {CDK_TOOLKIT_STACK} stack in {aws.region}", f"cdk bootstrap aws://{settings.account}/{aws.region}")
+        ]
+    if stack["StackStatus"].endswith("_COMPLETE") and "ROLLBACK" not in stack["StackStatus"]:
+        return [Result("CDK bootstrap", "pass", f"{CDK_TOOLKIT_STACK} is {stack['StackStatus']}")]
+    return [Result("CDK bootstrap", "fail", f"{CDK_TOOLKIT_STACK} is {stack['StackStatus']}", "re-run cdk bootstrap")]
+
+
+class NoCredentials(RuntimeError):
+    """No usable credentials: one line saying which and what to do, before any check runs."""
+
+
+# STS's answers for credentials it will not take (its API reference and the IAM
+# troubleshooting guide): every check would fail the same way, so preflight stops at once.
+REFUSED_CREDENTIALS = ("ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
+                       "SignatureDoesNotMatch", "AccessDenied")
+
+
+def credentials_problem(err, profile: str | None, command: str = "preflight") -> str | None:
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError, ProfileNotFound, TokenRetrievalError
+
+    where = f"profile {profile!r}" if profile else "the default credential chain"
+    if isinstance(err, ProfileNotFound):
+        # Without --profile, the name came from the environment (AWS_PROFILE, AWS_DEFAULT_PROFILE).
+        named = err.kwargs.get("profile")
+        given = f"--profile {profile}" if profile else next(
+            (f"{var}={os.environ[var]}" for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE") if os.environ.get(var) == named),
+            f"profile {named!r}")
+        return f"{given}: no such profile in ~/.aws/config or ~/.aws/credentials; `aws configure list-profiles` lists them"
+    if isinstance(err, (NoCredentialsError, PartialCredentialsError)):
+        return f"no AWS credentials from {where}; run `aws configure` or `aws sso login`, or pass --profile"
+    if isinstance(err, TokenRetrievalError):
+        return f"the SSO token of {where} has expired; run `aws sso login{' --profile ' + profile if profile else ''}`"
+    code = error_code(err)
+    if code in REFUSED_CREDENTIALS:
+        return f"AWS refused the credentials of {where} ({code}): renew them (`aws sso login`, or new keys) and run {command} again"
+    return None
+
+
+def client(settings: Settings, service: str, *, region: str | None = None, profile: str | None = None,
+           verify_as: str | None = None):
+    """One client for a command beside preflight (upgrade-plan, accept), failing as preflight does.
+    `verify_as` (the command's name): ask STS first, so refused credentials stop the command in one
+    line before anything runs."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    command = verify_as or "preflight"
+    try:
+        session = boto3.Session(profile_name=profile, region_name=region or settings.region)
+        if verify_as:
+            session.client("sts").get_caller_identity()
+    except (BotoCoreError, ClientError) as err:
+        raise NoCredentials(credentials_problem(err, profile, command) or str(err)) from None
+    return session.client(service, region_name=region or settings.region)
+
+
+def failure_line(err, profile: str | None) -> str:
+    """One line for an AWS error: what to do about the credentials, or the error itself."""
+    return credentials_problem(err, profile) or f"{error_code(err)}: {err}"

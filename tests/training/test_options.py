@@ -1,0 +1,73 @@
+"""train.py's options and recipe: each performance option runs and gives the plain run's loss,
+the GPU smoke command uses only options these tests run, and the 8B job trains on torchtitan's
+published Llama 3 8B recipe."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.training.runs import TRAIN, job_train_args, losses_of, train_in_process, train_module
+
+
+PERFORMANCE_FLAGS = {
+    "compile": ["--compile"],
+    "selective-ac": ["--activation-checkpointing=selective"],
+    "no-ac": ["--activation-checkpointing=none"],
+    "fused-adamw": ["--fused-optimizer"],
+    "fsdp-units": ["--fsdp-units=tuned"],
+}
+
+
+def test_gpu_smoke_runs_the_8b_fast_path_with_options_train_py_defines_and_the_cpu_tests_run():
+    """make gpu-smoke runs only where a GPU is lent: its train.py command must still parse,
+    give the 8B shape's fast path, and use only performance options this module runs."""
+    from tests.bench import gpu_smoke
+
+    cmd = gpu_smoke.train_command(layers=4, steps=40)
+    args = train_module().parse_args(cmd[cmd.index(str(TRAIN)) + 1 :])  # exits on an option train.py lacks
+    assert (args.model, args.layers, args.seq_len, args.batch_size, args.synthetic_data, args.bf16) == ("llama3.1-8b", 4, 8192, 1, True, "on")
+    assert args.checkpoint_dir is None  # it measures training, not saves (tests/bench/bench_checkpoint.py does)
+    assert args.compile and args.fused_optimizer and (args.fsdp_units, args.activation_checkpointing) == ("tuned", "selective")
+    tested = {flag for flags in PERFORMANCE_FLAGS.values() for flag in flags}
+    assert {a for a in cmd if a.split("=")[0] in {t.split("=")[0] for t in tested}} <= tested
+
+
+def _run_in_process(work: Path, *args: str) -> dict[int, float]:
+    code, out = train_in_process(work, *args)
+    assert code == 0, out[-2000:]
+    return losses_of(out)
+
+
+@pytest.fixture(scope="module")
+def plain_losses(workdir):
+    return _run_in_process(workdir, "--max-steps=4", "--log-interval=1")
+
+
+@pytest.mark.parametrize("flag", sorted(PERFORMANCE_FLAGS))
+def test_each_performance_option_runs_and_gives_the_plain_loss(workdir, plain_losses, flag):
+    losses = _run_in_process(workdir, "--max-steps=4", "--log-interval=1", *PERFORMANCE_FLAGS[flag])
+    assert sorted(losses) == [1, 2, 3, 4]
+    for step, value in plain_losses.items():
+        assert losses[step] == pytest.approx(value, abs=1e-3), step
+
+
+def test_the_8b_job_trains_on_torchtitans_llama3_8b_recipe():
+    # torchtitan's Llama 3 8B preset (tests/fixtures/torchtitan_llama3_8b.json, with its source):
+    # the prod job's 1,000 steps warm up over its 200, at its learning rate, batch, sequence and
+    # gradient clipping, as train.py reads the rendered command.
+    recipe = json.loads((ROOT / "tests" / "fixtures" / "torchtitan_llama3_8b.json").read_text())
+    args = job_train_args()
+    assert args.model == "llama3.1-8b" and args.max_steps == recipe["training"]["steps"]
+    assert args.warmup_steps == recipe["lr_scheduler"]["warmup_steps"]
+    assert args.lr == recipe["optimizer"]["lr"] and args.grad_clip == recipe["training"]["max_norm"]
+    assert (args.batch_size, args.seq_len) == (recipe["training"]["batch_size"], recipe["training"]["seq_len"])
+    # Another step count keeps torchtitan's share; the learning rate peaks at the warm-up's end.
+    from training import model_shape
+
+    assert model_shape.job_warmup_steps("llama3.1-8b", 3000) == 600
+    factor = train_module().lr_schedule(args)
+    assert factor(args.warmup_steps - 1) == 1.0 and factor(0) == 1 / args.warmup_steps

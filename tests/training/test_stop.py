@@ -1,0 +1,154 @@
+"""train.py and the HyperPod elastic agent's stop, held to the agent's own source (its sdist in
+.venv/sdist): each signal it stops workers with saves at the next step and exits, a stop that
+cannot save ends before the agent's SIGKILL, and an elastic scale event arrives as a signal
+train.py saves on."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+
+from infra import config
+from manifests import job as job_manifest
+from tests.conftest import CONTEXT
+from tests.training.runs import job_train_args, plain_command, single_env, train_module
+
+
+def _agent_stop_signals() -> set[str]:
+    """The signals hyperpodrun stops workers with, read from its source: SIGUSR1 when the
+    operator's /stop is graceful (PLRHyperPodElasticAgent._stop_workers), else its
+    --shutdown-signal, which the job sets."""
+    import ast
+    import tarfile
+
+    from tests.manifests.test_agent_contract import SDIST
+
+    with tarfile.open(SDIST) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("elastic_agent/plr_hyperpod_elastic_agent.py"))
+        tree = ast.parse(tar.extractfile(member).read())
+    stop_workers = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_stop_workers")
+    graceful = {n.attr for n in ast.walk(stop_workers) if isinstance(n, ast.Attribute) and n.attr.startswith("SIG")}
+    return graceful | {_agent_option("--shutdown-signal")}
+
+
+def _agent_option(option: str) -> str:
+    settings, _ = config.load_settings(CONTEXT, "prod")
+    command = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    return next(a.split("=", 1)[1] for a in command if a.startswith(f"{option}="))
+
+
+def _agent_default(option: str):
+    """The default of one of hyperpodrun's own options, read from its source (run.py)."""
+    import ast
+    import tarfile
+
+    from tests.manifests.test_agent_contract import SDIST
+
+    with tarfile.open(SDIST) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("src/hyperpod_elastic_agent/run.py"))
+        tree = ast.parse(tar.extractfile(member).read())
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add_argument"
+                and n.args and getattr(n.args[0], "value", None) == option)
+    return next(ast.literal_eval(k.value) for k in call.keywords if k.arg == "default")
+
+
+def test_the_stop_watchdog_ends_a_stop_before_the_agents_sigkill():
+    train_module()  # its folder on the path
+    import agent_stop
+
+    shutdown = int(_agent_option("--shutdown-timeout"))
+    # The agent's own default leaves a save no time; the job passes its own, to the agent
+    # and to train.py alike.
+    assert _agent_default("--shutdown-timeout") == 15 < shutdown
+    job = job_train_args()
+    assert job.stop_timeout == shutdown
+    # The watchdog ends a stop that cannot save STOP_MARGIN_S before the agent's SIGKILL,
+    # and the pod's grace period outlasts both.
+    assert 0 < agent_stop.STOP_MARGIN_S and max(1.0, job.stop_timeout - agent_stop.STOP_MARGIN_S) < shutdown
+    settings, _ = config.load_settings(CONTEXT, "prod")
+    pod = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] > shutdown
+
+
+def test_each_signal_the_agent_stops_workers_with_saves_at_the_next_step_and_exits(workdir, tmp_path):
+    signals = sorted(_agent_stop_signals())
+    assert signals == ["SIGTERM", "SIGUSR1"]
+    runs = {}
+    try:
+        for name in signals:  # both at once: the startups overlap
+            ckpt = tmp_path / name
+            # SIGUSR1's run saves in the background at every step, as the job does at its
+            # interval: the stop comes while a save is being written, and waits for it.
+            saves = ["--async-checkpoint", "--checkpoint-interval=1"] if name == "SIGUSR1" else ["--checkpoint-interval=100000"]
+            cmd = plain_command(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}", *saves)
+            runs[name] = subprocess.Popen(cmd, cwd=workdir, env=single_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for name, proc in runs.items():
+            sent = None
+            for line in proc.stdout:
+                if line.startswith("step=2 "):
+                    sent = time.monotonic()
+                    proc.send_signal(getattr(signal, name))
+                    break
+            rest, _ = proc.communicate(timeout=60)
+            assert sent, f"{name}: the run ended before step 2 ({proc.returncode})"
+            exited = time.monotonic() - sent
+            assert proc.returncode == 128 + getattr(signal, name), rest[-2000:]
+            (stopped,) = [l for l in rest.splitlines() if l.startswith("training stopped")]
+            step = int(re.fullmatch(rf"training stopped on {name} after step=(\d+); checkpoint step=\1", stopped).group(1))
+            assert (tmp_path / name / f"step_{step:08d}" / "_COMPLETE.json").exists()
+            if name == "SIGUSR1":  # the save before the stop's completed too, before it
+                lines = rest.splitlines()
+                before = [l for l in lines[: lines.index(stopped)] if l.startswith(f"checkpoint saved step={step - 1} ")]
+                assert before and (tmp_path / name / f"step_{step - 1:08d}" / "_COMPLETE.json").exists(), rest[-2000:]
+            assert exited < 10, exited
+    finally:
+        for proc in runs.values():
+            proc.kill()
+
+
+def test_a_stop_with_a_peer_gone_exits_without_a_save_before_the_agents_sigkill(workdir, tmp_path):
+    # Two ranks as two plain processes (no torchrun, whose agent would end the job itself).
+    # Rank 1 freezes, as a hung node does, so rank 0's next collective never completes.
+    stop_timeout = 7
+    ckpt = tmp_path / "ckpt"
+    env = {**single_env(), "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
+    cmd = plain_command(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}",
+                  "--checkpoint-interval=100000", f"--stop-timeout={stop_timeout}")
+    ranks = [subprocess.Popen(cmd, cwd=workdir, env={**env, "RANK": str(r)}, stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True) for r in (0, 1)]
+    try:
+        assert any(line.startswith("step=2 ") for line in ranks[0].stdout), "rank 0 ended before step 2"
+        ranks[1].send_signal(signal.SIGSTOP)
+        sent = time.monotonic()
+        ranks[0].send_signal(signal.SIGUSR1)
+        rest, _ = ranks[0].communicate(timeout=60)
+        exited = time.monotonic() - sent
+    finally:
+        for proc in ranks:
+            proc.kill()
+    assert ranks[0].returncode == 128 + signal.SIGUSR1
+    (stopped,) = [l for l in rest.splitlines() if l.startswith("training stopped")]
+    assert re.fullmatch(r"training stopped on SIGUSR1 without a checkpoint: no step boundary within \d+s of the signal "
+                        r"\(a peer gone, or a collective hung\); last checkpoint step=0", stopped), stopped
+    assert exited < stop_timeout  # before the agent's SIGKILL
+    assert not ckpt.exists()
+
+
+def test_an_elastic_scale_event_reaches_train_py_as_a_signal_it_saves_on():
+    """The agent's elastic event handler (for training processes) takes elastic scaling events
+    as the signals it registers a handler for, read from its source: train.py's stop must
+    catch them, so a scale-down or scale-up saves before the world changes."""
+    import ast
+    import tarfile
+
+    from tests.manifests.test_agent_contract import SDIST
+
+    with tarfile.open(SDIST) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("src/hyperpod_elastic_agent/elastic_event_handler.py"))
+        tree = ast.parse(tar.extractfile(member).read())
+    registered = {call.args[0].attr for call in ast.walk(tree) if isinstance(call, ast.Call)
+                  and getattr(call.func, "attr", None) == "signal" and call.args and isinstance(call.args[0], ast.Attribute)}
+    assert registered == {"SIGUSR1"}
+    assert registered <= {s.name for s in train_module().StopRequest.SIGNALS}
