@@ -130,7 +130,9 @@ def test_the_unusual_configs_together_synthesize(synth):
     assert gpu["ScheduledUpdateConfig"]["ScheduleExpression"] == "cron(0 3 29 2 ? *)"
 
 
-def test_the_readme_counts_the_corpus_as_it_is():
-    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+def test_the_security_page_counts_the_corpus_as_it_is():
+    from tests import doc_pages
+
+    readme = doc_pages.shown("security.md")
     assert f"`tests/bad_inputs/` holds {len(CORPUS)} invalid configs" in readme
     assert f"the {len(CLI_CASES)} marked `cdk_cli` also through the `cdk synth` command" in readme

@@ -102,7 +102,7 @@ def test_a_kept_resource_with_a_fixed_name_can_be_adopted_by_the_next_deploy(syn
                 assert "read" in schema.get("handlers", {}), (suffix, lid)
                 fixed.append(resource["Properties"][keys[0]])
     assert bool(fixed) == s.settings.protection.retain_data, fixed
-    assert "--import-existing-resources" in (ROOT / "README.md").read_text()
+    assert "--import-existing-resources" in (ROOT / "docs" / "deploying.md").read_text()
 
 
 def test_the_eks_cluster_is_deleted_on_teardown_even_in_prod(synth):
@@ -171,7 +171,7 @@ def test_an_environment_destroyed_deploys_again_over_what_it_kept_as_preflight_a
     # prod keeps its buckets and log groups. On moto (CloudFormation honours DeletionPolicy Retain,
     # S3 and CloudWatch Logs refuse a name in use): deploy what prod keeps under a fixed name,
     # destroy, and see what the next deploy meets, what `preflight` says about it, and that the
-    # README's way through (`cdk deploy --import-existing-resources`) meets every requirement
+    # docs/deploying.md's way through (`cdk deploy --import-existing-resources`) meets every requirement
     # CloudFormation documents for importing them. moto does not implement ImportExistingResources
     # (it creates regardless), so the import itself is held to its documented requirements, not run.
     import boto3

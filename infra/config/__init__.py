@@ -9,8 +9,9 @@ stacks get the `Settings` this package returns.
 One module per area, each model beside its checks (network, eks, hyperpod, addons,
 governance, storage, sample_job, acceptance, operations), the root `Settings` in settings,
 the limits the services' own definitions put on fields in limits, what the areas share in
-base, and loading (merge, parse, check, error text) in loading. This module is the public
-face: import from `infra.config`.
+base, loading (merge, parse, check, error text, the walk over every field) in loading, and
+the configuration reference written from the models' descriptions in reference (`python -m
+infra.config.reference`). This module is the public face: import from `infra.config`.
 """
 
 from infra.config.acceptance import AcceptanceSettings

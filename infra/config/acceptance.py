@@ -25,17 +25,28 @@ PROBE_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
 
 
 class AcceptanceSettings(Model):
-    # The GPU groups to prove; empty: every group of NVIDIA GPUs not cut into MIG slices.
-    instance_groups: tuple[str, ...] = ()
-    # Image references, held to the distribution reference grammar (infra/config/limits.py).
-    nccl_image: str = NCCL_TESTS_IMAGE
-    dcgm_image: str = DCGM_IMAGE
-    # A fabric passes at this share of the published bus bandwidth for its instance type.
-    min_bandwidth_percent: int = Field(default=90, ge=1, le=100)
-    # HyperPod's on-demand deep health check (StartClusterHealthCheck) on types that have one.
-    deep_health_check: bool = True
-    # A small image with a shell, wget and httpd (busybox) for the tenancy probes in team namespaces.
-    probe_image: str = PROBE_IMAGE
+    instance_groups: tuple[str, ...] = Field(
+        default=(), description="The GPU groups to prove; empty: every group of whole NVIDIA GPUs (not cut into MIG slices)."
+    )
+    nccl_image: str = Field(
+        default=NCCL_TESTS_IMAGE,
+        description="The awsome NCCL test image; in a network without NAT, a copy in this account's ECR in the cluster's "
+        "region (`validate` warns, `accept` refuses).",
+    )
+    dcgm_image: str = Field(
+        default=DCGM_IMAGE, description="NVIDIA's DCGM image (`nv-hostengine`, `dcgmi`); in a network without NAT, a copy as for `nccl_image`."
+    )
+    min_bandwidth_percent: int = Field(
+        default=90, ge=1, le=100, description="A fabric passes at this share of the published bus bandwidth for its instance type."
+    )
+    deep_health_check: bool = Field(
+        default=True, description="Also run HyperPod's on-demand deep health check (StartClusterHealthCheck) on types that have one."
+    )
+    probe_image: str = Field(
+        default=PROBE_IMAGE,
+        description="A small image with a shell, wget and httpd (busybox) for the tenancy probes in each team's namespace; in "
+        "a network without NAT, a copy as for `nccl_image`.",
+    )
 
 
 def unprovable(group) -> str | None:

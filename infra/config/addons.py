@@ -15,27 +15,32 @@ if TYPE_CHECKING:
 
 
 class AddonSwitch(Model):
-    enabled: bool = True
-    # The cluster (eks.existing_cluster) already runs it: the deploy creates none, and what
-    # needs it uses that one (`preflight` checks it is there at a version they accept).
-    existing: bool = False
-    # Pinned EKS add-on version; None lets EKS choose its default at create time.
-    version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    configuration_values: dict[str, Any] = {}
+    enabled: bool = Field(default=True, description="Install the add-on.")
+    existing: bool = Field(
+        default=False,
+        description="The existing cluster (`eks.existing_cluster`) already runs it: the deploy creates none, and what needs "
+        "it uses that one; `preflight` checks it is there at a version they accept. Its `version` and "
+        "`configuration_values` stay its owner's.",
+    )
+    version: Optional[str] = Field(
+        default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
+        description="Pinned EKS add-on version; unset: EKS's default at create time.",
+    )
+    configuration_values: dict[str, Any] = Field(default={}, description="Extra add-on configuration values, merged over ours.")
 
 
 MetricLevel = Literal["BASIC", "ADVANCED"]
 
 
 class ObservabilityMetrics(Model):
-    training: MetricLevel = "BASIC"
-    inference: MetricLevel = "BASIC"
-    task_governance: MetricLevel = "BASIC"
-    scaling: MetricLevel = "BASIC"
-    cluster: MetricLevel = "BASIC"
-    node: MetricLevel = "BASIC"
-    network: MetricLevel = "BASIC"
-    accelerated_compute: MetricLevel = "ADVANCED"
+    training: MetricLevel = Field(default="BASIC", description="Training metrics.")
+    inference: MetricLevel = Field(default="BASIC", description="Inference metrics (both references send `BASIC`).")
+    task_governance: MetricLevel = Field(default="BASIC", description="Task governance (Kueue) metrics.")
+    scaling: MetricLevel = Field(default="BASIC", description="Scaling metrics.")
+    cluster: MetricLevel = Field(default="BASIC", description="Cluster metrics, sent as `customMetrics` as the awsome Terraform does.")
+    node: MetricLevel = Field(default="BASIC", description="Node metrics.")
+    network: MetricLevel = Field(default="BASIC", description="Network metrics.")
+    accelerated_compute: MetricLevel = Field(default="ADVANCED", description="Accelerated compute metrics.")
 
 
 class GrafanaSettings(Model):
@@ -43,25 +48,51 @@ class GrafanaSettings(Model):
     SAML needs the identity provider's metadata URL. Users and groups are assigned after
     deploy (CloudFormation has no resource for Grafana permissions)."""
 
-    enabled: bool = False
-    authentication_providers: tuple[Literal["AWS_SSO", "SAML"], ...] = Field(default=("AWS_SSO",), min_length=1)
-    saml_metadata_url: Optional[str] = Field(default=None, pattern=r"^https://\S+$")
+    enabled: bool = Field(default=False, description="Create an Amazon Managed Grafana workspace for the add-on.")
+    authentication_providers: tuple[Literal["AWS_SSO", "SAML"], ...] = Field(
+        default=("AWS_SSO",), min_length=1, description="`AWS_SSO` needs IAM Identity Center in the account; `SAML` needs `saml_metadata_url`."
+    )
+    saml_metadata_url: Optional[str] = Field(
+        default=None, pattern=r"^https://\S+$", description="The identity provider's metadata URL, with `SAML`."
+    )
 
 
 class ObservabilityAddon(AddonSwitch):
-    scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
-    metrics: ObservabilityMetrics = ObservabilityMetrics()
-    logging: bool = True
-    grafana: GrafanaSettings = GrafanaSettings()
+    scrape_interval_seconds: int = Field(default=30, ge=10, le=300, description="Metric scrape interval.")
+    metrics: ObservabilityMetrics = Field(
+        default=ObservabilityMetrics(),
+        description="How much of each of the add-on's metric sets it collects.",
+    )
+    logging: bool = Field(default=True, description="Ship the cluster's logs to CloudWatch Logs.")
+    grafana: GrafanaSettings = Field(
+        default=GrafanaSettings(),
+        description="Amazon Managed Grafana beside the Prometheus workspace; its users and groups are assigned after deploy "
+        "(CloudFormation has no resource for Grafana permissions).",
+    )
 
 
 class AddonsSettings(Model):
-    cert_manager: AddonSwitch = AddonSwitch()
-    training_operator: AddonSwitch = AddonSwitch()
-    observability: ObservabilityAddon = ObservabilityAddon()
-    task_governance: AddonSwitch = AddonSwitch()
-    # The FSx for Lustre CSI driver: installed only where fsx.enabled (its version and values here).
-    fsx_csi: AddonSwitch = AddonSwitch()
+    cert_manager: AddonSwitch = Field(
+        default=AddonSwitch(), description="`cert-manager`: certificates for the operators' webhooks (one replica each, tolerating every taint)."
+    )
+    training_operator: AddonSwitch = Field(
+        default=AddonSwitch(),
+        description="`amazon-sagemaker-hyperpod-training-operator`: `HyperPodPyTorchJob`, log-based hang and fault detection, "
+        "partial restarts; needs cert-manager and the Pod Identity agent, comes after task governance.",
+    )
+    observability: ObservabilityAddon = Field(
+        default=ObservabilityAddon(),
+        description="`amazon-sagemaker-hyperpod-observability`: metrics to Managed Prometheus (encrypted, tagged), cluster logs, "
+        "optional Managed Grafana; needs the Pod Identity agent.",
+    )
+    task_governance: AddonSwitch = Field(
+        default=AddonSwitch(), description="`amazon-sagemaker-hyperpod-taskgovernance`: Kueue, the team queues and quotas."
+    )
+    fsx_csi: AddonSwitch = Field(
+        default=AddonSwitch(),
+        description="The FSx for Lustre CSI driver (`aws-fsx-csi-driver`), installed only where `fsx.enabled`; with `existing`, "
+        "the claims use the cluster's driver.",
+    )
 
 
 def check_addons(s: Settings, p: Problems):

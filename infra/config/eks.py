@@ -21,8 +21,11 @@ LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 
 
 class CoreAddon(Model):
-    version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    configuration_values: dict[str, Any] = {}
+    version: Optional[str] = Field(
+        default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
+        description="Pinned add-on version; unset: EKS's default at create, kept since (a cluster upgrade does not move it).",
+    )
+    configuration_values: dict[str, Any] = Field(default={}, description="Extra configuration values for the add-on.")
 
 
 # The VPC CNI's network policy agent, which enforces NetworkPolicies (the team namespaces'
@@ -38,10 +41,14 @@ def vpc_cni_configuration(s: Settings) -> dict[str, Any]:
 
 
 class CoreAddons(Model):
-    vpc_cni: CoreAddon = CoreAddon()
-    kube_proxy: CoreAddon = CoreAddon()
-    coredns: CoreAddon = CoreAddon()
-    pod_identity_agent: CoreAddon = CoreAddon()
+    vpc_cni: CoreAddon = Field(
+        default=CoreAddon(),
+        description="`vpc-cni`; its `env` values and switches are strings (`\"true\"`, not `true`), and its network policy "
+        "agent is on (`enableNetworkPolicy: \"true\"`) for the team namespaces' default deny.",
+    )
+    kube_proxy: CoreAddon = Field(default=CoreAddon(), description="`kube-proxy`.")
+    coredns: CoreAddon = Field(default=CoreAddon(), description="`coredns`.")
+    pod_identity_agent: CoreAddon = Field(default=CoreAddon(), description="`eks-pod-identity-agent`: credentials for Pod Identity roles.")
 
 
 class ExistingCluster(Model):
@@ -49,30 +56,63 @@ class ExistingCluster(Model):
     with no AWS call; `hyperpod-cdk preflight` holds it against HyperPod's prerequisites.
     Its VPC and subnets are network.existing_vpc's."""
 
-    name: str
-    # The cluster security group EKS made with it (DescribeCluster
-    # resourcesVpcConfig.clusterSecurityGroupId): the control plane's interfaces carry it.
-    security_group_id: str = Field(pattern=r"^sg-[0-9a-f]{8,17}$")
-    # A role the kubectl Lambda runs as, which already has an access entry with cluster admin
-    # and trusts lambda.amazonaws.com. Left out, the stack creates the Lambda's role and gives
-    # it that access entry (AmazonEKSClusterAdminPolicy), as the quick setup does for its Helm
-    # Lambda on a cluster it did not create.
-    kubectl_role_arn: Optional[str] = None
-    # The EKS Pod Identity agent add-on, for a cluster that lacks it (preflight tells); left
-    # on the cluster when this environment is destroyed.
-    install_pod_identity_agent: bool = False
+    name: str = Field(description="Its name (letters, digits, `-`, `_`; 1-100 characters).")
+    security_group_id: str = Field(
+        pattern=r"^sg-[0-9a-f]{8,17}$",
+        description="The cluster security group EKS made with it, which the control plane's interfaces carry (`aws eks "
+        "describe-cluster --query cluster.resourcesVpcConfig.clusterSecurityGroupId`); it gets one ingress rule from the nodes' group.",
+    )
+    kubectl_role_arn: Optional[str] = Field(
+        default=None,
+        description="A role of this account the kubectl Lambda runs as, which already has a cluster-admin access entry and "
+        "trusts `lambda.amazonaws.com`. Unset: the stack makes the role and gives it that access entry "
+        "(`AmazonEKSClusterAdminPolicy`), as the quick setup does for its Helm Lambda on a cluster it did not create.",
+    )
+    install_pod_identity_agent: bool = Field(
+        default=False,
+        description="Install the `eks-pod-identity-agent` add-on, for a cluster that lacks it (`preflight` tells); it stays on "
+        "the cluster when this environment is destroyed.",
+    )
 
 
 class EksSettings(Model):
-    version: str = Field(default=versions.DEFAULT_EKS_VERSION, pattern=r"^1\.\d{1,2}$")
-    cluster_name: Optional[str] = None
-    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
-    endpoint_access: Literal["public", "private", "public_and_private"] = "public_and_private"
-    public_access_cidrs: tuple[ipaddress.IPv4Network, ...] = (ipaddress.IPv4Network("0.0.0.0/0"),)
-    admin_principal_arns: tuple[str, ...] = ()
-    logging: tuple[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"], ...] = LOG_TYPES
-    core_addons: CoreAddons = CoreAddons()
-    existing_cluster: Optional[ExistingCluster] = None
+    version: str = Field(
+        default=versions.DEFAULT_EKS_VERSION, pattern=r"^1\.\d{1,2}$",
+        description="Kubernetes version, 1.28-1.36, in quotes; outside a component's documented range is a warning, and 1.34 "
+        "and older cost EKS extended support (docs/configuration.md, Kubernetes version and its cost).",
+    )
+    cluster_name: Optional[str] = Field(
+        default=None,
+        description="EKS cluster name; unset: `<prefix>-<env>`. Changing it replaces the cluster.",
+    )
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = Field(default="API", description="HyperPod needs one of these two.")
+    endpoint_access: Literal["public", "private", "public_and_private"] = Field(
+        default="public_and_private", description="Where the Kubernetes API endpoint answers."
+    )
+    public_access_cidrs: tuple[ipaddress.IPv4Network, ...] = Field(
+        default=(ipaddress.IPv4Network("0.0.0.0/0"),),
+        description="Blocks allowed to reach a public endpoint (at most 40, no private or reserved ones); empty with `private`.",
+    )
+    admin_principal_arns: tuple[str, ...] = Field(
+        default=(),
+        description="IAM roles or users given a cluster-admin access entry: at least one, yours (role ARNs, not the STS "
+        "session ARNs `aws sts get-caller-identity` prints). CloudFormation's role creates the cluster, so no one else has access.",
+    )
+    logging: tuple[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"], ...] = Field(
+        default=LOG_TYPES, description="Control-plane log types sent to CloudWatch Logs."
+    )
+    core_addons: CoreAddons = Field(
+        default=CoreAddons(),
+        description="The core add-ons the cluster stack installs with the cluster, before any node, all `ResolveConflicts: "
+        "OVERWRITE` (on an existing cluster, only the Pod Identity agent, if asked).",
+    )
+    existing_cluster: Optional[ExistingCluster] = Field(
+        default=None,
+        description="Join this EKS cluster instead of creating one; `preflight` holds it to HyperPod's prerequisites "
+        "(docs/deploying.md, On an existing EKS cluster). Needs `network.existing_vpc` (its VPC); leave out "
+        "`cluster_name`, `authentication_mode`, `endpoint_access`, `public_access_cidrs`, `logging` and the core add-on "
+        "pins, which the cluster already decides.",
+    )
 
     @field_validator("admin_principal_arns")
     @classmethod

@@ -22,14 +22,13 @@ TOPOLOGY_LEVELS = (
 
 
 class PriorityClass(Model):
-    name: str
-    weight: int
+    name: str = Field(description="Class name; Kubernetes sees `<name>-priority`.")
+    weight: int = Field(description="Higher preempts lower.")
 
 
 class AcceleratorPartition(Model):
-    # A MIG slice, "mig-<profile>" (e.g. mig-1g.10gb), as ComputeQuota's AcceleratorPartition.Type.
-    type: str
-    count: int
+    type: str = Field(description="A MIG slice, `mig-<profile>` (e.g. `mig-1g.10gb`), that some group is cut into.")
+    count: int = Field(description="Slices.")
 
 
 # The resource kinds a quota entry can name, beside whole instances ("count").
@@ -40,12 +39,16 @@ class QuotaResource(Model):
     """One instance type's share (ComputeQuotaResourceConfig): whole instances (count), or any
     of accelerators, vCPUs, memory and MIG slices of the type."""
 
-    instance_type: str
-    count: Optional[int] = None
-    accelerators: Optional[int] = None
-    vcpu: Optional[float] = None
-    memory_gib: Optional[float] = None
-    accelerator_partition: Optional[AcceleratorPartition] = None
+    instance_type: str = Field(description="An instance type some group provides.")
+    count: Optional[int] = Field(
+        default=None, description="Whole instances, alone; or give any of `accelerators`, `vcpu`, `memory_gib` and `accelerator_partition` instead."
+    )
+    accelerators: Optional[int] = Field(
+        default=None, description="Accelerators (GPUs, Trainium chips); alone, SageMaker adds their share of vCPUs and memory."
+    )
+    vcpu: Optional[float] = Field(default=None, description="vCPUs; alone, SageMaker adds their share of memory and no accelerators.")
+    memory_gib: Optional[float] = Field(default=None, description="Memory in GiB; alone, SageMaker adds its share of vCPUs.")
+    accelerator_partition: Optional[AcceleratorPartition] = Field(default=None, description="MIG slices of a group with `mig_profile`.")
 
     def given(self) -> dict[str, float]:
         """The kinds set here and their amounts (a partition as its "mig-<profile>" kind)."""
@@ -82,39 +85,65 @@ class QuotaResource(Model):
 
 
 class Team(Model):
-    name: str
-    quotas: tuple[QuotaResource, ...] = Field(min_length=1)
-    sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = "LendAndBorrow"
-    # Percent of the team's quota it may borrow from idle capacity (LendAndBorrow only); unset,
-    # SageMaker's default 50 (infra/admission.py reads it).
-    borrow_limit: Optional[int] = None
-    # At most this much of each type this team may borrow, beside the percentage (AbsoluteBorrowLimits).
-    absolute_borrow_limits: tuple[QuotaResource, ...] = ()
-    preempt: Literal["Never", "LowerPriority"] = "LowerPriority"
-    # IAM role ARNs of the team's people: each gets an EKS access entry into the team's
-    # namespace only (submit and watch jobs there), none elsewhere.
-    principals: tuple[str, ...] = ()
-    # Its range, as every mapped field's, comes from the schema (infra/config/limits.py).
-    fair_share_weight: int = 50
-    active: bool = True
-    # The Pod Security Standard its namespace enforces (warn and audit are always restricted):
-    # baseline refuses privileged pods, host namespaces, hostPath and added capabilities;
-    # restricted also requires non-root, no privilege escalation, seccomp and no capabilities.
-    pod_security: Literal["baseline", "restricted"] = "baseline"
+    name: str = Field(description="Team; it gets namespace `hyperpod-ns-<team>` and its queues.")
+    quotas: tuple[QuotaResource, ...] = Field(
+        min_length=1,
+        description="Its guaranteed share per instance type (`ComputeQuotaResourceConfig`): whole instances, or any of "
+        "accelerators, vCPUs, memory and MIG slices of the type.",
+    )
+    sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = Field(
+        default="LendAndBorrow",
+        description="Whether it lends its idle share and borrows.",
+    )
+    borrow_limit: Optional[int] = Field(
+        default=None,
+        description="Percent of its quota the team may borrow from idle capacity (`LendAndBorrow` only); unset: SageMaker's default 50.",
+    )
+    absolute_borrow_limits: tuple[QuotaResource, ...] = Field(
+        default=(), description="Per instance type, the most the team may borrow (`LendAndBorrow`), beside the percentage."
+    )
+    preempt: Literal["Never", "LowerPriority"] = Field(
+        default="LowerPriority", description="Whether a higher-priority job of the team preempts its lower-priority ones."
+    )
+    principals: tuple[str, ...] = Field(
+        default=(),
+        description="IAM role ARNs of the team's people: an EKS access entry each, into the team's namespace only (submit "
+        "and watch jobs there), none elsewhere (docs/governance.md, A team's kit).",
+    )
+    fair_share_weight: int = Field(default=50, description="Its weight in fair-share scheduling.")
+    active: bool = Field(default=True, description="The quota is enabled.")
+    pod_security: Literal["baseline", "restricted"] = Field(
+        default="baseline",
+        description="The Pod Security Standard its namespace enforces (warn and audit are always `restricted`): `baseline` "
+        "refuses privileged pods, host namespaces, hostPath and added capabilities; `restricted` also requires non-root, no "
+        "privilege escalation, seccomp and no capabilities.",
+    )
 
 
 class GovernanceSettings(Model):
-    priority_classes: tuple[PriorityClass, ...] = ()
-    fair_share: bool = True
-    idle_resource_sharing: bool = True
-    # Teams' quotas may add up to more than the cluster has (they borrow from each other).
-    allow_oversubscription: bool = False
-    teams: tuple[Team, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = Field(
+        default=(),
+        description="Priority classes: a job labelled `kueue.x-k8s.io/priority-class: <name>-priority` may preempt lower ones.",
+    )
+    fair_share: bool = Field(default=True, description="Fair-share scheduling between teams.")
+    idle_resource_sharing: bool = Field(default=True, description="Teams may use idle capacity of others.")
+    allow_oversubscription: bool = Field(
+        default=False, description="Team quotas may add up to more than the cluster has (a warning names the teams)."
+    )
+    teams: tuple[Team, ...] = Field(
+        default=(),
+        description="One compute quota per team, with its namespace `hyperpod-ns-<team>` and queues.",
+    )
 
 
 class TopologySettings(Model):
-    mode: Literal["none", "preferred", "required"] = "none"
-    level: str = "topology.k8s.aws/network-node-layer-3"
+    mode: Literal["none", "preferred", "required"] = Field(
+        default="none", description="`kueue.x-k8s.io/podset-required-topology` or `-preferred-topology` on jobs, or none."
+    )
+    level: str = Field(
+        default="topology.k8s.aws/network-node-layer-3",
+        description="`topology.k8s.aws/network-node-layer-1`, `-2` or `-3`, or `topology.k8s.aws/ultraserver-id`.",
+    )
 
 
 def check_governance(s: Settings, p: Problems):

@@ -17,16 +17,16 @@ if TYPE_CHECKING:
 
 
 class Taint(Model):
-    key: str = Field(min_length=1, max_length=253)
-    value: Optional[str] = Field(default=None, max_length=63)
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+    key: str = Field(min_length=1, max_length=253, description="Taint key.")
+    value: Optional[str] = Field(default=None, max_length=63, description="Taint value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(default="NoSchedule", description="Taint effect.")
 
 
 class RollingBatch(Model):
     """How many instances an AMI update takes at a time."""
 
-    unit: Literal["instances", "percent"] = "instances"
-    value: int = Field(default=1, ge=1)
+    unit: Literal["instances", "percent"] = Field(default="instances", description="Instances, or a percentage of the group.")
+    value: int = Field(default=1, ge=1, description="Batch size.")
 
     @property
     def cfn_type(self) -> str:
@@ -37,18 +37,19 @@ class Deployment(Model):
     """How an AMI update rolls through a group (the schema's DeploymentConfig): in batches,
     waiting between them, rolled back on an alarm."""
 
-    batch: RollingBatch = RollingBatch()
-    rollback_batch: Optional[RollingBatch] = None
-    # Their limits come from the cluster schema (infra/config/limits.py).
-    wait_seconds: int = 0
-    rollback_alarms: tuple[str, ...] = ()
+    batch: RollingBatch = Field(default=RollingBatch(), description="Instances per rolling batch.")
+    rollback_batch: Optional[RollingBatch] = Field(default=None, description="Instances per batch when rolling back.")
+    wait_seconds: int = Field(default=0, description="Wait between batches, in seconds.")
+    rollback_alarms: tuple[str, ...] = Field(default=(), description="CloudWatch alarm names that roll the update back.")
 
 
 class ScheduledUpdate(Deployment):
     """AMI updates on a schedule (ScheduledUpdateConfig): rolling, rolled back on an alarm."""
 
-    # cron(Minutes Hours Day-of-month Month Day-of-week Year), as the schema's pattern allows.
-    schedule: str
+    schedule: str = Field(
+        description="`cron(Minutes Hours Day-of-month Month Day-of-week Year)`, as the schema's pattern allows; it must be able to "
+        "fire.",
+    )
 
 
 class AutoPatch(Deployment):
@@ -56,57 +57,95 @@ class AutoPatch(Deployment):
     "AMI automatic patching" page). Its strategy's allowed values are the schema's enum
     (infra/config/limits.py): WhenIdle patches each node as it goes idle, WhenAllIdle waits for all."""
 
-    strategy: str
+    strategy: str = Field(description="`WhenIdle` (each node as it goes idle) or `WhenAllIdle` (all at once, when all are idle).")
 
 
 class VolumeEncryption(Model):
     """The nodes' EBS volumes under customer managed KMS keys (VolumeKmsKeyId; HyperPod's page
     "Customer managed AWS KMS key encryption for SageMaker HyperPod", smcluster-cmk)."""
 
-    # A key ARN in the cluster's region; None: the stack creates one key per instance group,
-    # as that page recommends (a revoked grant on a shared key leaves other groups' grants).
-    kms_key_arn: Optional[str] = None
-    # Also the root volume (RootVolume true), not only the /opt/sagemaker volume.
-    root_volume: bool = True
+    kms_key_arn: Optional[str] = Field(
+        default=None,
+        description="Your own key for every group (an ARN in the cluster's region, not an alias); its key policy must let the "
+        "execution role `kms:CreateGrant` (for AWS resources) and `kms:DescribeKey` via `sagemaker.<region>.amazonaws.com`, "
+        "with no encryption-context condition; `preflight` checks it is enabled and symmetric, that no grant is scoped by "
+        "encryption context, and that IAM policies may grant it. Unset: the stack creates one rotating key per instance "
+        "group with the key policy of that page (a revoked grant on a shared key would leave other groups' grants).",
+    )
+    root_volume: bool = Field(
+        default=True, description="Encrypt the root volume too (`RootVolume: true`, sized by HyperPod), not only `/opt/sagemaker`."
+    )
 
 
 class InstanceGroup(Model):
-    name: str
-    instance_type: str
-    count: int
-    # Karpenter scales this group (hyperpod.autoscaling karpenter): count 0, at most max_count.
-    autoscaled: bool = False
-    max_count: Optional[int] = None
-    # The group is InService once this many nodes run (MinInstanceCount); None: all of count.
-    min_count: Optional[int] = None
-    # Spot or On-Demand (CapacityRequirements); None leaves HyperPod's default, On-Demand.
-    capacity: Optional[Literal["on_demand", "spot"]] = None
-    # Further types HyperPod may launch for this group (InstanceRequirements); same accelerators.
-    alternative_instance_types: tuple[str, ...] = ()
-    # A custom AMI built from the HyperPod AMI (ImageId); None: HyperPod's current AMI.
-    image_id: Optional[str] = None
-    # A HyperPod AMI release (ImageReleaseVersion, MAJOR.MINOR.PATCH); None: the latest at
-    # create. Changing it runs UpdateClusterSoftware on the group.
-    image_release_version: Optional[str] = None
-    scheduled_update: Optional[ScheduledUpdate] = None
-    auto_patch: Optional[AutoPatch] = None
-    # EFA interface type (NetworkInterface): "efa-only" gives EFA without an IP interface.
-    network_interface: Optional[Literal["efa", "efa-only"]] = None
-    threads_per_core: int = 1
-    ebs_volume_gb: int = 500
-    # None means: both checks on types that support them, none elsewhere.
-    deep_health_checks: Optional[tuple[Literal["InstanceStress", "InstanceConnectivity"], ...]] = None
-    labels: dict[str, str] = {}
-    taints: tuple[Taint, ...] = ()
-    training_plan_arn: Optional[str] = Field(
-        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$"
+    name: str = Field(description="Group name; changing it replaces the group.")
+    instance_type: str = Field(
+        description="A type SageMaker HyperPod takes (its `ClusterInstanceType` enum in botocore); its vCPUs, memory, "
+        "accelerators, GPU memory and EFA interfaces from `infra/instance_types.json`, MIG profiles from NVIDIA's MIG guide; a "
+        "type whose figures no source states is accepted with a warning naming them. Changing it replaces the group.",
     )
-    # Place this group in another HyperPod subnet (one of network.hyperpod_subnets).
-    availability_zone: Optional[str] = None
-    # Cut every GPU into MIG slices: a configuration of the chart's GPU operator ConfigMap
-    # (infra/hyperpod_chart.py MIG_CONFIGS), e.g. "all-1g.10gb", set as the nodes' nvidia.com/mig.config
-    # label. Turns the chart's GPU operator on for the cluster.
-    mig_profile: Optional[str] = None
+    count: int = Field(description="Instances, 1 to `hyperpod.max_instances_per_group` (0 when `autoscaled`); updatable in place.")
+    autoscaled: bool = Field(
+        default=False,
+        description="Karpenter scales the group (needs `hyperpod.autoscaling: karpenter`; `count` 0; no deep health checks or training plan).",
+    )
+    max_count: Optional[int] = Field(
+        default=None,
+        description="An autoscaled group's most nodes: the NodePool's limit, which quotas must cover.",
+    )
+    min_count: Optional[int] = Field(
+        default=None, description="`MinInstanceCount`: the group is InService once this many run (0 to `count`); unset: all of `count`."
+    )
+    capacity: Optional[Literal["on_demand", "spot"]] = Field(
+        default=None, description="Spot or On-Demand (`CapacityRequirements`); unset: HyperPod's default, On-Demand."
+    )
+    alternative_instance_types: tuple[str, ...] = Field(
+        default=(), description="Further types HyperPod may launch for the group (`InstanceRequirements`, up to 20 in all), with the same accelerators."
+    )
+    image_id: Optional[str] = Field(
+        default=None,
+        description="A custom AMI built from the HyperPod AMI (`ImageId`); unset: HyperPod's current AMI.",
+    )
+    image_release_version: Optional[str] = Field(
+        default=None,
+        description="A HyperPod AMI release, `MAJOR.MINOR.PATCH` (`ImageReleaseVersion`); unset: the latest at create. Changing "
+        "it runs `UpdateClusterSoftware` on the group. Not with `image_id`.",
+    )
+    scheduled_update: Optional[ScheduledUpdate] = Field(default=None, description="AMI updates on a schedule (`ScheduledUpdateConfig`).")
+    auto_patch: Optional[AutoPatch] = Field(
+        default=None,
+        description="Security-only AMI patches applied as the group's nodes go idle (`AutoPatchConfig`; HyperPod's \"AMI automatic "
+        "patching\" page).",
+    )
+    network_interface: Optional[Literal["efa", "efa-only"]] = Field(
+        default=None, description="EFA interface type (`NetworkInterface`): `efa-only` gives EFA without an IP interface; only on types with EFA."
+    )
+    threads_per_core: int = Field(default=1, description="Threads per core.")
+    ebs_volume_gb: int = Field(default=500, description="Extra EBS volume per node, mounted at `/opt/sagemaker`, in GB.")
+    deep_health_checks: Optional[tuple[Literal["InstanceStress", "InstanceConnectivity"], ...]] = Field(
+        default=None, description="Deep health checks when nodes start; unset: both on types that support them, none elsewhere."
+    )
+    labels: dict[str, str] = Field(
+        default={}, description="Kubernetes labels on the group's nodes (none under HyperPod's own `sagemaker.amazonaws.com/`)."
+    )
+    taints: tuple[Taint, ...] = Field(
+        default=(),
+        description="Kubernetes taints on the group's nodes, one per key and effect (none under HyperPod's own "
+        "`sagemaker.amazonaws.com/`).",
+    )
+    training_plan_arn: Optional[str] = Field(
+        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$",
+        description="A SageMaker training plan of this partition, region and account that the group draws reserved capacity from.",
+    )
+    availability_zone: Optional[str] = Field(
+        default=None, description="Put the group in another HyperPod subnet (one of `network.hyperpod_subnets`; `OverrideVpcConfig`)."
+    )
+    mig_profile: Optional[str] = Field(
+        default=None,
+        description="Cut every GPU of the group into MIG slices: a configuration of the chart's GPU operator (`MIG_CONFIGS` in "
+        "infra/hyperpod_chart.py, e.g. `all-1g.10gb`, `mixed-3-1g.10gb-1-4g.40gb`), set as the nodes' `nvidia.com/mig.config` label. "
+        "Turns the GPU operator on (A100, H100, H200 groups; refused on A10G, L4, L40S, on flexible groups and without NAT).",
+    )
 
     @property
     def spec(self) -> catalogue.InstanceType:
@@ -162,47 +201,82 @@ class InstanceGroup(Model):
 class HelmChartSource(Model):
     """Where `make hyperpod-chart` fetches the HyperPod dependencies chart from."""
 
-    repository: str = "https://github.com/aws/sagemaker-hyperpod-cli.git"
-    revision: str = Field(pattern=r"^[0-9a-f]{40}$")
-    path: str = "helm_chart/HyperPodHelmChart"
-    release: str = "hyperpod-dependencies"
-    # Extra chart values, merged over the ones the stack sets from config.
-    values: dict[str, Any] = {}
-    # Copy the chart's images into this account's ECR at deploy and point the chart at the
-    # copies. None: exactly when the network has no NAT (a new VPC with nat_gateways 0).
-    mirror_images: Optional[bool] = None
-    # A Secrets Manager secret (name) holding Docker Hub credentials, "user:password" or JSON
-    # username/password, for the copy: anonymous pulls are rate-limited per source address.
-    docker_hub_secret: Optional[str] = None
+    repository: str = Field(default="https://github.com/aws/sagemaker-hyperpod-cli.git", description="Git repository of the chart.")
+    revision: str = Field(pattern=r"^[0-9a-f]{40}$", description="The pinned git commit that `make hyperpod-chart` fetches.")
+    path: str = Field(default="helm_chart/HyperPodHelmChart", description="The chart's folder inside the repository.")
+    release: str = Field(
+        default="hyperpod-dependencies",
+        description="Helm release name, in `kube-system`; `dependencies` upgrades the release the quick setup installed in place.",
+    )
+    values: dict[str, Any] = Field(default={}, description="Extra chart values, merged over the ones the stack sets from config.")
+    mirror_images: Optional[bool] = Field(
+        default=None,
+        description="Copy every image the chart renders into this account's ECR at deploy and point the chart at the copies; "
+        "unset: exactly in a closed network (`nat_gateways: 0`); `true` for an existing VPC without NAT.",
+    )
+    docker_hub_secret: Optional[str] = Field(
+        default=None,
+        description="A Secrets Manager secret with Docker Hub credentials (`user:password` or JSON) for that copy; required "
+        "wherever images are copied and the chart renders one from Docker Hub (the training and MPI operators): anonymous pulls "
+        "are limited to 10 an hour per IPv4 address, and the copier's Lambda shares its address.",
+    )
 
 
 class HyperPodSettings(Model):
-    cluster_name: Optional[str] = None
-    node_recovery: Literal["Automatic", "None"] = "Automatic"
-    continuous_provisioning: bool = False
-    # "karpenter": HyperPod's managed Karpenter scales the groups marked autoscaled.
-    autoscaling: Literal["none", "karpenter"] = "none"
-    # Managed tiered checkpointing: this share of each node's memory holds checkpoints
-    # (TieredStorageConfig); None leaves it off.
-    tiered_storage_memory_percent: Optional[int] = None
-    # Customer managed KMS keys for the nodes' volumes; None: AWS-owned keys.
-    volume_encryption: Optional[VolumeEncryption] = None
-    # A bucket of this account (and region) for the lifecycle scripts instead of one the cluster
-    # stack creates; the scripts go under lifecycle/<digest>/ and the nodes may read only that.
-    existing_lifecycle_bucket: Optional[str] = None
-    # A role of this account (arn:<partition>:iam::<account>:role/<path/>name) for every instance
-    # group instead of one the hyperpod stack creates. It is used as it is (nothing is attached to
-    # it); `preflight` checks that it can do what the stack's own role is granted.
-    existing_execution_role_arn: Optional[str] = None
+    cluster_name: Optional[str] = Field(
+        default=None,
+        description="HyperPod cluster name; unset: `<prefix>-<env>-hp`. Changing it replaces the cluster.",
+    )
+    node_recovery: Literal["Automatic", "None"] = Field(
+        default="Automatic", description="`Automatic` replaces or reboots faulty nodes; `None` leaves them."
+    )
+    continuous_provisioning: bool = Field(
+        default=False, description="`NodeProvisioningMode: Continuous`: groups scale without waiting for all their nodes."
+    )
+    autoscaling: Literal["none", "karpenter"] = Field(
+        default="none",
+        description="`karpenter`: HyperPod's managed Karpenter scales the groups marked `autoscaled` (turns on continuous "
+        "provisioning, creates the autoscaler role, applies a `HyperpodNodeClass` and a `NodePool`).",
+    )
+    tiered_storage_memory_percent: Optional[int] = Field(
+        default=None, description="Managed tiered checkpointing: this share of each node's memory holds checkpoints (`TieredStorageConfig`); unset: off."
+    )
+    volume_encryption: Optional[VolumeEncryption] = Field(
+        default=None,
+        description="The nodes' EBS volumes under customer managed KMS keys (`VolumeKmsKeyId`; needs continuous provisioning; "
+        "HyperPod's customer managed key page, smcluster-cmk); "
+        "`{}`: one key per group made by the stack; unset: AWS-owned keys. A group's key cannot change later (HyperPod "
+        "refuses it), so a new key means a new group.",
+    )
+    existing_lifecycle_bucket: Optional[str] = Field(
+        default=None,
+        description="A bucket of this account and region for the lifecycle scripts instead of one the cluster stack creates "
+        "(as the quick setup's `S3BucketName`); the scripts go under `lifecycle/<digest>/`, which is all the nodes may read; SSE-S3 or "
+        "`aws/s3` only (`preflight` checks).",
+    )
+    existing_execution_role_arn: Optional[str] = Field(
+        default=None,
+        description="A role of this account (a path allowed) for every instance group instead of one the hyperpod stack "
+        "creates; used as it is, nothing attached; needs `existing_lifecycle_bucket`. `preflight` checks SageMaker's trust, "
+        "`AmazonSageMakerClusterInstanceRolePolicy` and what the stack's own role is granted.",
+    )
 
     @property
     def continuous(self) -> bool:
         """NodeProvisioningMode Continuous: asked for, or implied by Karpenter, which is built on it."""
         return self.continuous_provisioning or self.autoscaling == "karpenter"
-    # A ceiling on any one group's count, so a typo (400 for 4) cannot reach the quota call.
-    max_instances_per_group: int = Field(default=64, ge=1, le=10000)
-    helm_chart: HelmChartSource
-    instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
+    max_instances_per_group: int = Field(
+        default=64, ge=1, le=10000, description="A ceiling on any one group's count, so a typo (400 for 4) cannot reach the quota call."
+    )
+    helm_chart: HelmChartSource = Field(
+        description="Where `make hyperpod-chart` fetches the HyperPod dependencies chart from (docs/deploying.md, The dependencies "
+        "chart).",
+    )
+    instance_groups: tuple[InstanceGroup, ...] = Field(
+        min_length=1,
+        description="One HyperPod instance group per entry; changing a group's name, type, execution role, threads per core or AZ "
+        "replaces its nodes.",
+    )
 
 
 # HyperPod's own label and taint namespace: it sets and changes its nodes' health there

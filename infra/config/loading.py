@@ -7,9 +7,10 @@ import copy
 import json
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Iterator
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from infra import prerequisites
 from infra.config.base import ConfigError, Problems, short
@@ -141,12 +142,12 @@ def check(settings: Settings) -> list[str]:
     return warnings
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
+def model_of(annotation: Any) -> type[BaseModel] | None:
     """The BaseModel inside an annotation like Optional[tuple[Team, ...]]."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in typing.get_args(annotation):
-        found = _model_of(arg)
+        found = model_of(arg)
         if found is not None:
             return found
     return None
@@ -158,7 +159,7 @@ def _allowed_keys(loc: tuple) -> list[str]:
         if isinstance(part, int) or model is None:
             continue
         field = model.model_fields.get(part)
-        model = _model_of(field.annotation) if field else None
+        model = model_of(field.annotation) if field else None
     return sorted(k for k in (model.model_fields if model else {}) if k != "env_name")
 
 
@@ -231,20 +232,29 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     return p.errors, p.warnings
 
 
-def field_paths(model: type[BaseModel] | None = None, prefix: str = "") -> list[tuple[str, Any]]:
-    """Every config field as (dotted path, default), nested models expanded; for the README."""
-    out = []
+def fields(model: type[BaseModel] | None = None, prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
+    """Every config field under `model` (the whole config by default), depth first, as (dotted
+    path, its pydantic field); `[]` steps into each item of a list of models."""
     for name, field in (model or Settings).model_fields.items():
-        if name == "env_name":
+        if name == "env_name":  # the environment's name (-c env=NAME), not a field of cdk.json
             continue
         path = f"{prefix}{name}"
+        yield path, field
+        nested = model_of(field.annotation)
+        if nested is not None:
+            yield from fields(nested, f"{path}[]." if _is_list(field) else f"{path}.")
+
+
+def _is_list(field: FieldInfo) -> bool:
+    return "tuple" in str(field.annotation)
+
+
+def field_paths(model: type[BaseModel] | None = None, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every config field as (dotted path, default): the leaves, and the lists and optional
+    blocks of nested fields, whose own defaults say something."""
+    out = []
+    for path, field in fields(model, prefix):
         default = "(required)" if field.is_required() else field.get_default()
-        nested = _model_of(field.annotation)
-        if nested is None:
+        if model_of(field.annotation) is None or _is_list(field) or default is None:
             out.append((path, default))
-            continue
-        is_list = "tuple" in str(field.annotation)
-        if is_list or default is None:
-            out.append((path, default))
-        out += field_paths(nested, f"{path}[]." if is_list else f"{path}.")
     return out

@@ -25,51 +25,77 @@ RouteTableId = Annotated[str, StringConstraints(pattern=r"^rtb-[0-9a-f]{8,17}$")
 class HyperPodSubnet(Model):
     """A private subnet for HyperPod nodes, in the AZ where the GPU capacity is."""
 
-    availability_zone: str
-    # New VPC: the subnet's CIDR, inside `vpc_cidr` or one of `secondary_cidrs`.
-    cidr: Optional[ipaddress.IPv4Network] = None
-    # Existing VPC: the subnet's ID.
-    subnet_id: Optional[SubnetId] = None
-    # Existing VPC: its route table, so the S3 gateway endpoint can be attached.
-    route_table_id: Optional[RouteTableId] = None
+    availability_zone: str = Field(description="Zone of the subnet (where the GPU capacity is).")
+    cidr: Optional[ipaddress.IPv4Network] = Field(
+        default=None, description="New VPC: the subnet's block, inside `vpc_cidr` or one of `secondary_cidrs`."
+    )
+    subnet_id: Optional[SubnetId] = Field(default=None, description="Existing VPC: the subnet's ID.")
+    route_table_id: Optional[RouteTableId] = Field(
+        default=None, description="Existing VPC: the subnet's route table, so the S3 gateway endpoint can be attached to it."
+    )
 
 
 class ExistingVpc(Model):
     """Import a VPC by IDs (no lookups). Its subnets must already route to NAT or endpoints."""
 
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
-    vpc_cidr: ipaddress.IPv4Network
-    # The VPC's other CIDR blocks: interface endpoints admit HTTPS from every block.
-    secondary_cidrs: tuple[ipaddress.IPv4Network, ...] = ()
-    # One private subnet per entry of `availability_zones`, in the same order, for EKS.
-    private_subnet_ids: tuple[SubnetId, ...] = Field(min_length=2)
-    private_subnet_route_table_ids: tuple[RouteTableId, ...] = Field(min_length=2)
-    # An S3 gateway endpoint on these route tables (and the HyperPod subnets'): lifecycle scripts,
-    # checkpoints and ECR image layers are S3 traffic. False where the VPC already has one there
-    # (a second one on the same route table fails; preflight tells).
-    s3_gateway_endpoint: bool = True
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$", description="The VPC's ID.")
+    vpc_cidr: ipaddress.IPv4Network = Field(description="Its primary CIDR block.")
+    secondary_cidrs: tuple[ipaddress.IPv4Network, ...] = Field(
+        default=(), description="Its other CIDR blocks: interface endpoints admit HTTPS from every block."
+    )
+    private_subnet_ids: tuple[SubnetId, ...] = Field(
+        min_length=2, description="One private subnet per entry of `availability_zones`, in the same order, for EKS."
+    )
+    private_subnet_route_table_ids: tuple[RouteTableId, ...] = Field(min_length=2, description="Their route tables, in the same order.")
+    s3_gateway_endpoint: bool = Field(
+        default=True,
+        description="An S3 gateway endpoint on those route tables and the HyperPod subnets' (`route_table_id` then required): "
+        "lifecycle scripts, checkpoints and ECR image layers are S3 traffic. `false` where the VPC has one there already (a "
+        "second one on the same route table fails; `preflight` tells).",
+    )
 
 
 class NetworkSettings(Model):
-    vpc_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.192.0.0/16")
-    # Extra VPC CIDR blocks; AWS's HyperPod samples put the large node subnet in one.
-    secondary_cidrs: tuple[ipaddress.IPv4Network, ...] = (ipaddress.IPv4Network("10.1.0.0/16"),)
-    public_subnet_mask: int = Field(default=24, ge=16, le=28)
-    private_subnet_mask: int = Field(default=20, ge=16, le=28)
-    # 0: no NAT and no internet route (a closed network; needs interface_endpoints "all").
-    # None: 1 in a new VPC; an existing VPC brings its own routes and takes none.
-    nat_gateways: Optional[int] = Field(default=None, ge=0, le=6)
-    hyperpod_subnets: tuple[HyperPodSubnet, ...] = Field(min_length=1)
-    # Interface endpoints: "none"; true (sagemaker.api and eks-auth, so nodes need no NAT for
-    # them); "all", every AWS service the nodes and the kubectl Lambda reach (ENDPOINT_SERVICES);
-    # or a list of those services (an existing VPC that has some of them already).
-    interface_endpoints: Union[bool, Literal["none", "all"], tuple[str, ...]] = False
-    flow_logs: bool = True
-    existing_vpc: Optional[ExistingVpc] = None
-    # A security group of existing_vpc for the HyperPod nodes (and a new control plane) instead
-    # of one the stack creates; its rules are its owner's: all traffic to and from itself (EFA,
-    # Lustre) and all egress, which preflight checks. An existing cluster's own group may be it.
-    existing_security_group_id: Optional[str] = Field(default=None, pattern=r"^sg-[0-9a-f]{8,17}$")
+    vpc_cidr: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("10.192.0.0/16"),
+        description="Primary VPC block (/16-/24); the public and EKS subnets are allocated from it.",
+    )
+    secondary_cidrs: tuple[ipaddress.IPv4Network, ...] = Field(
+        default=(ipaddress.IPv4Network("10.1.0.0/16"),),
+        description="Extra VPC blocks; AWS's HyperPod samples put the large node subnet in one.",
+    )
+    public_subnet_mask: int = Field(default=24, ge=16, le=28, description="Prefix length of each public (NAT) subnet.")
+    private_subnet_mask: int = Field(default=20, ge=16, le=28, description="Prefix length of each private EKS subnet.")
+    nat_gateways: Optional[int] = Field(
+        default=None, ge=0, le=6,
+        description="NAT gateways, at most one per AZ; unset: 1 in a new VPC. 0 is a closed network: no NAT and no internet "
+        "route, which needs an interface endpoint for each service of what is turned on (all of `\"all\"` but `aps-workspaces` "
+        "where observability is off). Leave it out with `existing_vpc`, which brings its own routes.",
+    )
+    hyperpod_subnets: tuple[HyperPodSubnet, ...] = Field(
+        min_length=1,
+        description="Private subnets for the HyperPod nodes, one per AZ, in the AZ where the GPU capacity is; the first is the cluster's default.",
+    )
+    interface_endpoints: Union[bool, Literal["none", "all"], tuple[str, ...]] = Field(
+        default=False,
+        description="`true`: endpoints for `sagemaker.api` and `eks-auth`, so the nodes need no NAT for them; `\"all\"`: every "
+        "service the nodes and the kubectl Lambda call (`ENDPOINT_SERVICES` in infra/config/network.py: also eks, ec2, "
+        "ecr.api, ecr.dkr, sts, logs, monitoring, ssm, ssmmessages, ec2messages, lambda and aps-workspaces), admitting HTTPS "
+        "from every VPC block; `\"none\"` or `false`: none; or a list of those names (an existing VPC that has some already: "
+        "`preflight` names them).",
+    )
+    flow_logs: bool = Field(default=True, description="VPC flow logs (all traffic) to an encrypted log group; on an existing VPC too.")
+    existing_vpc: Optional[ExistingVpc] = Field(
+        default=None,
+        description="Import this VPC by its IDs (no lookups) instead of creating one; its subnets must already route to NAT or endpoints.",
+    )
+    existing_security_group_id: Optional[str] = Field(
+        default=None, pattern=r"^sg-[0-9a-f]{8,17}$",
+        description="A security group of `existing_vpc` for the HyperPod nodes (and a new control plane) instead of one the "
+        "stack creates. Its rules are its owner's: all traffic to and from itself (EFA, Lustre) and all egress, which "
+        "`preflight` checks, with the command for each missing rule. An existing cluster's own group may be it (then no "
+        "rule is added).",
+    )
 
     @property
     def nat_count(self) -> int:

@@ -27,27 +27,52 @@ class Notifications(Model):
     creates (each confirms once, from the mail SNS sends), and/or an existing SNS topic (an
     AWS Chatbot or incident tool subscribed to it) used instead of creating one."""
 
-    emails: tuple[str, ...] = ()
-    topic_arn: Optional[str] = None
-    # Which HyperPod cluster events are sent (clusters with continuous provisioning emit them).
-    cluster_event_levels: tuple[Literal["Info", "Warn", "Error"], ...] = ("Warn", "Error")
+    emails: tuple[str, ...] = Field(
+        default=(),
+        description="Addresses subscribed to the operations topic (each confirms once, from SNS's mail); any address or "
+        "`topic_arn` creates the operations stack.",
+    )
+    topic_arn: Optional[str] = Field(
+        default=None,
+        description="An existing standard SNS topic in the cluster's region (AWS Chatbot, an incident tool) used instead of "
+        "creating one; its owner grants the publishers (docs/operations.md, An existing topic).",
+    )
+    cluster_event_levels: tuple[Literal["Info", "Warn", "Error"], ...] = Field(
+        default=("Warn", "Error"), description="Which HyperPod cluster events are sent (clusters with continuous provisioning emit them)."
+    )
 
 
 class Alerts(Model):
     """Managed Prometheus alert rules on the observability add-on's metrics, and the FSx
     capacity alarm; each limit is what its rule waits for before telling anyone."""
 
-    enabled: bool = False
-    gpu_temperature_celsius: int = Field(default=85, ge=50, le=120)
-    node_not_ready_minutes: int = Field(default=10, ge=1, le=1440)
-    pending_minutes: int = Field(default=30, ge=1, le=1440)
-    starved_minutes: int = Field(default=60, ge=1, le=1440)
-    fsx_free_percent: int = Field(default=10, ge=1, le=90)
+    enabled: bool = Field(
+        default=False,
+        description="Managed Prometheus alert rules and their alert manager, and the FSx capacity alarm (needs "
+        "`addons.observability.enabled`).",
+    )
+    gpu_temperature_celsius: int = Field(default=85, ge=50, le=120, description="A GPU hotter than this for 5 minutes alerts.")
+    node_not_ready_minutes: int = Field(default=10, ge=1, le=1440, description="A node not Ready this long alerts.")
+    pending_minutes: int = Field(default=30, ge=1, le=1440, description="A training pod (in a team namespace) Pending this long alerts.")
+    starved_minutes: int = Field(
+        default=60, ge=1, le=1440, description="A team queue with pending workloads that admitted none this long alerts."
+    )
+    fsx_free_percent: int = Field(
+        default=10, ge=1, le=90, description="The FSx file system this project creates with less free than this share alerts."
+    )
 
 
 class OperationsSettings(Model):
-    notifications: Notifications = Notifications()
-    alerts: Alerts = Alerts()
+    notifications: Notifications = Field(
+        default=Notifications(),
+        description="Where HyperPod's events and the alerts go: e-mail addresses on the topic this project creates, and/or an "
+        "existing SNS topic.",
+    )
+    alerts: Alerts = Field(
+        default=Alerts(),
+        description="Managed Prometheus alert rules on the observability add-on's metrics, and the FSx capacity alarm; each "
+        "threshold is what its rule waits for before telling anyone.",
+    )
 
     @property
     def enabled(self) -> bool:

@@ -15,48 +15,79 @@ if TYPE_CHECKING:
 
 
 class DatasetSettings(Model):
-    name: str = "allenai/c4"
-    config: Optional[str] = "en"
-    split: str = "train"
-    # Text files (glob patterns) on the shared FSx file system, read instead of streaming `name`
-    # from Hugging Face (a closed network, or a corpus of your own).
-    files: tuple[str, ...] = ()
+    name: str = Field(default="allenai/c4", description="Hugging Face dataset, streamed.")
+    config: Optional[str] = Field(default="en", description="Its config.")
+    split: str = Field(default="train", description="Its split.")
+    files: tuple[str, ...] = Field(
+        default=(),
+        description="Text files (glob patterns) under `/fsx/` on the shared file system, read instead of streaming `name` "
+        "(needs `fsx.enabled`; the way to train in a closed network, or on a corpus of your own).",
+    )
 
 
 class SampleJobSettings(Model):
-    enabled: bool = True
-    name: str = "llama3-1-8b-fsdp"
-    team: Optional[str] = None
-    priority: Optional[str] = None
-    instance_group: str
-    nodes: int = Field(default=1, ge=1)
-    # Elastic training (training operator v1.2+): the job starts on `nodes` and the operator
-    # may scale it up to this many and back, resuming from a checkpoint each time.
-    max_nodes: Optional[int] = Field(default=None, ge=1)
-    # Unset: the 8B where it fits the job's GPUs (job_model), else tiny.
-    model: Optional[Literal["llama3.1-8b", "tiny"]] = None
-    image_uri: Optional[str] = None
-    dataset: DatasetSettings = DatasetSettings()
-    # Ungated by default. The real LLaMA 3.1 tokenizer (meta-llama/Llama-3.1-8B) is gated: name
-    # it here and keep the token in the AWS Secrets Manager secret `hf_token_secret` (its name, in
-    # this account and region); the job reads it at start with its own role. A path under /fsx
-    # is a tokenizer saved there (a closed network).
-    tokenizer: str = "hf-internal-testing/llama-tokenizer"
-    hf_token_secret: Optional[str] = None
-    # One MIG slice instead of whole nodes (e.g. "1g.10gb"): one process on one slice of a group
-    # whose mig_profile cuts its GPUs into that profile; one node, no EFA.
-    gpu_partition: Optional[str] = None
-    # Unset: from the instance catalogue. Set, they must match the instance type.
-    gpus_per_node: Optional[int] = None
-    efa_per_node: Optional[int] = None
-    max_steps: int = Field(default=100, ge=1, le=10_000_000)
-    checkpoint_interval_steps: int = Field(default=50, ge=1)
-    # s3: the checkpoint bucket; fsx: the team's directory of the FSx for Lustre file system
-    # (fsx.enabled). local is refused: the pod's own scratch goes with the pod.
-    checkpoint_to: Literal["s3", "fsx", "local"] = "s3"
-    # Complete checkpoints kept; older ones are deleted after each save (S3 keeps noncurrent
-    # versions for the bucket's lifecycle window).
-    keep_checkpoints: int = Field(default=3, ge=1, le=1000)
+    enabled: bool = Field(default=True, description="Deploy the sample job (its stack, image, checkpoint bucket and role).")
+    name: str = Field(default="llama3-1-8b-fsdp", description="Job name.")
+    team: Optional[str] = Field(default=None, description="Team whose local queue the job joins.")
+    priority: Optional[str] = Field(default=None, description="Priority class of the job (a `governance.priority_classes` name).")
+    instance_group: str = Field(description="Instance group the job runs on.")
+    nodes: int = Field(
+        default=1, ge=1,
+        description="Nodes (replicas), at most the group's count; an elastic job's fewest. Its team must be able to hold "
+        "them (infra/admission.py); only by borrowing is a warning.",
+    )
+    max_nodes: Optional[int] = Field(
+        default=None, ge=1,
+        description="Elastic training (training operator v1.2+): the operator may scale the job from `nodes` up to this many "
+        "and back, resuming each time from a checkpoint with the data position re-divided over the new ranks; needs "
+        "`checkpoint_to` s3 or fsx.",
+    )
+    model: Optional[Literal["llama3.1-8b", "tiny"]] = Field(
+        default=None,
+        description="Unset: `llama3.1-8b` where it fits the group's GPUs, else `tiny`. A model that cannot fit is refused with "
+        "the estimate (docs/sample-job.md, Memory) against 90% of the GPU's memory.",
+    )
+    image_uri: Optional[str] = Field(
+        default=None,
+        description="A prebuilt training image (registry, repository and a tag or digest); unset: `cdk deploy` builds "
+        "`training/` into ECR.",
+    )
+    dataset: DatasetSettings = Field(
+        default=DatasetSettings(),
+        description="What the job trains on: a Hugging Face dataset, streamed, or text files on FSx.",
+    )
+    tokenizer: str = Field(
+        default="hf-internal-testing/llama-tokenizer",
+        description="A Hugging Face tokenizer name (ungated by default; the real `meta-llama/Llama-3.1-8B` is gated and needs "
+        "`hf_token_secret`) or, in a closed network, a path under `/fsx` where one is saved.",
+    )
+    hf_token_secret: Optional[str] = Field(
+        default=None,
+        description="Name of the AWS Secrets Manager secret (this account and region) that holds the Hugging Face token for "
+        "a gated tokenizer: the deploy checks it exists before the job, and the job reads it at start with its own role "
+        "(`aws secretsmanager create-secret --name <prefix>/<env>/hf-token --secret-string <token>`).",
+    )
+    gpu_partition: Optional[str] = Field(
+        default=None,
+        description="One MIG slice (e.g. `1g.10gb`) of a group whose `mig_profile` cuts its GPUs into it, instead of whole "
+        "nodes: one process on one node, no EFA, `model: tiny` (the 8B's state does not fit a slice).",
+    )
+    gpus_per_node: Optional[int] = Field(default=None, description="Unset: from the instance catalogue; set, it must match the type.")
+    efa_per_node: Optional[int] = Field(default=None, description="Unset: from the instance catalogue; set, it must match the type.")
+    max_steps: int = Field(default=100, ge=1, le=10_000_000, description="Training steps.")
+    checkpoint_interval_steps: int = Field(
+        default=50, ge=1, description="Steps between checkpoints; keep a save every 10 minutes (the job's `CheckpointCadence` rule)."
+    )
+    checkpoint_to: Literal["s3", "fsx", "local"] = Field(
+        default="s3",
+        description="`s3`: the checkpoint bucket; `fsx`: the team's directory of the file system (needs `fsx.enabled`). "
+        "`local` is refused: the pod's own scratch goes with the pod.",
+    )
+    keep_checkpoints: int = Field(
+        default=3, ge=1, le=1000,
+        description="Complete checkpoints kept; older ones are deleted after each save (S3 keeps noncurrent versions for the "
+        "bucket's lifecycle window).",
+    )
 
 
 def check_sample_job(s: Settings, p: Problems):

@@ -21,35 +21,80 @@ from infra.config.operations import OperationsSettings
 
 
 class ProtectionSettings(Model):
-    termination_protection: bool = True
-    # Retain buckets, keys and logs when their stack is deleted. dev may trade this for cost.
-    retain_data: bool = True
+    termination_protection: bool = Field(default=True, description="Termination protection on every stack.")
+    retain_data: bool = Field(
+        default=True,
+        description="Keep buckets, keys, log groups and the Prometheus workspace when a stack is deleted; `false` destroys "
+        "them (dev). The EKS and HyperPod clusters are never kept (docs/deploying.md, Tearing down).",
+    )
     log_retention_days: Literal[
         1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653
-    ] = 365
+    ] = Field(default=365, description="Retention of every log group, in days (a value CloudWatch Logs allows).")
 
 
 class Settings(Model):
-    env_name: str
-    account: str = Field(pattern=r"^\d{12}$")
-    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
-    availability_zones: tuple[str, ...] = Field(min_length=2, max_length=6)
-    # The zone IDs those names map to in this account (e.g. use1-az4), checked by preflight:
-    # names are shuffled per account, IDs are not, and GPU capacity is bought per zone ID.
-    availability_zone_ids: Optional[tuple[str, ...]] = None
-    prefix: str = Field(pattern=r"^[a-z][a-z0-9-]{0,19}$")
-    tags: dict[str, str] = {}
-    protection: ProtectionSettings = ProtectionSettings()
-    network: NetworkSettings
-    eks: EksSettings = EksSettings()
-    hyperpod: HyperPodSettings
-    addons: AddonsSettings = AddonsSettings()
-    governance: GovernanceSettings = GovernanceSettings()
-    topology: TopologySettings = TopologySettings()
-    fsx: FsxSettings = FsxSettings()
-    sample_job: SampleJobSettings
-    acceptance: AcceptanceSettings = AcceptanceSettings()
-    operations: OperationsSettings = OperationsSettings()
+    env_name: str = Field(description="The environment's name (-c env=NAME); not a cdk.json field.")
+    account: str = Field(
+        pattern=r"^\d{12}$", description="AWS account ID the stacks deploy into; replace the example `111111111111` with yours."
+    )
+    region: str = Field(
+        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
+        description="AWS region; it must offer HyperPod and (for task governance) `AWS::SageMaker::ClusterSchedulerConfig`.",
+    )
+    availability_zones: tuple[str, ...] = Field(
+        min_length=2, max_length=6, description="Zones of `region`, given explicitly so synth needs no lookups."
+    )
+    availability_zone_ids: Optional[tuple[str, ...]] = Field(
+        default=None,
+        description="The zone IDs (e.g. `use1-az4`) the names must map to in your account, which `preflight` checks: names "
+        "are shuffled per account, IDs are not, and GPU capacity is bought per zone ID.",
+    )
+    prefix: str = Field(pattern=r"^[a-z][a-z0-9-]{0,19}$", description="Name prefix; stacks are `<prefix>-<env>-<stack>`.")
+    tags: dict[str, str] = Field(default={}, description="Tags on every resource, beside `project` and `environment`.")
+    protection: ProtectionSettings = Field(
+        default=ProtectionSettings(),
+        description="What a stack delete may take with it: safe values by default, which dev trades for cost.",
+    )
+    network: NetworkSettings = Field(description="The VPC (a new one, or `existing_vpc`), its subnets, NAT and interface endpoints.")
+    eks: EksSettings = Field(
+        default=EksSettings(),
+        description="The EKS control plane (a new one, or `existing_cluster`), its access and its core add-ons.",
+    )
+    hyperpod: HyperPodSettings = Field(
+        description="The `AWS::SageMaker::Cluster` the EKS cluster orchestrates: its instance groups, autoscaling, and the "
+        "dependencies chart installed before its nodes.",
+    )
+    addons: AddonsSettings = Field(
+        default=AddonsSettings(),
+        description="The EKS add-ons of the addons stack, installed in the order their requirements set (`addons/registry.py`); the "
+        "core add-ons are `eks.core_addons`.",
+    )
+    governance: GovernanceSettings = Field(
+        default=GovernanceSettings(),
+        description="Task governance's scheduler config (priority classes, fair share) and one compute quota per team "
+        "(docs/governance.md).",
+    )
+    topology: TopologySettings = Field(
+        default=TopologySettings(),
+        description="Topology-aware scheduling: the annotation jobs carry on their pod template.",
+    )
+    fsx: FsxSettings = Field(
+        default=FsxSettings(),
+        description="Shared storage: FSx for Lustre, new or existing, mounted in every team's namespace as the claim `fsx`.",
+    )
+    sample_job: SampleJobSettings = Field(
+        description="The sample LLaMA FSDP `HyperPodPyTorchJob`, applied by the sample-job stack and printed by `render-job` "
+        "(docs/sample-job.md).",
+    )
+    acceptance: AcceptanceSettings = Field(
+        default=AcceptanceSettings(),
+        description="What `hyperpod-cdk accept` proves on the deployed cluster, and the images it runs (docs/operations.md, "
+        "Acceptance run).",
+    )
+    operations: OperationsSettings = Field(
+        default=OperationsSettings(),
+        description="The operations stack: who is told, and how, when the platform stops working (docs/operations.md).",
+    )
 
     # Derived names, so every consumer uses the same ones.
     @property

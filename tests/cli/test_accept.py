@@ -23,7 +23,6 @@ from tests.conftest import CONTEXT, ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "acceptance"
 RECORDING = FIXTURES / "prod-two-nodes"
-README = (ROOT / "README.md").read_text()
 
 
 def _prod():
@@ -65,13 +64,6 @@ def test_a_config_without_a_gpu_group_or_a_team_has_nothing_to_prove():
     patched = settings.model_copy(update={"hyperpod": cpu_only, "governance": no_teams})
     with pytest.raises(accept.AcceptError, match="dev has nothing to prove: no group of whole NVIDIA GPUs"):
         accept.run(patched, accept.Recording(RECORDING))
-
-
-def test_the_readme_shows_the_report_the_recorded_run_gives(capsys):
-    assert cli.main(["accept", "-c", "env=prod", "--from", str(RECORDING)]) == 1
-    report = capsys.readouterr().out
-    assert "hyperpod-cdk accept -c env=prod --from tests/fixtures/acceptance/prod-two-nodes" in README
-    assert report in README
 
 
 class FakeCluster:

@@ -188,13 +188,6 @@ def test_the_table_shows_drift_as_its_own_section(results):
     assert lines[header + 1].startswith("drift ") and not any(l.startswith("drift ") for l in lines[:header])
 
 
-def test_the_readme_shows_the_section_as_this_account_answers_it():
-    from tests.conftest import ROOT
-
-    settings = config.load_settings(patched_context("dev", PATCH), "dev")[0]
-    assert preflight.table(drift(settings)) in (ROOT / "README.md").read_text()
-
-
 @pytest.mark.parametrize(("running", "status"), [("v1.3.1-eksbuild.1", "fail"), ("v1.5.0-eksbuild.1", "warn")])
 def test_a_task_governance_pin_across_the_kueue_crd_migration_fails_while_the_cluster_runs_v1_3(running, status):
     # The task governance upgrade page: UpdateAddon from v1.3.x to v1.5 or later fails on the Kueue

@@ -202,15 +202,6 @@ def test_with_credentials_a_missing_cluster_is_one_line():
         upgrade_plan.build(settings, "1.35", upgrade_plan.AccountVersions(client))
 
 
-def test_the_readme_shows_prods_plan_as_the_command_prints_it():
-    from tests.conftest import ROOT
-
-    settings = _settings("prod")
-    current, steps = upgrade_plan.build(settings, "1.35", upgrade_plan.OfflineVersions())
-    text = upgrade_plan.to_text(settings, current, "1.35", steps, upgrade_plan.OFFLINE_SOURCE)
-    assert text.rstrip("\n") in (ROOT / "README.md").read_text()
-
-
 def test_on_an_existing_cluster_its_owner_upgrades_the_control_plane_and_only_our_add_ons_are_pinned():
     # Validation refuses core add-on pins on a cluster that is not ours (they would do nothing), so the
     # plan must not propose them; and a deploy cannot move a control plane it does not own.

@@ -199,7 +199,9 @@ def test_amtool_accepts_the_alert_manager_configuration(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_readme_shows_the_mail_prod_would_send_for_aws_example_node_event():
+def test_the_operations_page_shows_the_mail_prod_would_send_for_aws_example_node_event():
+    from tests import doc_pages
+
     rule = next(r for r in alerting.EVENT_RULES if r.id_ == "NodeHealth")
     event = _with(EVENTS["node_health"], ("detail", "ClusterName"), _prod().hyperpod_cluster_name)
-    assert _transform(rule, event) in (ROOT / "README.md").read_text()
+    assert _transform(rule, event) in doc_pages.text("operations.md")

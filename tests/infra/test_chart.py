@@ -129,7 +129,7 @@ def test_a_prepared_chart_is_checked_against_the_images_the_stacks_point_elsewhe
     assert line.startswith("nvidia-device-plugin: image.repository is 'nvcr.io/nvidia/k8s-device-plugin-v2'")
 
 
-def test_every_chart_image_is_pinned_by_tag_where_its_value_would_take_a_digest_and_the_readme_says_so():
+def test_every_chart_image_is_pinned_by_tag_where_its_value_would_take_a_digest_and_the_security_page_says_so():
     import re
 
     from infra import grammars
@@ -151,8 +151,10 @@ def test_every_chart_image_is_pinned_by_tag_where_its_value_would_take_a_digest_
         hyperpod_chart.set_value(values, image.digest_key, value)
         rendered = hyperpod_chart.rendered_images(values, "us-east-1")[image.subchart]
         assert rendered.endswith(f":{image.tag}@{digest}") and grammars.image_reference_problem(rendered) is None
-    # Every image is named, with why it is pinned by tag only, in the README's security section.
+    # Every image is named, with why it is pinned by tag only, on the security page.
+    from tests import doc_pages
+
     text = hyperpod_chart.pinning()
     named = re.findall(r"^- `([\w-]+)` `", text, re.M)
     assert named == [i.subchart for i in hyperpod_chart.CHART_IMAGES]
-    assert text in (ROOT / "README.md").read_text()
+    assert text in doc_pages.text("security.md")
