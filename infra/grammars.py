@@ -52,8 +52,10 @@ IMAGE_WORDS = (
 )
 
 
-def image_grammar_problem(value: str) -> str | None:
-    """Why `value` is not a reference of the distribution grammar, or None."""
+def image_reference_problem(value: str) -> str | None:
+    """Why `value` is not an image reference a registry and the kubelet take, or None: the
+    grammar alone (a reference without a registry or a tag is legal and pulls;
+    image_reference_caution says what it leaves to chance)."""
     found = _REFERENCE.fullmatch(value)
     if found is None:
         return f"breaks the grammar; {IMAGE_WORDS}"
@@ -66,12 +68,6 @@ def image_grammar_problem(value: str) -> str | None:
         if not re.fullmatch(rf"[a-f0-9]{{{DIGEST_HEX[algorithm]}}}", hex_):
             return f"has a {algorithm} digest that is not {DIGEST_HEX[algorithm]} lowercase hex characters"
     return None
-
-
-def image_reference_problem(value: str) -> str | None:
-    """Why `value` is not an image reference a registry and the kubelet take, or None: the
-    grammar alone (a reference without a registry or a tag is legal and pulls)."""
-    return image_grammar_problem(value)
 
 
 def image_reference_caution(value: str) -> str | None:

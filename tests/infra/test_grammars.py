@@ -50,7 +50,7 @@ HEX64 = "f" * 64
     ],
 )
 def test_image_references_follow_the_distribution_grammar(reference, valid):
-    assert (grammars.image_grammar_problem(reference) is None) is valid, grammars.image_grammar_problem(reference)
+    assert (grammars.image_reference_problem(reference) is None) is valid, grammars.image_reference_problem(reference)
 
 
 @pytest.mark.parametrize(
