@@ -66,8 +66,9 @@ node_modules/.installed: package.json package-lock.json $(VENV)/.installed
 
 ## Synthesize ENV (default dev) into cdk.out offline and review it (cdk-nag, cfn-lint, IAM, deploy plan).
 synth: install-synth
-	@# Everything but the last review's templates (reviewed-<env>/), the next review's baseline.
-	@if [ -d cdk.out ]; then find cdk.out -mindepth 1 -maxdepth 1 ! -name 'reviewed-*' -exec rm -rf {} +; fi
+	@# Everything but the last review's templates (reviewed-<env>/), the next review's baseline, and
+	@# the review's cache (baselines by what they were built from, cfn-lint's findings by template).
+	@if [ -d cdk.out ]; then find cdk.out -mindepth 1 -maxdepth 1 ! -name 'reviewed-*' ! -name 'review-cache' -exec rm -rf {} +; fi
 	@echo "==> cdk synth -c env=$(ENV) (about a minute)"
 	@$(CDK) synth --quiet -c env=$(ENV)
 	@$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --assembly cdk.out > cdk.out/review-$(ENV).txt; \

@@ -45,6 +45,14 @@ class BaselineError(ValueError):
     """--against names something that cannot be read as templates."""
 
 
+class BaselineElsewhere(BaselineError):
+    """The baseline's stacks deploy to another account or region: nothing of it is where this deploys."""
+
+    def __init__(self, description: str, elsewhere: list[str], env: str, target: str):
+        self.where = f"{description} deploys {env} to {', '.join(elsewhere)}, this config to {target}"
+        super().__init__(f"--against {self.where}; a baseline of another account or region compares nothing")
+
+
 @dataclass
 class Baseline:
     description: str
@@ -176,10 +184,7 @@ def check_environment(baseline: Baseline, env: str, target: str, names_by_env: d
         raise BaselineError(f"--against {baseline.description}: a baseline of environment {theirs[0]}, not {env}; compare {env} with a baseline of {env}")
     elsewhere = sorted(baseline.environments - {target})
     if elsewhere:
-        raise BaselineError(
-            f"--against {baseline.description}: its stacks deploy to {', '.join(elsewhere)}, {env} to {target}; "
-            "a baseline of another account or region compares nothing"
-        )
+        raise BaselineElsewhere(baseline.description, elsewhere, env, target)
 
 
 def without_asset_metadata(template: dict) -> dict:

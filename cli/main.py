@@ -253,6 +253,13 @@ def cmd_review(args) -> int:
                 baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
                                                  progress=lambda line: print(line, file=sys.stderr, flush=True))
                 changes.check_environment(baseline, env, f"aws://{settings.account}/{settings.region}", _names_by_env(context))
+            except changes.BaselineElsewhere as err:
+                if args.against:
+                    raise CliError(str(err)) from None
+                # The default baseline (main, as the example's cdk.json has it) in another account or
+                # region: a first deploy here, the case of a new clone whose cdk.json names its account.
+                print(f"note: {err.where}: nothing of it is deployed there; reviewed as a first deploy", file=sys.stderr)
+                baseline = against = None
             except changes.BaselineError as err:
                 raise CliError(str(err)) from None
         if not args.assembly:
@@ -273,7 +280,7 @@ def cmd_review(args) -> int:
         written = review.write(report, out_root / f"review-{env}")
         if not args.against:
             changes.snapshot(outdir, last_review)
-        if baseline is None:
+        if baseline is None and against is not None:
             print(f"note: no earlier review of {env} to compare with; the next review compares with this one "
                   "(or pass --against a deployed template or an assembly)", file=sys.stderr)
         print(text)

@@ -1,5 +1,5 @@
 """What config names that the deploy uses as it is, without creating it: instance groups'
-AMIs and rollback alarms, an operations SNS topic, a volume key, a lifecycle bucket and an
+AMIs and rollback alarms, the sample job's token secret, an operations SNS topic, a volume key, a lifecycle bucket and an
 execution role, each as the stacks need it."""
 
 from __future__ import annotations
@@ -10,8 +10,21 @@ from infra.config import Settings
 
 
 def check_named_resources(settings: Settings, aws: Clients) -> list[Result]:
-    """What config names but no stack creates: custom AMIs and rollback alarms of instance groups."""
+    """What config names but no stack creates: custom AMIs and rollback alarms of instance groups,
+    and the sample job's Hugging Face token secret (the sample-job stack, deployed last, fails
+    on a missing one after every other stack is up)."""
     results = []
+    job = settings.sample_job
+    if job.enabled and job.hf_token_secret:
+        check = f"secret {job.hf_token_secret}"
+        try:
+            aws("secretsmanager").describe_secret(SecretId=job.hf_token_secret)
+            results.append(Result(check, "pass", "exists (sample_job.hf_token_secret)"))
+        except Exception as err:  # noqa: BLE001
+            if error_code(err) != "ResourceNotFoundException":
+                raise
+            results.append(Result(check, "fail", f"sample_job.hf_token_secret names no secret in {aws.region}",
+                                  f"aws secretsmanager create-secret --name {job.hf_token_secret} --secret-string <your Hugging Face token>"))
     for group in settings.hyperpod.instance_groups:
         if group.image_id:
             images = aws("ec2").describe_images(Filters=[{"Name": "image-id", "Values": [group.image_id]}])["Images"]

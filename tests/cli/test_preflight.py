@@ -245,6 +245,18 @@ def test_an_ami_or_rollback_alarm_that_no_stack_creates_must_exist(aws):
     assert still == {"AMI ami-0123456789abcdef0"}
 
 
+def test_the_sample_jobs_token_secret_must_exist_before_the_deploy_reaches_its_stack(aws):
+    # prod's job names the secret hf-token; the sample-job stack's DescribeSecret check would fail
+    # last, after every other stack. moto's Secrets Manager answers ResourceNotFoundException as AWS does.
+    settings = _settings(env="prod")
+    (missing,) = [r for r in preflight.check_named_resources(settings, aws) if r.check == "secret hf-token"]
+    assert missing.status == "fail" and "aws secretsmanager create-secret --name hf-token" in missing.action
+    aws("secretsmanager").create_secret(Name="hf-token", SecretString="hf_example")
+    (found,) = [r for r in preflight.check_named_resources(settings, aws) if r.check == "secret hf-token"]
+    assert found.status == "pass"
+    assert not [r for r in preflight.check_named_resources(_settings(), aws) if r.check.startswith("secret ")]  # dev names none
+
+
 def test_an_endpoint_the_existing_vpc_already_has_is_named_before_the_deploy_fails_on_it(aws):
     from tests.conftest import CAPABILITIES
 

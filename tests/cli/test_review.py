@@ -134,6 +134,26 @@ def test_outside_git_review_compares_with_the_last_review_and_never_overwrites_i
     assert quiet.splitlines()[-3:] == ["PASS", "", f"(written to {', '.join(str(tmp_path / f'review-dev.{s}') for s in ('md', 'json', 'sarif'))})"]
     assert "## " not in quiet and "## Stacks in deploy order" in (tmp_path / "review-dev.md").read_text()
 
+    # A newcomer's first review: cdk.json now names their account, the default baseline deploys to the
+    # example's. Nothing of it is in their account: a first deploy there, said in one note, not refused.
+    context = json.loads((project / "cdk.json").read_text())
+    context["context"]["defaults"]["account"] = "222222222222"
+    (project / "cdk.json").write_text(json.dumps(context))
+    theirs = tmp_path / "theirs"  # what cdk synth writes for their account
+    shutil.copytree(assembly, theirs, ignore=shutil.ignore_patterns("asset.*"))
+    manifest = (theirs / "manifest.json").read_text()
+    (theirs / "manifest.json").write_text(manifest.replace("aws://111111111111/us-east-1", "aws://222222222222/us-east-1"))
+    assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--assembly", str(theirs)]) == 0
+    first_deploy = capsys.readouterr()
+    assert (f"note: {tmp_path / 'reviewed-dev'} deploys dev to aws://111111111111/us-east-1, this config to "
+            "aws://222222222222/us-east-1: nothing of it is deployed there; reviewed as a first deploy") in first_deploy.err
+    assert "no earlier review" not in first_deploy.err
+    assert "## What this change does" not in first_deploy.out and "## Estimated deploy plan" in first_deploy.out
+    # Named with --against, the same baseline is refused: the person asked for that comparison.
+    shutil.copytree(baseline, tmp_path / "example-account")
+    assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--assembly", str(theirs), "--against", str(tmp_path / "example-account")]) == 2
+    assert "a baseline of another account or region compares nothing" in capsys.readouterr().err
+
 
 def test_cli_validate_reports_every_problem_and_exits_non_zero(tmp_path, capsys, monkeypatch):
     from tests.conftest import patched_context
@@ -244,7 +264,7 @@ def test_a_baseline_of_another_environment_account_or_region_is_refused_in_one_l
     (elsewhere / "manifest.json").write_text(manifest.replace("aws://111111111111/us-east-1", "aws://222222222222/us-east-1"))
     code, out, err = _review_cli("--env", "dev", "--assembly", str(dev), "--against", str(elsewhere), "--outdir", str(tmp_path))
     assert code == 2 and [l for l in err.splitlines() if not l.startswith("config: ")] == [
-        f"error: --against {elsewhere}: its stacks deploy to aws://222222222222/us-east-1, dev to aws://111111111111/us-east-1; "
+        f"error: --against {elsewhere} deploys dev to aws://222222222222/us-east-1, this config to aws://111111111111/us-east-1; "
         "a baseline of another account or region compares nothing"
     ]
     code, out, err = _review_cli("--env", "dev", "--assembly", str(dev), "--against", "no-such-branch", "--outdir", str(tmp_path))
