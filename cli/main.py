@@ -494,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rev = _command(
         sub, "review", cmd_review,
-        help="synthesize and print the review report (also cdk.out/review-<env>.md and .json)",
+        help="synthesize and print the review report (also cdk.out/review-<env>.md, .json and .sarif)",
         description="Synthesize offline, then report what the change does (callouts, deltas per section, then cdk diff) "
         "against main in a git checkout (else the last review) or --against, the stacks and the exports between them, "
         "the estimated cost, risk and exposure, IAM "

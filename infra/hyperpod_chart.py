@@ -111,7 +111,7 @@ GPU_OPERATOR_DIGEST_NOTE = (
 
 def pinning() -> str:
     """How each image the chart renders is pinned, and why no tighter, from CHART_IMAGES: the
-    README's security section shows it, and a test holds the README to it."""
+    security page (docs/security.md) shows it, and a test holds the page to it."""
     lines = [f"Chart images, each pinned by tag only (digests looked for in {DIGEST_SEARCH}):", ""]
     for image in CHART_IMAGES:
         line = f"- `{image.subchart}` `{image.source}`: "

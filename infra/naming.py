@@ -53,7 +53,8 @@ def default_hyperpod_cluster_name(prefix: str, env: str) -> str:
 
 def operations_topic_name(prefix: str, env: str) -> str:
     """The SNS topic events and alerts go to: named, so the Prometheus workspace's alert
-    manager (in the addons stack, deployed first) can name its ARN without an import."""
+    manager (in the addons stack, deployed right after the operations stack) can name its ARN
+    without an import."""
     return f"{prefix}-{env}-operations"
 
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 # The newest version that HyperPod and every add-on here document (see COMPONENT_RANGES).
 # It left EKS standard support on 2026-12-02 (as 1.33 did before it), so it is billed at the
-# extended rate, for longer than 1.33 would be: the README states the extra cost.
+# extended rate, whose support ends later than 1.33's: docs/configuration.md states the extra cost.
 DEFAULT_EKS_VERSION = "1.34"
-# Below this, EKS no longer creates clusters at all (1.28/1.29 are past extended support,
-# but the package still synthesizes them for accounts on a support exception).
+# The oldest version HyperPod documents; 1.28 and 1.29 are past extended support, so EKS
+# creates them only for accounts on a support exception (the package still synthesizes them).
 MIN_EKS_VERSION = (1, 28)
 # The newest version aws_eks_v2.KubernetesVersion offers in aws-cdk-lib 2.275.
 MAX_EKS_VERSION = (1, 36)

@@ -75,7 +75,7 @@ def check_operations_topic(settings: Settings, aws: Clients) -> list[Result]:
     missing = sorted(alerting.publishers(settings) - admitted)
     if missing:
         return [Result(name, "fail", f"its policy does not let {', '.join(missing)} publish",
-                       "add an sns:Publish statement per service (README, Operations: an existing topic)")]
+                       "add an sns:Publish statement per service (docs/operations.md, an existing topic)")]
     key = attrs.get("KmsMasterKeyId")
     if key:
         return [Result(name, "warn", f"is encrypted with {key}",
