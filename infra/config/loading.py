@@ -171,11 +171,14 @@ def _path(loc: tuple) -> str:
 
 
 def _pydantic_lines(exc: ValidationError) -> list[str]:
+    errors = exc.errors(include_url=False)
+    # Drop pydantic's tagged-union/function markers so the path is the config path.
+    locs = [tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-")))) for err in errors]
     lines = []
-    for err in exc.errors(include_url=False):
-        # Drop pydantic's tagged-union/function markers so the path is the config path.
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+    for err, loc in zip(errors, locs):
         path = _path(loc) or "(root)"
+        if err["type"] == "too_short" and any(other[: len(loc)] == loc and len(other) > len(loc) for other in locs):
+            continue  # pydantic counts only the items that passed: the failed item's own line says it
         if err["type"] == "extra_forbidden":
             lines.append(f"{path}: unknown field; allowed here: {', '.join(_allowed_keys(loc))}")
         elif err["type"] == "missing":

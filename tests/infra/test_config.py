@@ -126,6 +126,21 @@ def test_malformed_cidr_is_reported_with_its_value():
     assert any(line.startswith("dev: network.vpc_cidr: '10.192.0/16' is invalid") for line in lines)
 
 
+def test_the_one_bad_item_of_a_list_that_needs_one_is_one_line():
+    # pydantic also reports the tuple as too short, counting only the items that passed: the
+    # item's own line says the problem, and the second line would name a list the config fills.
+    context = patched_context("dev", {})
+    context["environments"]["dev"]["hyperpod"]["instance_groups"] = [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": "x"}]
+    with pytest.raises(config.ConfigError) as err:
+        config.load_settings(context, "dev")
+    assert err.value.problems == ["dev: hyperpod.instance_groups[0].count: 'x' is invalid: Input should be a valid integer"]
+    # An empty list is still too short, in its own line.
+    context["environments"]["dev"]["hyperpod"]["instance_groups"] = []
+    with pytest.raises(config.ConfigError) as err:
+        config.load_settings(context, "dev")
+    assert [p for p in err.value.problems if "at least 1 item" in p] == ["dev: hyperpod.instance_groups: [] is invalid: Tuple should have at least 1 item after validation, not 0"]
+
+
 def test_hyperpod_subnet_outside_the_vpc_cidrs_is_refused():
     lines = problems({"network": {"hyperpod_subnets": [{"availability_zone": "us-east-1a", "cidr": "172.16.0.0/16"}]}})
     assert any("network.hyperpod_subnets[0].cidr: '172.16.0.0/16' is outside the VPC CIDRs" in line for line in lines)
