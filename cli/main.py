@@ -253,15 +253,12 @@ def cmd_review(args) -> int:
                 baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
                                                  progress=lambda line: print(line, file=sys.stderr, flush=True))
                 changes.check_environment(baseline, env, f"aws://{settings.account}/{settings.region}", _names_by_env(context))
-            except changes.BaselineElsewhere as err:
-                if args.against:
+            except changes.BaselineError as err:
+                if args.against or not isinstance(err, changes.BaselineElsewhere):
                     raise CliError(str(err)) from None
-                # The default baseline (main, as the example's cdk.json has it) in another account or
-                # region: a first deploy here, the case of a new clone whose cdk.json names its account.
+                # The default baseline in another account or region (a new clone's cdk.json names theirs).
                 print(f"note: {err.where}: nothing of it is deployed there; reviewed as a first deploy", file=sys.stderr)
                 baseline = against = None
-            except changes.BaselineError as err:
-                raise CliError(str(err)) from None
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)
             try:
