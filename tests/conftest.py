@@ -280,9 +280,38 @@ def gated_templates(synth, name: str) -> list[str]:
     return sorted(k for k, t in s.templates.items() if k not in dev or differs(dev[k], t))
 
 
+@pytest.fixture(scope="session")
+def lint_cache(tmp_path_factory) -> Path:
+    """The review's own cfn-lint cache (cli.review.lint: findings by template text, region and
+    cfn-lint), one for the session: a template the gates linted is not linted again by a review."""
+    return session_folder(tmp_path_factory, "lint-cache")
+
+
+def review_outdir(where: Path, lint_cache: Path) -> Path:
+    """A `hyperpod-cdk review --outdir` whose lint cache (review-cache/lint, as cli.main names
+    it) is the session's."""
+    from cli.main import LINT_CACHE
+
+    (where / LINT_CACHE).parent.mkdir(parents=True, exist_ok=True)
+    (where / LINT_CACHE).symlink_to(lint_cache, target_is_directory=True)
+    return where
+
+
 # Session fixtures that tests of several files may share: what they make is shared across xdist
-# workers some other way (the syntheses go through the session's folder, _synthesized_once).
-SHARED_ACROSS_WORKERS = {"synth"}
+# workers some other way (the syntheses go through the session's folder, _synthesized_once; the
+# lint cache is a folder written one finding file at a time, by rename).
+SHARED_ACROSS_WORKERS = {"synth", "lint_cache"}
+
+
+# The files that cost most (each run prints its slowest; docs/measured.md), handed out first and
+# longest first (pyproject's --no-loadscope-reorder keeps this order), so that the two workers end
+# together rather than one alone on a long file. checkov's file synthesizes every gated config
+# first; the CLI corpus, which synthesizes none, runs beside it, and cfn-lint after it.
+LONGEST_FIRST = (
+    "tests/test_security_gates.py", "tests/test_bad_inputs.py", "tests/test_quality_gates.py", "tests/training/test_train.py",
+    "tests/cli/test_review.py", "tests/cli/test_review_changes.py", "tests/training/test_stop.py", "tests/test_docs.py",
+    "tests/infra/test_app_cli_path.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -300,3 +329,5 @@ def pytest_collection_modifyitems(config, items):
     shared = {name: sorted(where) for name, where in files.items() if len(where) > 1}
     if shared:
         raise pytest.UsageError(f"session fixtures used by tests of several files, which xdist workers would each set up: {shared}")
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order

@@ -28,7 +28,7 @@ from infra import config
 from infra.config.loading import fields
 from infra.naming import STACK_SUFFIXES
 from tests import doc_pages
-from tests.conftest import CONTEXT, ROOT, cdk_project, patched_context
+from tests.conftest import CONTEXT, ROOT, cdk_project, patched_context, review_outdir
 
 WRITE = os.environ.get("HYPERPOD_DOCS_WRITE") == "1"
 PAGES = doc_pages.pages()
@@ -184,7 +184,7 @@ def _mirror(assembly: Path, where: Path) -> None:
         (where / entry.name).symlink_to(entry)
 
 
-def _review_example(tmp_path, synth) -> str:
+def _review_example(tmp_path, synth, lint_cache) -> str:
     """The review of the team pull request of tests/cli/test_review_teams.py against prod as cdk.json
     has it: both syntheses are the session's (no synthesis of its own); cfn-lint and `cdk diff` run."""
     from tests.cli.test_review_teams import PULL_REQUEST
@@ -192,13 +192,14 @@ def _review_example(tmp_path, synth) -> str:
     project = cdk_project(patched_context("prod", PULL_REQUEST), tmp_path / "review-example")
     _mirror(synth("prod", PULL_REQUEST).outdir, project / "cdk.out")
     _mirror(synth("prod").outdir, project / "main.out")
+    review_outdir(project / "cdk.out", lint_cache)  # the review writes beside the assembly, as make synth's does
     status, out, err = _run_cli(REVIEW_COMMAND.split()[1:], project)
     assert status == 0, err
     change = json.dumps(PULL_REQUEST, indent=2)
     return f"\n```bash\n{REVIEW_COMMAND}\n```\n\nafter this change to `environments.prod`:\n\n```json\n{change}\n```\n\n{out}"
 
 
-def _nag_acknowledgments(tmp_path, synth) -> str:
+def _nag_acknowledgments(tmp_path, synth, lint_cache) -> str:
     """dev's cdk-nag acknowledgments, grouped by reason as the review prints them."""
     from cli import review
 
@@ -255,10 +256,10 @@ def test_every_console_block_prints_what_its_command_prints(page, tmp_path, synt
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_every_generated_region_is_what_the_code_writes(page, tmp_path, synth):
+def test_every_generated_region_is_what_the_code_writes(page, tmp_path, synth, lint_cache):
     for region in reversed(doc_pages.regions(page)):
         assert region.name in GENERATED, f"{page.name}:{region.line}: nothing generates {region.name!r}"
-        written = GENERATED[region.name][1](tmp_path, synth)
+        written = GENERATED[region.name][1](tmp_path, synth, lint_cache)
         if WRITE and written != region.body:
             _write(page, region.start, region.end, written)
         assert written == region.body or WRITE, f"{page.name}:{region.line}: {region.name} differs (HYPERPOD_DOCS_WRITE=1 writes it)"

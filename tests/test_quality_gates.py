@@ -32,23 +32,23 @@ def test_every_acknowledgment_is_scoped_and_gives_a_specific_reason(synth, env):
         assert path.startswith(f"hyperpod-{synth(env).settings.env_name}-"), path
 
 
-def _lint(job: tuple[str, list[str]]) -> list:
-    """cfn-lint over some stacks of one assembly, in a worker process."""
+def _lint(job: tuple[str, list[str], str]) -> list:
+    """cfn-lint over some stacks of one assembly, in a worker process, through the review's cache."""
     from pathlib import Path
 
-    outdir, names = Path(job[0]), job[1]
-    return review.lint(outdir, [s for s in review.load_stacks(outdir) if s.name in names])
+    outdir, names, cache = Path(job[0]), job[1], Path(job[2])
+    return review.lint(outdir, [s for s in review.load_stacks(outdir) if s.name in names], cache)
 
 
 @pytest.fixture(scope="session")
-def lint_findings(synth) -> dict:
+def lint_findings(synth, lint_cache) -> dict:
     """cfn-lint of every gated config, two at a time (cfn-lint is pure Python: a process per core);
     a capability's templates that equal dev's are dev's findings."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     jobs = {
-        name: (str(synth(name).outdir), [synth(name).settings.stack_name(k) for k in gated_templates(synth, name)])
+        name: (str(synth(name).outdir), [synth(name).settings.stack_name(k) for k in gated_templates(synth, name)], str(lint_cache))
         for name in GATED
     }
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -9,7 +9,7 @@ import pytest
 
 from cli import main as cli
 from cli import deploy_plan, review
-from tests.conftest import ROOT
+from tests.conftest import ROOT, review_outdir
 
 
 def test_stacks_are_listed_in_deploy_order_with_counts_by_type(synth):
@@ -93,7 +93,7 @@ def test_critical_path_is_within_two_minutes_of_the_unavoidable_chain(synth, env
     assert minutes <= unavoidable + 2.0, (minutes, unavoidable)
 
 
-def test_outside_git_review_compares_with_the_last_review_and_never_overwrites_its_baseline(synth, tmp_path, capsys, monkeypatch):
+def test_outside_git_review_compares_with_the_last_review_and_never_overwrites_its_baseline(synth, tmp_path, capsys, monkeypatch, lint_cache):
     import shutil
     from importlib.resources import files
 
@@ -105,6 +105,7 @@ def test_outside_git_review_compares_with_the_last_review_and_never_overwrites_i
     shutil.copy(ROOT / "cdk.json", project / "cdk.json")
     monkeypatch.chdir(project)
     assembly = synth("dev").outdir
+    review_outdir(tmp_path, lint_cache)
     assert cli.main(["review", "--env", "dev", "--outdir", str(tmp_path), "--assembly", str(assembly)]) == 0
     first = capsys.readouterr()
     assert "no earlier review of dev" in first.err and "## Estimated deploy plan" in first.out
@@ -198,8 +199,9 @@ def test_every_command_reads_the_cdk_json_of_the_folder_it_runs_in(tmp_path, cap
     assert "error: no cdk.json in" in capsys.readouterr().err
 
 
-def test_review_of_an_existing_assembly_is_the_report_make_synth_prints(synth, tmp_path, capsys):
+def test_review_of_an_existing_assembly_is_the_report_make_synth_prints(synth, tmp_path, capsys, lint_cache):
     s = synth("dev")
+    review_outdir(tmp_path, lint_cache)
     assert cli.main(["review", "--env", "dev", "--assembly", str(s.outdir), "--outdir", str(tmp_path)]) == 0
     assert (tmp_path / "review-dev.md").read_text().startswith("# Review of")
     assert not (tmp_path / "review-dev").exists()  # nothing synthesized again
@@ -293,7 +295,7 @@ def test_the_embedded_cdk_diff_shows_no_asset_metadata_whatever_the_baseline(syn
     assert changes.without_asset_metadata(deployed) == changes.without_asset_metadata(json.loads((s.outdir / f"{stack}.template.json").read_text()))
 
 
-def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypatch):
+def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypatch, lint_cache):
     # The one end-to-end run of a git baseline (it synthesizes twice): a clone with one commit that raises dev's
     # GPU nodes from 1 to 2, reviewed --against HEAD~1 in a worktree of the clone, offline.
     import subprocess
@@ -314,6 +316,7 @@ def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypat
     subprocess.run([*git, "commit", "-q", "-am", "dev: two GPU nodes"], check=True)
     base = subprocess.run([*git, "rev-parse", "HEAD~1"], capture_output=True, text=True, check=True).stdout.strip()
     monkeypatch.chdir(clone)
+    review_outdir(clone / "cdk.out", lint_cache)  # the stacks the change leaves as dev's were linted by the gates
     code, out, err = _review_cli("--env", "dev", "--against", "HEAD~1")
     assert code == 0, err
     assert f"## What this change does (against HEAD~1 ({base[:12]}))" in out
@@ -337,7 +340,9 @@ def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypat
     # Built by code that did not record its config: the committed cdk.json says it, for the SARIF places.
     assert kept.context["environments"]["dev"]["hyperpod"]["instance_groups"][1]["count"] == 1
     templates = list((clone / "cdk.out" / "review-dev").glob("*.template.json"))
-    assert len(list((clone / "cdk.out" / LINT_CACHE).glob("*.json"))) == len(templates) == 5
+    region = review.region_of(clone / "cdk.out" / "review-dev")
+    linted = {p.stem for p in (clone / "cdk.out" / LINT_CACHE).glob("*.json")}  # the session's too
+    assert len(templates) == 5 and {review._lint_key(t.read_bytes(), region) for t in templates} <= linted
     # On main itself with a clean tree, main is this checkout: nothing to synthesize twice.
     same = changes.load_baseline(["main"], [], repo=clone, env="dev")
     assert same.this_checkout and same.description.startswith("main (") and "the same revision as this checkout" in same.description
