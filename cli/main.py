@@ -141,7 +141,7 @@ def _settings(env: str) -> tuple[config.Settings, list[str]]:
 def cmd_render_job(args) -> int:
     from manifests import job as job_manifest
 
-    settings, _ = _settings(env_from(args))
+    deployed, _ = _settings(env_from(args))
     overrides = {
         k: v
         for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps,
@@ -152,8 +152,8 @@ def cmd_render_job(args) -> int:
     if args.preferred_topology or args.required_topology:
         mode = "preferred" if args.preferred_topology else "required"
         patch["topology"] = {"mode": mode, "level": args.preferred_topology or args.required_topology}
-    settings, warnings = config.override(settings, patch)  # the same rules as cdk synth
-    for line in warnings:
+    settings, warnings = config.override(deployed, patch)  # the same rules as cdk synth
+    for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings)])]:
         print(f"warning: {line}", file=sys.stderr)
     image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
     if not image:

@@ -25,6 +25,12 @@ def known_region(region: str) -> bool:
     return _provider(region) is not None
 
 
+def regions_with(resource_types: list[str]) -> list[str]:
+    """The regions whose CloudFormation offers every one of `resource_types` (cfn-lint's per-region lists)."""
+    return sorted(p.stem for p in (_schemas() / "providers").glob("*.json")
+                  if all(region_has(p.stem, t) for t in resource_types))
+
+
 def region_has(region: str, resource_type: str) -> bool:
     """Whether CloudFormation offers `resource_type` in `region` (cfn-lint's per-region list)."""
     provider = _provider(region)

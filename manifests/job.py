@@ -147,6 +147,21 @@ def _labels(settings: Settings, job: SampleJobSettings) -> dict:
     return labels
 
 
+def needs_aws(settings: Settings) -> bool:
+    """Whether the job calls AWS (S3 checkpoints, its token secret): the sample-job stack then gives
+    its service account a Pod Identity role, in the namespace of `sample_job.team` alone."""
+    return settings.sample_job.checkpoint_to == "s3" or bool(settings.sample_job.hf_token_secret)
+
+
+def credentials_caution(deployed: Settings, rendered: Settings) -> str | None:
+    """What a job rendered for another team than the deployed one lacks, or None."""
+    if needs_aws(rendered) and namespace(rendered) != namespace(deployed):
+        return (f"{namespace(rendered)} has no Pod Identity role for service account {SERVICE_ACCOUNT} (the sample-job stack "
+                f"made one in {namespace(deployed)} only): this job cannot reach its S3 checkpoints or token secret there until "
+                f"the stack is deployed with sample_job.team: {rendered.sample_job.team}")
+    return None
+
+
 def namespace(settings: Settings) -> str:
     job = settings.sample_job
     return naming.team_names(job.team).namespace if job.team else "default"

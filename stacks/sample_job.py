@@ -52,7 +52,7 @@ class SampleJobStack(PlatformStack):
             )
             image = asset.image_uri
         identity = None
-        if job.checkpoint_to == "s3" or job.hf_token_secret:
+        if job_manifest.needs_aws(settings):
             identity = pod_identity_role(
                 self,
                 cluster.cluster,

@@ -229,9 +229,11 @@ def _check_team_name(s: Settings, team: Team, path: str, p: Problems) -> None:
             team.name,
             f"must be lowercase letters, digits and hyphens, short enough that {names.cluster_queue!r} is at most 63 characters",
         )
+        return  # the quota name below is made of it: that line would only repeat this one
     quota_name = f"{s.prefix}-{s.env_name}-{team.name}"
     if not naming.SAGEMAKER_NAME.match(quota_name):
-        p.error(f"{path}.name", team.name, f"makes compute-quota name {quota_name!r}, longer than 63 characters")
+        p.error(f"{path}.name", team.name, f"makes compute-quota name {quota_name!r}, which breaks SageMaker's name rule "
+                "(1-63 letters, digits and hyphens)")
 
 
 def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict, p: Problems) -> bool:

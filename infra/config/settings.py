@@ -274,4 +274,5 @@ def check_region(s: Settings, p: Problems):
             wanted.append("AWS::Grafana::Workspace")
     missing = [t for t in wanted if not cfn_schema.region_has(s.region, t)]
     if missing:
-        p.error("region", s.region, f"has no {', '.join(missing)} in CloudFormation; choose a region that offers them")
+        p.error("region", s.region, f"has no {', '.join(missing)} in CloudFormation (cfn-lint's region schemas); the regions "
+                f"with every type this config creates: {', '.join(cfn_schema.regions_with(wanted))}")

@@ -164,6 +164,35 @@ def test_secondary_cidr_overlapping_the_primary_is_refused():
     assert any("network.secondary_cidrs[0]" in line and "overlaps network.vpc_cidr" in line for line in lines)
 
 
+def test_a_region_without_a_type_prod_creates_names_the_regions_that_have_them_all():
+    # cfn-lint's per-region provider schemas, read here as the check reads them.
+    import importlib.util
+    from pathlib import Path
+
+    providers = Path(next(iter(importlib.util.find_spec("cfnlint").submodule_search_locations))) / "data" / "schemas" / "providers"
+    wanted = ["AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota",
+              "AWS::APS::Workspace"]
+    having = sorted(p.stem for p in providers.glob("*.json") if all(f'"{t}"' in p.read_text() for t in wanted))
+    assert "us-east-1" in having and "eu-west-1" not in having
+    zones = {"availability_zones": ["eu-west-1a", "eu-west-1b", "eu-west-1c"],
+             "network": {"hyperpod_subnets": [{"availability_zone": "eu-west-1a", "cidr": "10.1.0.0/16"}]}}
+    (line,) = [l for l in problems({"region": "eu-west-1", **zones}, "prod") if l.startswith("prod: region:")]
+    assert line.endswith(f"the regions with every type this config creates: {', '.join(having)}"), line
+
+
+def test_a_team_name_breaking_the_name_rule_is_one_line():
+    # Its compute-quota name is made of it: no second line about that name (which is 28 characters).
+    import copy
+
+    teams = copy.deepcopy(config.merged_environment(CONTEXT, "prod")["governance"]["teams"])
+    teams[0]["name"] = "Search_Ranking"
+    lines = problems({"governance": {"teams": teams}}, "prod")
+    assert [l for l in lines if l.startswith("prod: governance.teams[0].name:")] == [
+        "prod: governance.teams[0].name: 'Search_Ranking' must be lowercase letters, digits and hyphens, short enough that "
+        "'hyperpod-ns-Search_Ranking-clusterqueue' is at most 63 characters"
+    ], lines
+
+
 def test_availability_zone_of_another_region_is_refused():
     lines = problems({"availability_zones": ["us-east-1a", "eu-west-1b"]})
     assert any(line.startswith("dev: availability_zones[1]: 'eu-west-1b' must be a zone of region us-east-1") for line in lines)

@@ -76,8 +76,17 @@ def test_job_writes_to_the_bucket_the_stack_creates_and_render_job_agrees(synth,
     (uri,) = [a.split("=", 1)[1] for a in command if a.startswith("--checkpoint-dir=")]
     assert uri.startswith(f"s3://{bucket['Properties']['BucketName']}/")
     assert cli.main(["render-job", "-c", "env=prod", "--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1"]) == 0
-    rendered = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
+    out, err = capsys.readouterr()
+    rendered = list(yaml.safe_load_all(out))[-1]
     assert f"--checkpoint-dir={uri}" in rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    # The stack's one Pod Identity association is in the deployed team's namespace: a job rendered
+    # for another team (as that team's kit says to) gets no credentials there, and is told so.
+    (association,) = s.resources("sample-job", "AWS::EKS::PodIdentityAssociation").values()
+    assert association["Properties"]["Namespace"] == rendered["metadata"]["namespace"] and "Pod Identity" not in err
+    assert cli.main(["render-job", "-c", "env=prod", "--team", "ml-production", "--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1"]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: hyperpod-ns-ml-production has no Pod Identity role for service account sample-job (the sample-job stack made "
+            f"one in {association['Properties']['Namespace']} only)") in err
     # the job starts after the bucket it writes to exists
     (job,) = s.resources("sample-job", "Custom::AWSCDK-EKS-KubernetesResource").values()
     assert bucket_id in job["DependsOn"]
