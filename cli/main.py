@@ -310,7 +310,7 @@ def cmd_preflight(args) -> int:
     settings, _ = _settings(env_from(args))
     try:
         results = preflight.run(settings, region=args.region, profile=args.profile)
-    except preflight.NoCredentials as err:
+    except preflight.PreflightStop as err:
         raise CliError(str(err)) from None
     print(preflight.table(results))
     return 1 if any(r.status == "fail" for r in results) else 0

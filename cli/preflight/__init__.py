@@ -20,6 +20,7 @@ from cli.preflight.account import (
     CDK_TOOLKIT_STACK,
     REFUSED_CREDENTIALS,
     NoCredentials,
+    PreflightStop,
     check_account,
     check_addon_versions,
     check_admins,
@@ -74,6 +75,8 @@ def run(settings: Settings, *, region: str | None = None, profile: str | None = 
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
+    if region and region != settings.region:  # every check would look where nothing of this config is deployed
+        raise PreflightStop(f"--region {region}: env {settings.env_name} deploys to {settings.region}; drop --region or pass that one")
     region = region or settings.region
     try:
         session = session or boto3.Session(profile_name=profile, region_name=region)
@@ -110,7 +113,7 @@ def table(results: list[Result]) -> str:
 
 __all__ = [
     "CDK_TOOLKIT_STACK", "CHECKS", "DRIFT", "DRIFT_CHECKS", "IMAGE_STATUS", "QUICK_SETUP_CHART_OUTPUT", "REFUSED_CREDENTIALS",
-    "STACK_TAG", "Clients", "NoCredentials", "Result", "check_account", "check_addon_versions", "check_admins",
+    "STACK_TAG", "Clients", "NoCredentials", "PreflightStop", "Result", "check_account", "check_addon_versions", "check_admins",
     "check_bootstrap", "check_drift_addons", "check_drift_chart", "check_drift_images", "check_drift_nodes",
     "check_eks_name", "check_eks_version", "check_existing_cluster", "check_existing_execution_role",
     "check_existing_lifecycle_bucket", "check_existing_security_group", "check_existing_subnets",

@@ -130,7 +130,11 @@ def check_bootstrap(settings: Settings, aws: Clients) -> list[Result]:
     return [Result("CDK bootstrap", "fail", f"{CDK_TOOLKIT_STACK} is {stack['StackStatus']}", "re-run cdk bootstrap")]
 
 
-class NoCredentials(RuntimeError):
+class PreflightStop(RuntimeError):
+    """preflight cannot run as asked: one line saying why and what to do, before any check runs."""
+
+
+class NoCredentials(PreflightStop):
     """No usable credentials: one line saying which and what to do, before any check runs."""
 
 

@@ -236,6 +236,11 @@ def principal(s: Settings, p: Problems, where: str, arn: str, kinds: tuple[ident
     if found.partition != naming.partition(s.region):
         p.error(where, arn, f"is in partition {found.partition}; {s.region} is in {naming.partition(s.region)}")
         return None
+    if found.account != s.account:
+        # EKS takes it (a STANDARD access entry may name another account's principal, EKS user guide,
+        # Create access entries), but an example's ARN left behind locks its people out.
+        p.warn(f"{where}: {arn!r} is a principal of account {found.account}, not {s.account}, the account this deploys to; "
+               "check it is one of yours")
     return found
 
 

@@ -23,6 +23,7 @@ CASES = [
     (["review", "--against", "/nonexistent"], "--against /nonexistent"),
     (["preflight", "-c", "env=prod", "--profile", "no-such-profile"], "--profile no-such-profile: no such profile"),
     (["preflight", "-c", "env=prod"], "no AWS credentials from the default credential chain"),
+    (["preflight", "-c", "env=prod", "--region", "eu-west-1"], "--region eu-west-1: env prod deploys to us-east-1; drop --region or pass that one"),
     (["upgrade-plan", "--to", "1.35", "-c", "env=prod", "--from-account", "--profile", "no-such-profile"],
      "--profile no-such-profile: no such profile"),
     (["upgrade-plan", "--to", "1.35", "-c", "env=prod", "--from-account"], "no AWS credentials from the default credential chain"),

@@ -193,6 +193,16 @@ def test_a_team_name_breaking_the_name_rule_is_one_line():
     ], lines
 
 
+def test_a_principal_of_another_account_is_taken_with_a_warning():
+    # EKS user guide, Create access entries: a STANDARD entry may name another account's principal;
+    # the example's ARNs left behind in a config of another account are said, not refused.
+    settings, warnings = config.load_settings(patched_context("prod", {"account": "222222222222"}), "prod")
+    assert settings.eks.admin_principal_arns == ("arn:aws:iam::111111111111:role/Admin",)
+    assert [w.split(":", 2)[1].strip() for w in warnings if "not 222222222222, the account this deploys to" in w] == [
+        "eks.admin_principal_arns[0]", "governance.teams[0].principals[0]", "governance.teams[1].principals[0]"]
+    assert not [w for w in config.load_settings(CONTEXT, "prod")[1] if "the account this deploys to" in w]
+
+
 def test_availability_zone_of_another_region_is_refused():
     lines = problems({"availability_zones": ["us-east-1a", "eu-west-1b"]})
     assert any(line.startswith("dev: availability_zones[1]: 'eu-west-1b' must be a zone of region us-east-1") for line in lines)
