@@ -97,23 +97,35 @@ def check_addon_versions(settings: Settings, aws: Clients) -> list[Result]:
 
 
 def check_admins(settings: Settings, aws: Clients) -> list[Result]:
-    iam = aws("iam")
-    results = []
+    """Every principal the deploy gives an access entry exists: EKS refuses an entry for one that
+    does not (EKS user guide, Create access entries: "one, and only one, existing IAM principal"),
+    and the teams' entries come in the addons stack, hours into a first deploy."""
     if not settings.eks.admin_principal_arns and settings.uses_existing_cluster:
-        return [Result("admin principals", "pass", f"none to add: access to {settings.eks_cluster_name} stays as it is")]
-    if not settings.eks.admin_principal_arns:
-        return [Result("admin principals", "warn", "eks.admin_principal_arns is empty", "add your role, or nobody can use kubectl")]
-    for arn in settings.eks.admin_principal_arns:
-        principal = identity.parse(arn, ("role", "user"))  # validated; Get* take the name without its path
-        kind, name = principal.kind, principal.name
-        try:
-            iam.get_role(RoleName=name) if kind == "role" else iam.get_user(UserName=name)
-            results.append(Result(f"admin {name}", "pass", f"{kind} exists"))
-        except Exception as err:  # noqa: BLE001
-            if error_code(err) != "NoSuchEntity":
-                raise
-            results.append(Result(f"admin {name}", "fail", f"{arn} does not exist", "fix eks.admin_principal_arns"))
+        results = [Result("admin principals", "pass", f"none to add: access to {settings.eks_cluster_name} stays as it is")]
+    elif not settings.eks.admin_principal_arns:
+        results = [Result("admin principals", "warn", "eks.admin_principal_arns is empty", "add your role, or nobody can use kubectl")]
+    else:
+        results = [_principal_exists(aws, "admin", arn, "eks.admin_principal_arns", settings.account)
+                   for arn in settings.eks.admin_principal_arns]
+    for i, team in enumerate(settings.governance.teams):
+        results += [_principal_exists(aws, f"team {team.name}:", arn, f"governance.teams[{i}].principals", settings.account)
+                    for arn in team.principals]
     return results
+
+
+def _principal_exists(aws: Clients, label: str, arn: str, field: str, account: str) -> Result:
+    principal = identity.parse(arn, ("role", "user"))  # validated; Get* take the name without its path
+    kind, name = principal.kind, principal.name
+    if principal.account != account:
+        return Result(f"{label} {name}", "warn", f"{arn} is of account {principal.account}; preflight looks only in {account}",
+                      f"check that it exists, or fix {field}")
+    try:
+        aws("iam").get_role(RoleName=name) if kind == "role" else aws("iam").get_user(UserName=name)
+        return Result(f"{label} {name}", "pass", f"{kind} exists")
+    except Exception as err:  # noqa: BLE001
+        if error_code(err) != "NoSuchEntity":
+            raise
+        return Result(f"{label} {name}", "fail", f"{arn} does not exist", f"create it, or fix {field}")
 
 
 def check_bootstrap(settings: Settings, aws: Clients) -> list[Result]:

@@ -159,6 +159,20 @@ def test_missing_admin_role_fails(aws):
     assert r.status == "fail" and ADMIN in r.detail
 
 
+def test_every_team_principal_must_exist_and_one_of_another_account_is_said(aws):
+    # prod's teams each name a role of the account; EKS refuses an access entry for a principal
+    # that does not exist, and the teams' entries come in the addons stack, late in the deploy.
+    aws("iam").create_role(RoleName="Admin", AssumeRolePolicyDocument="{}")
+    aws("iam").create_role(RoleName="ml-research-scientists", AssumeRolePolicyDocument="{}")
+    results = {r.check: r for r in preflight.check_admins(_settings(env="prod"), aws)}
+    assert {c: r.status for c, r in results.items()} == {
+        "admin Admin": "pass", "team ml-research: ml-research-scientists": "pass", "team ml-production: ml-production-engineers": "fail"}
+    assert results["team ml-production: ml-production-engineers"].action == "create it, or fix governance.teams[1].principals"
+    # A config of account 222222222222 (validate warns of these) cannot be checked from it.
+    other = {r.check: r.status for r in preflight.check_admins(_settings({"account": "222222222222"}, env="prod"), aws)}
+    assert set(other.values()) == {"warn"}
+
+
 def test_bootstrapped_account_passes(aws):
     aws("cloudformation").create_stack(
         StackName="CDKToolkit", TemplateBody='{"Resources": {"B": {"Type": "AWS::S3::Bucket"}}}'
