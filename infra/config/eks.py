@@ -236,9 +236,16 @@ def principal(s: Settings, p: Problems, where: str, arn: str, kinds: tuple[ident
     if found.partition != naming.partition(s.region):
         p.error(where, arn, f"is in partition {found.partition}; {s.region} is in {naming.partition(s.region)}")
         return None
-    if found.account != s.account:
-        # EKS takes it (a STANDARD access entry may name another account's principal, EKS user guide,
-        # Create access entries), but an example's ARN left behind locks its people out.
+    return found
+
+
+def entry_principal(s: Settings, p: Problems, where: str, arn: str, kinds: tuple[identity.Kind, ...] = ("role",)) -> identity.Principal | None:
+    """The principal `arn` names, to be given an access entry by this deploy: one of another
+    account than the deploy's is taken with a warning. EKS takes it (a STANDARD access entry may
+    name another account's principal, EKS user guide, Create access entries), but an example's ARN
+    left behind locks its people out."""
+    found = principal(s, p, where, arn, kinds)
+    if found is not None and found.account != s.account:
         p.warn(f"{where}: {arn!r} is a principal of account {found.account}, not {s.account}, the account this deploys to; "
                "check it is one of yours")
     return found
@@ -274,13 +281,13 @@ def check_access_entries(s: Settings, p: Problems) -> None:
         except identity.NotAPrincipal:
             pass
     for i, arn in enumerate(s.eks.admin_principal_arns):
-        found = principal(s, p, f"eks.admin_principal_arns[{i}]", arn, ("role", "user"))
+        found = entry_principal(s, p, f"eks.admin_principal_arns[{i}]", arn, ("role", "user"))
         entries += [(f"eks.admin_principal_arns[{i}]", found, None)] if found else []
     for a, b in collisions(s.eks.admin_principal_arns, naming.admin_entry_id):
         p.error("eks.admin_principal_arns", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")
     for i, team in enumerate(s.governance.teams):
         for j, arn in enumerate(team.principals):
-            found = principal(s, p, f"governance.teams[{i}].principals[{j}]", arn)
+            found = entry_principal(s, p, f"governance.teams[{i}].principals[{j}]", arn)
             entries += [(f"governance.teams[{i}].principals[{j}]", found, team.name)] if found else []
         for a, b in collisions(team.principals, lambda arn: naming.team_entry_id(team.name, arn)):
             p.error(f"governance.teams[{i}].principals", b, f"and {a!r} differ only in punctuation, which their access entries' ids drop; list one of them")

@@ -201,6 +201,15 @@ def test_a_principal_of_another_account_is_taken_with_a_warning():
     assert [w.split(":", 2)[1].strip() for w in warnings if "not 222222222222, the account this deploys to" in w] == [
         "eks.admin_principal_arns[0]", "governance.teams[0].principals[0]", "governance.teams[1].principals[0]"]
     assert not [w for w in config.load_settings(CONTEXT, "prod")[1] if "the account this deploys to" in w]
+    # A role a service runs as must be of the account: refused, in its one line, no warning beside it.
+    from tests.conftest import CAPABILITIES
+
+    patch = config.deep_merge(CAPABILITIES["existing-cluster"], {"eks": {"existing_cluster": {"kubectl_role_arn": "arn:aws:iam::222222222222:role/k"}}})
+    with pytest.raises(config.ConfigError) as err:
+        config.load_settings(patched_context("dev", patch), "dev")
+    assert [l for l in err.value.problems + err.value.warnings if "kubectl_role_arn" in l] == [
+        "dev: eks.existing_cluster.kubectl_role_arn: 'arn:aws:iam::222222222222:role/k' must be a role of account 111111111111 in "
+        "partition aws: the kubectl Lambda runs as it"]
 
 
 def test_availability_zone_of_another_region_is_refused():
