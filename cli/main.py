@@ -153,7 +153,7 @@ def cmd_render_job(args) -> int:
         mode = "preferred" if args.preferred_topology else "required"
         patch["topology"] = {"mode": mode, "level": args.preferred_topology or args.required_topology}
     settings, warnings = config.override(deployed, patch)  # the same rules as cdk synth
-    for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings)])]:
+    for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings.sample_job.team)])]:
         print(f"warning: {line}", file=sys.stderr)
     image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
     if not image:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from infra import admission, catalogue, naming
 from infra.config import QuotaResource, Settings, Team
-from manifests.job import FSX_CLAIM
+from manifests.job import FSX_CLAIM, credentials_caution
 
 
 class UnknownTeam(ValueError):
@@ -104,6 +104,7 @@ def build(settings: Settings, name: str) -> dict:
         "quotas": quotas_in_words(t),
         "largest_job": largest_jobs_in_words(settings, t),
         "render_job": f"hyperpod-cdk render-job -c env={settings.env_name} --team {t.name} --image <training image URI> > job.yaml",
+        "render_job_caution": credentials_caution(settings, t.name),
         "submit": f"kubectl apply -n {names.namespace} -f job.yaml && kubectl get workloads -n {names.namespace}",
     }
 
@@ -130,6 +131,7 @@ def to_text(kit: dict) -> str:
         f"  topology      {topology}  (pod template annotation)",
         f"  shared data   {('claim ' + kit['fsx_claim'] + ' mounted at /fsx') if kit['fsx_claim'] else '(none: fsx.enabled is false)'}",
         f"  a job file    {kit['render_job']}",
+        *([f"                (its AWS access: {kit['render_job_caution']})"] if kit["render_job_caution"] else []),
         f"  submit        {kit['submit']}",
         "",
         "Quota",

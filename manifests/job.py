@@ -153,12 +153,14 @@ def needs_aws(settings: Settings) -> bool:
     return settings.sample_job.checkpoint_to == "s3" or bool(settings.sample_job.hf_token_secret)
 
 
-def credentials_caution(deployed: Settings, rendered: Settings) -> str | None:
-    """What a job rendered for another team than the deployed one lacks, or None."""
-    if needs_aws(rendered) and namespace(rendered) != namespace(deployed):
-        return (f"{namespace(rendered)} has no Pod Identity role for service account {SERVICE_ACCOUNT} (the sample-job stack "
+def credentials_caution(deployed: Settings, team: str) -> str | None:
+    """What the sample job lacks when rendered for `team` rather than the deployed one, or None
+    (render-job warns of it; the team kit, which gives render-job's command, says it too)."""
+    there = naming.team_names(team).namespace
+    if needs_aws(deployed) and there != namespace(deployed):
+        return (f"{there} has no Pod Identity role for service account {SERVICE_ACCOUNT} (the sample-job stack "
                 f"made one in {namespace(deployed)} only): this job cannot reach its S3 checkpoints or token secret there until "
-                f"the stack is deployed with sample_job.team: {rendered.sample_job.team}")
+                f"the stack is deployed with sample_job.team: {team}")
     return None
 
 

@@ -59,10 +59,15 @@ def test_the_kits_job_command_renders_a_job_into_that_queue(capsys):
     kit = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-production")
     command = kit["render_job"].split(" > ")[0].replace("<training image URI>", "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1")
     rc = cli.main(command.split()[1:])
-    manifest = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
+    out, err = capsys.readouterr()
+    manifest = list(yaml.safe_load_all(out))[-1]
     assert rc == 0
     assert manifest["metadata"]["namespace"] == kit["namespace"]
     assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == kit["local_queue"]
+    # prod's job is deployed into ml-research: the command warns that ml-production's copy has no
+    # AWS access, and the kit says the same (one function, manifests.job.credentials_caution).
+    assert kit["render_job_caution"] and f"warning: {kit['render_job_caution']}" in err
+    assert team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-research")["render_job_caution"] is None
 
 
 def test_an_unknown_team_is_one_line_naming_the_teams(capsys):
