@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Iterator
@@ -245,11 +246,26 @@ def fields(model: type[BaseModel] | None = None, prefix: str = "") -> Iterator[t
         yield path, field
         nested = model_of(field.annotation)
         if nested is not None:
-            yield from fields(nested, f"{path}[]." if _is_list(field) else f"{path}.")
+            yield from fields(nested, f"{path}[]." if is_list(field.annotation) else f"{path}.")
 
 
-def _is_list(field: FieldInfo) -> bool:
-    return "tuple" in str(field.annotation)
+def is_optional(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+def bare_annotation(annotation: Any) -> Any:
+    """The annotation without Optional and Annotated."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return bare_annotation(typing.get_args(annotation)[0])
+    if is_optional(annotation):
+        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return bare_annotation(rest[0]) if len(rest) == 1 else typing.Union[tuple(rest)]
+    return annotation
+
+
+def is_list(annotation: Any) -> bool:
+    """Whether a field holds a list (a tuple, optional or not)."""
+    return typing.get_origin(bare_annotation(annotation)) is tuple
 
 
 def field_paths(model: type[BaseModel] | None = None, prefix: str = "") -> list[tuple[str, Any]]:
@@ -258,6 +274,6 @@ def field_paths(model: type[BaseModel] | None = None, prefix: str = "") -> list[
     out = []
     for path, field in fields(model, prefix):
         default = "(required)" if field.is_required() else field.get_default()
-        if model_of(field.annotation) is None or _is_list(field) or default is None:
+        if model_of(field.annotation) is None or is_list(field.annotation) or default is None:
             out.append((path, default))
     return out

@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from infra.config import limits
-from infra.config.loading import fields, model_of
+from infra.config.loading import bare_annotation, fields, is_list, is_optional, model_of
 from infra.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,26 +52,8 @@ def _args(annotation: Any) -> tuple:
     return typing.get_args(annotation)
 
 
-def _is_optional(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in _args(annotation)
-
-
-def _strip(annotation: Any) -> Any:
-    """The annotation without Optional and Annotated."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _strip(_args(annotation)[0])
-    if _is_optional(annotation):
-        rest = [a for a in _args(annotation) if a is not type(None)]
-        return _strip(rest[0]) if len(rest) == 1 else typing.Union[tuple(rest)]
-    return annotation
-
-
-def _is_list(annotation: Any) -> bool:
-    return typing.get_origin(_strip(annotation)) is tuple
-
-
 def type_text(annotation: Any) -> str:
-    bare = _strip(annotation)
+    bare = bare_annotation(annotation)
     origin = typing.get_origin(bare)
     if origin is Literal:
         values = _args(bare)
@@ -79,7 +61,7 @@ def type_text(annotation: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         return " | ".join(type_text(a) for a in _args(bare))
     if origin is tuple:
-        item = _strip(_args(bare)[0])
+        item = bare_annotation(_args(bare)[0])
         if isinstance(item, type) and issubclass(item, BaseModel):
             return "list of objects"
         return f"list of {type_text(item)}"
@@ -116,7 +98,7 @@ def cdk_json_text(path: str, defaults: dict, field: FieldInfo) -> str:
         if not isinstance(node, dict) or part not in node:
             return ""
         node = node[part]
-    if model_of(field.annotation) is not None and not _is_list(field.annotation):
+    if model_of(field.annotation) is not None and not is_list(field.annotation):
         return ""
     return f"`{_json(node)}`"
 
@@ -157,8 +139,8 @@ def model_limits(field: FieldInfo) -> list[str]:
                 rules[key] = getattr(meta, attr)
         for attr, key in (("min_length", "min"), ("max_length", "max")):
             if getattr(meta, attr, None) is not None:
-                rules[key + ("Items" if _is_list(field.annotation) or typing.get_origin(_strip(field.annotation)) is dict else "Length")] = getattr(meta, attr)
-    bare = _strip(field.annotation)
+                rules[key + ("Items" if is_list(field.annotation) or typing.get_origin(bare_annotation(field.annotation)) is dict else "Length")] = getattr(meta, attr)
+    bare = bare_annotation(field.annotation)
     if typing.get_origin(bare) is Literal and all(isinstance(v, int) for v in _args(bare)):
         rules["enum"] = list(_args(bare))
     rules.update(_annotated_pattern(_unoptional(field.annotation)))
@@ -170,7 +152,7 @@ def model_limits(field: FieldInfo) -> list[str]:
 
 
 def _unoptional(annotation: Any) -> Any:
-    rest = [a for a in _args(annotation) if a is not type(None)] if _is_optional(annotation) else [annotation]
+    rest = [a for a in _args(annotation) if a is not type(None)] if is_optional(annotation) else [annotation]
     return rest[0] if len(rest) == 1 else annotation
 
 
@@ -222,11 +204,11 @@ HEADER = ["| field | type | default | cdk.json defaults | description |", "|---|
 def render(defaults: dict) -> str:
     """The whole page, for the models as they are and `defaults` (cdk.json's context.defaults)."""
     out = [INTRO]
-    top = [(p, f) for p, f in fields(Settings) if "." not in p and (model_of(f.annotation) is None or _is_list(f.annotation))]
+    top = [(p, f) for p, f in fields(Settings) if "." not in p and (model_of(f.annotation) is None or is_list(f.annotation))]
     out += ["## Top level", "", *HEADER, *(row(p, f, defaults) for p, f in top), ""]
     for name, field in Settings.model_fields.items():
         model = model_of(field.annotation)
-        if name == "env_name" or model is None or _is_list(field.annotation):
+        if name == "env_name" or model is None or is_list(field.annotation):
             continue
         rows = [row(p, f, defaults) for p, f in fields(model, f"{name}.")]
         out += [f"## `{name}`", "", field.description + (" *Required.*" if field.is_required() else ""), "", *HEADER, *rows, ""]
