@@ -307,9 +307,13 @@ def _stack_names(context: dict, env: str) -> list[str]:
 def cmd_preflight(args) -> int:
     from cli import preflight
 
-    settings, _ = _settings(env_from(args))
+    cdk_json, env = find_cdk_json(), env_from(args)
+    context = load_context(cdk_json)
+    settings, _ = config.load_settings(context, env)
+    # Whether the credentials outlast the deploy: this change's minutes from the last review, else the whole deploy's.
+    deploy = lambda: preflight.deploy_time(cdk_json.parent / "cdk.out", context, env)  # noqa: E731
     try:
-        results = preflight.run(settings, region=args.region, profile=args.profile)
+        results = preflight.run(settings, region=args.region, profile=args.profile, deploy=deploy)
     except preflight.PreflightStop as err:
         raise CliError(str(err)) from None
     print(preflight.table(results))
