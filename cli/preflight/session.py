@@ -18,7 +18,6 @@ as the review does, and said so.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -44,17 +43,14 @@ class DeployTime:
     scope: str  # what the minutes are of: "this change against main (...)", "the whole deploy (...)"
 
 
-def _review_time(path: Path, env: str, fingerprint: str) -> DeployTime | str:
-    """The minutes a review wrote, or why it cannot say them."""
-    shown = path.name
-    if not path.is_file():
-        return f"no review of {env} in {path.parent.name}/"
-    try:
-        report = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return f"{shown} does not read as a review"
-    if report.get("env") != env or report.get("config_fingerprint") != fingerprint:
-        return f"{shown} is a review of another config than cdk.json's {env} now"
+def _review_time(out_root: Path, context: dict, env: str) -> DeployTime | str:
+    """The minutes the last review of this config wrote (cli.fleet.last_review), or why there are none."""
+    from cli.fleet import last_review
+
+    report = last_review(out_root, context, env)
+    if isinstance(report, str):
+        return report
+    shown = f"review-{env}.json"
     update = (report.get("changes") or {}).get("update_plan")
     if update is not None:
         return DeployTime(update["minutes"], f"this change against {report['changes']['against']} ({shown})")
@@ -67,11 +63,11 @@ def deploy_time(out_root: Path, context: dict, env: str, synthesize=None) -> Dep
     default cli.synth's); a line saying why there are none where synth refuses the config."""
     import tempfile
 
-    from cli import config_diff, deploy_plan
+    from cli import deploy_plan
     from cli.assembly import load_stacks
     from cli.synth import SynthRefused
 
-    found = _review_time(out_root / f"review-{env}.json", env, config_diff.fingerprint(context, env))
+    found = _review_time(out_root, context, env)
     if isinstance(found, DeployTime):
         return found
     if synthesize is None:
