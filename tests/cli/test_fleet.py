@@ -31,6 +31,7 @@ def _three() -> dict:
 
 
 def _project(tmp_path, context: dict):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     cdk_json = json.loads((ROOT / "cdk.json").read_text())
     cdk_json["context"] = context
     (tmp_path / "cdk.json").write_text(json.dumps(cdk_json))
@@ -118,17 +119,19 @@ def test_one_failing_environment_fails_the_run_and_the_others_are_still_said(tmp
 
 
 def test_a_review_of_several_environments_writes_each_and_fails_if_any_does(synth, tmp_path, capsys, monkeypatch, lint_cache):
-    import cli.synth
+    from cli import synth as synth_module
 
     project = _project(tmp_path / "unpacked", {**CONTEXT, "environments": {**CONTEXT["environments"], "broken": {"network": {"nat_gateways": 4}}}})
     monkeypatch.chdir(project)  # no git here: no main to compare with, a first deploy each
 
-    def synthesize(context, env, outdir):  # the session's syntheses of the same config, made by cli.synth
-        assert context["environments"][env] == CONTEXT["environments"][env]
-        shutil.copytree(synth(env).outdir, outdir, dirs_exist_ok=True)
-        return synth(env).settings, None
+    made = {env: synth(env) for env in ("dev", "prod")}  # the session's syntheses of the same config, by cli.synth
 
-    monkeypatch.setattr(cli.synth, "synthesize", synthesize)
+    def synthesize(context, env, outdir):
+        assert context["environments"][env] == CONTEXT["environments"][env]
+        shutil.copytree(made[env].outdir, outdir, dirs_exist_ok=True)
+        return made[env].settings, None
+
+    monkeypatch.setattr(synth_module, "synthesize", synthesize)
     (tmp_path / "out").mkdir()
     out_root = review_outdir(tmp_path / "out", lint_cache)
     code = cli.main(["review", "-c", "env=dev", "-c", "env=broken", "-c", "env=prod", "--outdir", str(out_root)])
