@@ -51,8 +51,8 @@ class Row:
     kubernetes: str
     support: str  # standard | extended | outside
     chart: str
-    addons: str
     monthly: str
+    addons: str  # last: the longest cell
 
 
 def _addon_pins(settings: config.Settings) -> str:
@@ -78,10 +78,10 @@ def row(settings: config.Settings, report: dict | str | None) -> Row:
     """One environment's row; `report` its review (a line saying why there is none, or None)."""
     version = settings.eks.version
     return Row(settings.env_name, f"{settings.account}/{settings.region}", version, versions.support_status(version),
-               settings.hyperpod.helm_chart.revision[:12], _addon_pins(settings), _monthly(report))
+               settings.hyperpod.helm_chart.revision[:12], _monthly(report), _addon_pins(settings))
 
 
-HEADER = Row("environment", "account/region", "Kubernetes", "support", "chart", "add-on pins", "cost/month")
+HEADER = Row("environment", "account/region", "Kubernetes", "support", "chart", "cost/month", "add-on pins")
 
 
 def table(rows: list[Row]) -> str:

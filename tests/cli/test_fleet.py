@@ -16,16 +16,20 @@ from cli.upgrade_plan import addons_of
 from infra import config, versions
 from tests.conftest import CONTEXT, ROOT, review_outdir
 
-FRANKFURT = ["eu-central-1a", "eu-central-1b", "eu-central-1c"]
+COST, ADDONS = 5, 6  # the columns after environment, account/region, Kubernetes, support, chart
+
+
+def _documented_staging() -> dict:
+    """The staging environment docs/configuration.md shows how to add (another region, dev's shape)."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    return json.loads(re.search(r"^```json\n(\{\n  \"staging\".*?)^```", page, re.M | re.S).group(1))["staging"]
 
 
 def _three() -> dict:
-    """dev as committed; a staging in another region on Kubernetes 1.35; prod in another account."""
+    """dev as committed; the documented staging, in another region, on Kubernetes 1.35; prod in another account."""
     ctx = json.loads(json.dumps(CONTEXT))
     envs = ctx["environments"]
-    envs["staging"] = {**json.loads(json.dumps(envs["dev"])), "region": "eu-central-1", "availability_zones": FRANKFURT,
-                       "network": {"hyperpod_subnets": [{"availability_zone": "eu-central-1a", "cidr": "10.1.0.0/16"}]},
-                       "eks": {"version": "1.35"}}
+    envs["staging"] = config.deep_merge(_documented_staging(), {"eks": {"version": "1.35"}})
     envs["prod"]["account"] = "222222222222"
     return ctx
 
@@ -75,8 +79,8 @@ def test_validate_all_on_the_committed_cdk_json_ends_with_a_row_per_environment(
         head, pins = _expected(CONTEXT, env)
         assert cells[:5] == head
         for addon in pins:  # prod pins kube-proxy, coredns, cert-manager and the training operator
-            assert f"{addon.name.removeprefix('amazon-sagemaker-hyperpod-')} {addon.pinned}" in cells[5]
-    assert rows["dev"][5].endswith("at EKS's default") and "cert-manager v1.18.2-eksbuild.2" in rows["prod"][5]
+            assert f"{addon.name.removeprefix('amazon-sagemaker-hyperpod-')} {addon.pinned}" in cells[ADDONS]
+    assert rows["dev"][ADDONS].endswith("at EKS's default") and "cert-manager v1.18.2-eksbuild.2" in rows["prod"][ADDONS]
 
 
 def test_three_environments_in_two_regions_and_two_accounts_each_get_their_line_and_row(tmp_path, capsys, monkeypatch):
@@ -89,7 +93,7 @@ def test_three_environments_in_two_regions_and_two_accounts_each_get_their_line_
     assert rows["staging"][:4] == ["staging", "111111111111/eu-central-1", "1.35", "standard"]
     assert rows["prod"][:4] == ["prod", "222222222222/us-east-1", "1.34", "extended"]
     assert rows["dev"][:4] == ["dev", "111111111111/us-east-1", "1.34", "extended"]
-    assert {cells[6] for cells in rows.values()} == {"not reviewed"}  # no review of these configs in cdk.out
+    assert {cells[COST] for cells in rows.values()} == {"not reviewed"}  # no review of these configs in cdk.out
 
     # upgrade-plan: each environment's plan, staging already there, then the table.
     assert cli.main(["upgrade-plan", "--to", "1.35", "--all"]) == 0
@@ -147,7 +151,7 @@ def test_a_review_of_several_environments_writes_each_and_fails_if_any_does(synt
     rows = _table(captured.out)
     for env in ("dev", "prod"):
         monthly = json.loads((out_root / f"review-{env}.json").read_text())["cost"]["monthly"]
-        assert rows[env][6].startswith(f"${monthly:,.0f}")
+        assert rows[env][COST].startswith(f"${monthly:,.0f}")
     assert "broken" not in rows
     # --assembly holds one environment's stacks.
     assert cli.main(["review", "--all", "--assembly", str(synth("dev").outdir)]) == 2
