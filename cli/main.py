@@ -483,10 +483,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = _command(
         sub, "validate", cmd_validate,
-        help="check the config of one or all environments (no synth, no AWS)",
+        help="check the config of one, several or all environments (no synth, no AWS)",
         description="Validate config as cdk synth does (every field, every rule across fields, add-on requirements): "
-        "every problem on its own line on stderr, then `ok: <env>` for each environment that passes; exit 2 on any error.",
-        examples=["", "-c env=prod", "--all"],
+        "every problem on its own line on stderr, then `ok: <env>` or `failed: <env>` for each environment, and after "
+        "several a table of them; exit 2 on any error.",
+        examples=["", "-c env=prod", "-c env=dev -c env=prod", "--all"],
     )
     _env_args(validate, fleet=True)
 
@@ -504,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--env prod --against main  # main's app, synthesized in a temporary worktree (the default where main exists)",
             "--env prod --against v1.4.0  # a tag, a commit, HEAD~1",
             "--env prod --against main.out  # an assembly synthesized earlier",
-            "--all",
+            "--all  # each environment's review and verdict, then a table of them",
             "--assembly cdk.out  # after cdk synth -c env=dev",
         ],
     )
@@ -525,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     pre = _command(
         sub, "preflight", cmd_preflight,
         help="read-only checks against the real account before a deploy",
-        description="Read-only AWS checks (boto3): account, AZs, SageMaker cluster-usage quotas, name clashes, EKS version, "
+        description="Read-only AWS checks (boto3): account, whether the credentials outlast the deploy plan's minutes, AZs, SageMaker cluster-usage quotas, name clashes, EKS version, "
         "admin principals, CDK bootstrap; then, where the cluster is deployed, its drift from config (node counts, AMI "
         "status, add-on versions, chart revision), each said as expected or not. Exit 1 if any check fails.",
         examples=["-c env=prod", "-c env=prod --profile prod-admin --region us-east-1"],
@@ -567,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="From the cluster's Kubernetes version to --to, one minor version per step: the add-on versions for "
         "it, the task governance Kueue CRD migration where the add-on crosses it, the cdk.json change and commands, and "
         "each instance group's HyperPod AMI update with its rolling batch. Read-only.",
-        examples=["--to 1.35", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
+        examples=["--to 1.35", "--to 1.35 --all", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
     )
     _env_args(up, fleet=True)
     up.add_argument("--to", required=True, metavar="1.N", help="the Kubernetes version to reach")
