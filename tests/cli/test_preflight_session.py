@@ -122,3 +122,6 @@ def test_without_a_review_of_this_config_the_whole_deploy_is_planned_from_a_synt
     assert "review-prod.json is a review of another config" in got.scope and got.scope.startswith("the whole deploy")
     # prod's first deploy: about 135 minutes, most of it the p5 nodes' deep health checks (docs/deploying.md).
     assert 120 <= got.minutes <= 150, got
+    # Against that plan, an assumed role's 30 minutes warn, and 4 hours pass.
+    assert preflight.check_session(_assumed_role(timedelta(minutes=30)), got).status == "warn"
+    assert preflight.check_session(_assumed_role(timedelta(hours=4)), got).status == "pass"
