@@ -187,6 +187,8 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     report = {
         "assembly": str(outdir),
         "env": config[1] if config else None,
+        # What preflight reads to tell whether this review is of the config it deploys.
+        "config_fingerprint": config_diff.fingerprint(*config) if config else None,
         "region": region,
         "warnings": load_warnings(outdir),
         "stacks": [

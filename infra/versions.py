@@ -14,14 +14,23 @@ from dataclasses import dataclass
 # It left EKS standard support on 2026-12-02 (as 1.33 did before it), so it is billed at the
 # extended rate, whose support ends later than 1.33's: docs/configuration.md states the extra cost.
 DEFAULT_EKS_VERSION = "1.34"
-# The oldest version HyperPod documents; 1.28 and 1.29 are past extended support, so EKS
-# creates them only for accounts on a support exception (the package still synthesizes them).
+# The oldest version HyperPod documents; 1.28 to 1.31 are past extended support (END_OF_EXTENDED_SUPPORT),
+# so EKS creates them only for accounts on a support exception (the package still synthesizes them).
 MIN_EKS_VERSION = (1, 28)
 # The newest version aws_eks_v2.KubernetesVersion offers in aws-cdk-lib 2.275.
 MAX_EKS_VERSION = (1, 36)
 # The oldest version in EKS standard support: 1.34 leaves it on 2026-12-02.
 OLDEST_STANDARD_SUPPORT = (1, 35)
 EKS_SUPPORT_SOURCE = "Amazon EKS Kubernetes release calendar, as of 2026-12-02"
+SUPPORT_AS_OF = "2026-12-02"
+# The day each version older than OLDEST_STANDARD_SUPPORT leaves extended support: 14 months of
+# standard support, then 12 of extended, after which EKS upgrades the cluster itself (EKS user
+# guide, "Understand the Kubernetes version lifecycle on EKS"; the dates from its release
+# calendar, as endoflife.date/amazon-eks lists them, read 2026-12-05).
+END_OF_EXTENDED_SUPPORT = {
+    "1.28": "2025-11-26", "1.29": "2026-03-23", "1.30": "2026-07-23", "1.31": "2026-11-26",
+    "1.32": "2027-03-23", "1.33": "2027-07-29", "1.34": "2027-12-02",
+}
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,14 @@ def kubectl_layer_module(version: str) -> tuple[str, str, str]:
         f"KubectlV{minor}Layer",
         f"aws-cdk.lambda-layer-kubectl-v{minor}",
     )
+
+
+def support_status(version: str) -> str:
+    """standard, extended or outside (past extended support), on SUPPORT_AS_OF (EKS_SUPPORT_SOURCE)."""
+    if parse(version) >= OLDEST_STANDARD_SUPPORT:
+        return "standard"
+    ends = END_OF_EXTENDED_SUPPORT.get(version)
+    return "extended" if ends is not None and ends > SUPPORT_AS_OF else "outside"
 
 
 def support_warnings(version: str) -> list[str]:
