@@ -46,6 +46,9 @@ def deploy_scripts(stack: PlatformStack, bucket: s3.Bucket) -> tuple[str, s3_dep
         retain_on_delete=stack.settings.protection.retain_data,
     )
     if bucket.node.default_child is not None:
+        # Uploaded under the default encryption this deploy sets (a redeploy adopts the bucket).
+        deployment.node.add_dependency(*stack.writable(bucket))
+    if bucket.node.default_child is not None:
         # Every new node runs these scripts as root: only the upload may write them, whoever
         # else in the account may write to S3. (An existing bucket's policy is its owner's.)
         bucket.add_to_resource_policy(
