@@ -67,7 +67,7 @@ class PlatformStack(cdk.Stack):
         if self.settings.protection.retain_data:
             # Adopted by a redeploy still associated with the kept logs key of the deploy that made
             # it; new events go under this deploy's key (earlier ones stay under the kept key).
-            self._set_when_adopted(
+            self._setting_call(
                 f"{id_}Key",
                 "CloudWatchLogs",
                 "associateKmsKey",
@@ -151,7 +151,7 @@ class PlatformStack(cdk.Stack):
             # of the deploy that made it: a key and a log bucket this deploy neither made nor grants.
             by_default = {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key.key_arn}
             self._adopted_bucket_setters[bucket.node.path] = [
-                self._set_when_adopted(
+                self._setting_call(
                     f"{id_}DefaultEncryption",
                     "S3",
                     "putBucketEncryption",
@@ -164,7 +164,7 @@ class PlatformStack(cdk.Stack):
                     grant="s3:PutEncryptionConfiguration",
                     resource=bucket.bucket_arn,
                 ),
-                self._set_when_adopted(
+                self._setting_call(
                     f"{id_}AccessLogging",
                     "S3",
                     "putBucketLogging",
@@ -178,10 +178,10 @@ class PlatformStack(cdk.Stack):
             ]
         return bucket
 
-    def writable(self, bucket: s3.IBucket) -> list[IConstruct]:
-        """What a writer of `bucket` waits for: the bucket, and where a redeploy may adopt it, its
-        default encryption and access logging set to this deploy's."""
-        return [bucket.node.default_child, *self._adopted_bucket_setters.get(bucket.node.path, [])]
+    def set_when_adopted(self, bucket: s3.IBucket) -> list[IConstruct]:
+        """What a writer of `bucket` waits for beside the bucket: where a redeploy may adopt it,
+        the calls that set its default encryption and access logging to this deploy's."""
+        return list(self._adopted_bucket_setters.get(bucket.node.path, []))
 
     def earlier_keys(self, bucket_name: str, objects: str) -> list[iam.PolicyStatement]:
         """Decrypt, through S3 and for objects of `bucket_name` only, whichever key of this account
@@ -221,7 +221,7 @@ class PlatformStack(cdk.Stack):
             "NIST.800.53.R5-LambdaInsideVPC",
         )
 
-    def _set_when_adopted(self, id_: str, service: str, action: str, parameters: dict, *, grant: str, resource: str) -> cr.AwsCustomResource:
+    def _setting_call(self, id_: str, service: str, action: str, parameters: dict, *, grant: str, resource: str) -> cr.AwsCustomResource:
         """Set one setting of a kept resource through its own API, on create and on update.
         CloudFormation's import keeps what it adopts as it is (its user guide: drift detection
         "after the import is complete"), and an update changes only what the template changes:

@@ -107,7 +107,7 @@ class SampleJobStack(PlatformStack):
             # Pods get credentials only once the association exists.
             self.manifest.node.add_dependency(identity.association)
         if job.checkpoint_to == "s3":
-            self.manifest.node.add_dependency(*self.writable(self.checkpoint_bucket))
+            self.manifest.node.add_dependency(self.checkpoint_bucket.node.default_child, *self.set_when_adopted(self.checkpoint_bucket))
         if job.hf_token_secret:
             self.manifest.node.add_dependency(self._token_secret(identity.role))
         cdk.CfnOutput(self, "JobName", value=f"{job_manifest.namespace(settings)}/{job.name}")
