@@ -176,6 +176,10 @@ class PlatformStack(cdk.Stack):
                     resource=bucket.bucket_arn,
                 ),
             ]
+            # Log delivery is admitted by the log bucket's policy: set the target once it stands.
+            log_policy = access_logs.policy
+            if log_policy is not None and cdk.Stack.of(log_policy) is self:
+                self._adopted_bucket_setters[bucket.node.path][1].node.add_dependency(log_policy)
         return bucket
 
     def set_when_adopted(self, bucket: s3.IBucket) -> list[IConstruct]:
