@@ -45,6 +45,9 @@ def deploy_scripts(stack: PlatformStack, bucket: s3.Bucket) -> tuple[str, s3_dep
         prune=False,
         retain_on_delete=stack.settings.protection.retain_data,
     )
+    # Uploaded under the default encryption this deploy sets (a redeploy adopts the bucket).
+    for setter in stack.set_when_adopted(bucket):
+        deployment.node.add_dependency(setter)
     if bucket.node.default_child is not None:
         # Every new node runs these scripts as root: only the upload may write them, whoever
         # else in the account may write to S3. (An existing bucket's policy is its owner's.)

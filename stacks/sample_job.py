@@ -27,8 +27,6 @@ from manifests import job as job_manifest
 from stacks.cluster import ClusterStack
 
 TRAINING_DIR = Path(__file__).resolve().parent.parent / "training"
-# The id aws-cdk-lib gives AwsCustomResource's singleton handler in a stack.
-AWS_CUSTOM_RESOURCE_FUNCTION = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 class SampleJobStack(PlatformStack):
@@ -96,13 +94,20 @@ class SampleJobStack(PlatformStack):
                 "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
                 f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.checkpoint_bucket.node.default_child)}.Arn>/{job.name}/*]",
             )
+            if settings.protection.retain_data:
+                compliance.acknowledge(
+                    policy,
+                    "Checkpoints written before a redeploy are under the earlier deploy's kept key, whose id no template "
+                    "knows: Decrypt on this account's keys only through S3 and only for this bucket's objects",
+                    self.earlier_keys_acknowledgment(),
+                )
         self.objects = job_manifest.objects(settings, image=image)
         self.manifest = eks.KubernetesManifest(self, "Job", cluster=cluster.cluster, manifest=self.objects, overwrite=True)
         if identity is not None:
             # Pods get credentials only once the association exists.
             self.manifest.node.add_dependency(identity.association)
         if job.checkpoint_to == "s3":
-            self.manifest.node.add_dependency(self.checkpoint_bucket.node.default_child)
+            self.manifest.node.add_dependency(self.checkpoint_bucket.node.default_child, *self.set_when_adopted(self.checkpoint_bucket))
         if job.hf_token_secret:
             self.manifest.node.add_dependency(self._token_secret(identity.role))
         cdk.CfnOutput(self, "JobName", value=f"{job_manifest.namespace(settings)}/{job.name}")
@@ -153,15 +158,12 @@ class SampleJobStack(PlatformStack):
             f"AwsSolutions-IAM5[Resource::{arn.replace(self.partition, compliance.partition(self))}]",
             "NIST.800.53.R5-IAMNoInlinePolicy",
         )
-        compliance.acknowledge_cdk_lambda(
-            self.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION),
-            "aws-cdk-lib's AwsCustomResource handler: checks at deploy that the job's Hugging Face token secret exists; "
-            "it calls only the Secrets Manager API, so it runs outside the VPC",
-            "NIST.800.53.R5-LambdaInsideVPC",
-        )
+        self.acknowledge_sdk_function()
         return check
 
     def _checkpoint_policy(self, role: iam.IRole) -> iam.ManagedPolicy:
         policy = iam.ManagedPolicy(self, "SampleJobCheckpointPolicy", roles=[role])
         self.checkpoint_bucket.grant_read_write(policy, f"{self.settings.sample_job.name}/*")
+        # Resuming after a redeploy reads checkpoints written under the earlier deploy's key.
+        policy.add_statements(*self.earlier_keys(self.settings.checkpoint_bucket_name, f"{self.settings.sample_job.name}/*"))
         return policy

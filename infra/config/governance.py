@@ -126,7 +126,11 @@ class GovernanceSettings(Model):
         description="Priority classes: a job labelled `kueue.x-k8s.io/priority-class: <name>-priority` may preempt lower ones.",
     )
     fair_share: bool = Field(default=True, description="Fair-share scheduling between teams.")
-    idle_resource_sharing: bool = Field(default=True, description="Teams may use idle capacity of others.")
+    idle_resource_sharing: bool = Field(
+        default=True,
+        description="Capacity no team's quota holds is borrowable by the teams that borrow, within their borrow limits "
+        "(SchedulerConfig.IdleResourceSharing); what a team lends of its own quota is its sharing.",
+    )
     allow_oversubscription: bool = Field(
         default=False, description="Team quotas may add up to more than the cluster has (a warning names the teams)."
     )
