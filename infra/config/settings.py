@@ -208,6 +208,22 @@ class Settings(Model):
             wanted.append("AWS::FSx::FileSystem")
         return wanted
 
+    @property
+    def addon_pins(self) -> list[tuple[str, str, str]]:
+        """(config path of the pin, EKS add-on name, pinned version) of every add-on this deploy
+        installs with a pinned version: the core ones it installs and the enabled add-ons it creates."""
+        from infra.config.addons import EKS_ADDON_NAMES
+        from infra.config.eks import CORE_ADDON_NAMES
+
+        core = self.eks.core_addons
+        out = [(f"eks.core_addons.{key}.version", CORE_ADDON_NAMES[key], getattr(core, key).version)
+               for key in self.core_addons_installed]
+        for key, name in EKS_ADDON_NAMES.items():
+            switch = getattr(self.addons, key)
+            if switch.enabled and not switch.existing and (key != "fsx_csi" or self.fsx.enabled):
+                out.append((f"addons.{key}.version", name, switch.version))
+        return [pin for pin in out if pin[2]]
+
     def pulls_without_nat(self, image: str) -> bool:
         """Whether a network without NAT can pull `image`: only from a private ECR registry of
         this region, which its ecr.api and ecr.dkr interface endpoints serve (ECR user guide,
