@@ -218,7 +218,7 @@ class TaskGovernanceAddon(ManagedAddon):
 
     def _scheduler_config(self, ctx: AddonContext) -> sagemaker.CfnClusterSchedulerConfig:
         settings, gov = self.settings, self.settings.governance
-        scheduler = sagemaker.CfnClusterSchedulerConfig(
+        return sagemaker.CfnClusterSchedulerConfig(
             ctx.scope,
             "SchedulerConfig",
             name=f"{settings.prefix}-{settings.env_name}-scheduler",
@@ -233,8 +233,6 @@ class TaskGovernanceAddon(ManagedAddon):
                 idle_resource_sharing=_enabled(gov.idle_resource_sharing),
             ),
         )
-        compliance.acknowledge_regional_snapshot(scheduler)
-        return scheduler
 
     def _quota(self, ctx: AddonContext, team: Team) -> cdk.CfnResource:
         props = quota_properties(self.settings, team, ctx.hyperpod_cluster_arn)
@@ -243,9 +241,7 @@ class TaskGovernanceAddon(ManagedAddon):
         # do); the L1 is used once the installed library ships it.
         l1 = getattr(sagemaker, "CfnComputeQuota", None)
         if l1 is not None:  # pragma: no cover - newer aws-cdk-lib
-            quota = l1(ctx.scope, id_, **_snake(props))
-            compliance.acknowledge_regional_snapshot(quota)
-            return quota
+            return l1(ctx.scope, id_, **_snake(props))
         quota = cdk.CfnResource(ctx.scope, id_, type="AWS::SageMaker::ComputeQuota", properties=props)
         compliance.acknowledge_newer_schema(quota, "F3006", "the resource type AWS::SageMaker::ComputeQuota", "AWS::SageMaker::ComputeQuota")
         return quota
