@@ -33,7 +33,7 @@ from infra.config.loading import (
 )
 from infra.config.operations import Alerts, Notifications, OperationsSettings
 from infra.config.network import ENDPOINT_SERVICES, ExistingVpc, HyperPodSubnet, NetworkSettings
-from infra.config.sample_job import DatasetSettings, SampleJobSettings
+from infra.config.sample_job import TRAINING_IMAGE_PLATFORM, DatasetSettings, SampleJobSettings
 from infra.config.settings import ProtectionSettings, Settings
 from infra.config.storage import FSX_THROUGHPUTS, ExistingFileSystem, FsxSettings
 
@@ -44,7 +44,7 @@ __all__ = [
     "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",
     "HyperPodSettings", "HyperPodSubnet", "InstanceGroup", "NetworkSettings", "ObservabilityAddon",
     "ObservabilityMetrics", "PriorityClass", "ProtectionSettings", "QuotaResource", "RollingBatch", "SampleJobSettings",
-    "ScheduledUpdate", "Settings", "Taint", "Team", "TopologySettings", "AutoPatch", "VolumeEncryption",
+    "ScheduledUpdate", "Settings", "TRAINING_IMAGE_PLATFORM", "Taint", "Team", "TopologySettings", "AutoPatch", "VolumeEncryption",
     "check", "context_from_cdk_cli", "deep_merge", "environment_names", "field_paths", "load_settings",
     "merged_environment", "override",
 ]

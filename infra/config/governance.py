@@ -217,7 +217,8 @@ def check_governance(s: Settings, p: Problems):
                 p.error(
                     "topology.mode",
                     "required",
-                    f"but hyperpod.instance_groups[{i}] ({grp.instance_type}) has no EC2 topology labels; use 'preferred'",
+                    f"but hyperpod.instance_groups[{i}] ({grp.instance_type}) has no EC2 topology labels (its exact type is not in "
+                    "EC2's instance topology prerequisites), so its pods never schedule; use 'preferred'",
                 )
 
 

@@ -95,3 +95,22 @@ def test_borrow_limit_only_with_lend_and_borrow():
 def test_teams_without_task_governance():
     lines = problems({"addons": {"task_governance": {"enabled": False}}})
     assert any(l.startswith("dev: addons.task_governance.enabled: False must be true") for l in lines)
+
+
+def test_topology_is_judged_by_the_exact_type_as_ec2_lists_them():
+    # EC2's instance topology prerequisites list types, not families (recorded as published in
+    # tests/fixtures/published): p5.48xlarge has a topology, p5.4xlarge has none.
+    from pathlib import Path
+
+    from infra import catalogue
+
+    page = (Path(__file__).parents[1] / "fixtures" / "published" / "ec2_instance_topology_instance_types.txt").read_text()
+    listed = {t.strip() for line in page.splitlines() if "|" in line and not line.startswith("#") for t in line.split("|")}
+    assert catalogue.TOPOLOGY_TYPES == listed
+    for name in catalogue.CATALOGUE:
+        assert catalogue.lookup(name).topology == (name.removeprefix("ml.") in listed), name
+    assert not catalogue.lookup("ml.p5.4xlarge").topology and catalogue.lookup("ml.p5.48xlarge").topology
+    groups = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.p5.4xlarge", "count": 1}]
+    lines = problems({"topology": {"mode": "required"}, "hyperpod": {"instance_groups": groups},
+                      "governance": {"teams": [_team("ml-research", itype="ml.p5.4xlarge")]}})
+    assert any("topology.mode: 'required' but hyperpod.instance_groups[1] (ml.p5.4xlarge) has no EC2 topology labels" in l for l in lines), lines
