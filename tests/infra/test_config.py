@@ -319,3 +319,32 @@ def test_null_means_no_value_not_the_default():
 def test_legal_values_that_need_something_else_are_warnings(patch, starts):
     _, warnings = config.load_settings(patched_context("dev", patch), "dev")
     assert any(w.startswith(f"dev: {starts}") for w in warnings), warnings
+
+
+@pytest.mark.parametrize("key, reserved", [
+    # Kubernetes docs, Labels and Selectors: "The kubernetes.io/ and k8s.io/ prefixes are reserved for
+    # Kubernetes core components"; node.kubernetes.io/not-ready and unreachable are the node lifecycle
+    # controller's taints (Well-Known Labels, Annotations and Taints).
+    ("node.kubernetes.io/not-ready", True), ("node-role.kubernetes.io/gpu", True), ("kubernetes.io/gpu", True),
+    ("example.k8s.io/x", True), ("nvidia.com/gpu", False), ("dedicated", False), ("mykubernetes.io/x", False),
+])
+def test_a_taint_key_under_a_prefix_kubernetes_reserves_is_refused(key, reserved):
+    groups = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+              {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1, "taints": [{"key": key, "effect": "NoSchedule"}]}]
+    patch = {"hyperpod": {"instance_groups": groups}}
+    if reserved:
+        assert any(l.startswith(f"dev: hyperpod.instance_groups[1].taints[0].key: {key!r} has a prefix Kubernetes reserves")
+                   for l in problems(patch))
+    else:
+        load(patch)
+
+
+def test_a_volume_key_of_another_partition_is_blamed_on_its_partition_not_its_region():
+    # botocore's partition of the region (naming.partition) against the ARN's own.
+    key = "1234abcd-12ab-34cd-56ef-1234567890ab"
+    base = {"hyperpod": {"continuous_provisioning": True, "volume_encryption": {"kms_key_arn": f"arn:aws-cn:kms:us-east-1:111111111111:key/{key}"}}}
+    (line,) = [l for l in problems(base) if "kms_key_arn" in l]
+    assert "is a key of partition aws-cn; us-east-1 is in partition aws" in line and "is in us-east-1" not in line
+    base["hyperpod"]["volume_encryption"]["kms_key_arn"] = f"arn:aws:kms:us-west-2:111111111111:key/{key}"
+    (line,) = [l for l in problems(base) if "kms_key_arn" in l]
+    assert "is in us-west-2; EBS volumes in us-east-1 take a key of that region" in line

@@ -114,3 +114,20 @@ def test_topology_is_judged_by_the_exact_type_as_ec2_lists_them():
     lines = problems({"topology": {"mode": "required"}, "hyperpod": {"instance_groups": groups},
                       "governance": {"teams": [_team("ml-research", itype="ml.p5.4xlarge")]}})
     assert any("topology.mode: 'required' but hyperpod.instance_groups[1] (ml.p5.4xlarge) has no EC2 topology labels" in l for l in lines), lines
+
+
+def test_a_fair_share_weight_given_with_fair_share_off_is_a_warning_as_the_api_reference_says():
+    # botocore's sagemaker model documents the weight: "only used when FairShare is enabled".
+    import botocore.session
+
+    doc = botocore.session.get_session().get_service_model("sagemaker").shape_for("ComputeQuotaTarget").members["FairShareWeight"].documentation
+    assert "only used when <code>FairShare</code> is enabled" in doc
+    team = _team("ml-research", fair_share_weight=80)
+    _, warnings = config.load_settings(patched_context("dev", {"governance": {"fair_share": False, "teams": [team]}}), "dev")
+    assert [w for w in warnings if "fair_share_weight" in w] == [
+        "dev: governance.teams[0].fair_share_weight: 80 is used only when FairShare is enabled (SageMaker API reference, "
+        "ComputeQuotaTarget); with governance.fair_share false, teams borrow idle compute first come, first served"]
+    # Left at its default, or with fair share on, nothing is said.
+    for patch in ({"fair_share": False, "teams": [_team("ml-research")]}, {"teams": [team]}):
+        _, warnings = config.load_settings(patched_context("dev", {"governance": patch}), "dev")
+        assert not [w for w in warnings if "fair_share_weight" in w]
