@@ -83,6 +83,13 @@ def test_a_short_quota_fails_and_an_unnamed_one_warns():
     assert results["quota ml.g5.8xlarge"].status == "fail"
     assert "request an increase of 'ml.g5.8xlarge for cluster usage' to 1" in results["quota ml.g5.8xlarge"].action
     assert results["quota ml.m5.4xlarge"].status == "warn"
+    # SageMaker lists no HyperPod types per region (no such operation in botocore's sagemaker model):
+    # a type without its quota in the region is said as one HyperPod may not offer there.
+    import botocore.session
+
+    operations = botocore.session.get_session().get_service_model("sagemaker").operation_names
+    assert not [op for op in operations if "InstanceType" in op and op.startswith(("List", "Describe"))]
+    assert "HyperPod may not offer ml.m5.4xlarge here" in results["quota ml.m5.4xlarge"].detail
 
 
 def _eks_cluster(aws, tags):
