@@ -65,6 +65,8 @@ def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
     compliance.adopt_log_groups(
         stacks, network.logs_key, settings.protection.log_retention_days, network.data_removal_policy
     )
+    # Whether the region offers these types is preflight's question (DescribeType), not CDK's snapshot's.
+    compliance.acknowledge_regional_snapshots(stacks, settings.regional_resource_types)
     return stacks
 
 

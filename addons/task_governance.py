@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from addons.base import AddonContext, ManagedAddon, ReadyWhen
 from infra import lazy, naming
-from infra.config import QuotaResource, Settings, Team
+from infra.config import EKS_ADDON_NAMES, QuotaResource, Settings, Team
 
 if TYPE_CHECKING:
     from constructs import IConstruct
@@ -143,7 +143,7 @@ def _resource(q: QuotaResource) -> dict:
 class TaskGovernanceAddon(ManagedAddon):
     key = "task_governance"
     title = "HyperPod task governance (Kueue)"
-    eks_name = "amazon-sagemaker-hyperpod-taskgovernance"
+    eks_name = EKS_ADDON_NAMES["task_governance"]
     # Kueue's webhook is served by this deployment; the awsome Terraform waits for the same.
     ready_when = ReadyWhen.deployment_available("kueue-system", "kueue-controller-manager")
 

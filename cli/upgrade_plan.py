@@ -16,14 +16,9 @@ import re
 from dataclasses import dataclass, field
 
 from infra import versions
-from infra.config import InstanceGroup, RollingBatch, Settings
+from infra.config import CORE_ADDON_NAMES, InstanceGroup, RollingBatch, Settings
 
-CORE_ADDONS = {
-    "vpc-cni": "vpc_cni",
-    "kube-proxy": "kube_proxy",
-    "coredns": "coredns",
-    "eks-pod-identity-agent": "pod_identity_agent",
-}
+CORE_ADDONS = {name: key for key, name in CORE_ADDON_NAMES.items()}
 TASK_GOVERNANCE = "amazon-sagemaker-hyperpod-taskgovernance"
 OFFLINE_SOURCE = "the dated table in infra/versions.py"
 
@@ -57,6 +52,9 @@ class Step:
     # None: may cross (the version before is unknown); True: crosses; False: does not.
     migration: bool | None = False
     migration_to: str | None = None
+    # Pins this step's cdk.json change does not move and that do not go with its version
+    # (versions.pins_off_version): "<config path> <pin> <why>".
+    left_behind: list[str] = field(default_factory=list)
 
 
 def addons_of(settings: Settings) -> list[Addon]:
@@ -192,9 +190,14 @@ def build(settings: Settings, target: str, source) -> tuple[str, list[Step]]:
     addons = addons_of(settings)
     deployed = {a.name: source.deployed(settings, a) for a in addons}
     steps, maybe_said = [], False
+    pins = {a.name: a.pinned for a in addons if a.pinned}
     for minor in range(now[1] + 1, goal[1] + 1):
         before, after = f"1.{minor - 1}", f"1.{minor}"
         step = Step(before, after, [AddonStep(a, *source.version_for(a, after)) for a in addons])
+        pins.update({s.addon.name: s.version for s in step.addons if s.version})
+        paths = {a.name: a.path for a in addons}
+        step.left_behind = [f"{paths[off.addon]}.version {off.pinned} {off.reason}"
+                            for off in versions.pins_off_version(after, pins) if off.known]
         step.warnings = versions.support_warnings(after)
         if minor == now[1] + 1:  # EKS judges readiness for the next version of the running cluster only
             step.insights = source.insights(settings, after)
@@ -344,6 +347,7 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         unknown = [s.addon.name for s in step.addons if s.version is None]
         if unknown:
             out.append(f"     and pin {', '.join(unknown)} to the versions the account lists for {step.after}")
+        out += [f"     LEFT BEHIND (validate refuses it at {step.after}): {line}" for line in step.left_behind]
         what = ("the add-ons and chart this project installs" if settings.uses_existing_cluster
                 else "the control plane first, then the add-ons, in the stacks' order")
         if step.migration is not False:

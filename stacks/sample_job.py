@@ -20,7 +20,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra import compliance
-from infra.config import Settings
+from infra.config import TRAINING_IMAGE_PLATFORM, Settings
 from infra.pod_identity import pod_identity_role
 from infra.stack import PlatformStack
 from manifests import job as job_manifest
@@ -46,7 +46,7 @@ class SampleJobStack(PlatformStack):
             image = job.image_uri
         else:
             asset = ecr_assets.DockerImageAsset(
-                self, "TrainingImage", directory=str(TRAINING_DIR), platform=ecr_assets.Platform.LINUX_AMD64
+                self, "TrainingImage", directory=str(TRAINING_DIR), platform=ecr_assets.Platform.custom(TRAINING_IMAGE_PLATFORM)
             )
             image = asset.image_uri
         identity = None

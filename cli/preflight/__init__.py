@@ -28,6 +28,7 @@ from cli.preflight.account import (
     check_bootstrap,
     check_eks_version,
     check_quotas,
+    check_resource_types,
     client,
     credentials_problem,
     failure_line,
@@ -52,6 +53,7 @@ DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check
 CHECKS = (
     check_account,
     check_zones,
+    check_resource_types,
     check_quotas,
     check_eks_name,
     check_existing_cluster,
@@ -128,6 +130,6 @@ __all__ = [
     "check_eks_name", "check_eks_version", "check_existing_cluster", "check_existing_execution_role",
     "check_existing_lifecycle_bucket", "check_existing_security_group", "check_existing_subnets",
     "check_existing_vpc_endpoints", "check_hyperpod_name", "check_named_resources", "check_operations_topic",
-    "check_quotas", "check_retained_names", "check_session", "check_volume_key", "check_zones", "client", "credentials_problem",
-    "deploy_time", "error_code", "failure_line", "quota_name", "retained_names", "run", "table",
+    "check_quotas", "check_resource_types", "check_retained_names", "check_session", "check_volume_key", "check_zones", "client",
+    "credentials_problem", "deploy_time", "error_code", "failure_line", "quota_name", "retained_names", "run", "table",
 ]

@@ -14,6 +14,16 @@ if TYPE_CHECKING:
     from infra.config.settings import Settings
 
 
+# Each block under `addons` -> the EKS add-on it installs (addons/*.py build them by these names).
+EKS_ADDON_NAMES = {
+    "cert_manager": "cert-manager",
+    "training_operator": "amazon-sagemaker-hyperpod-training-operator",
+    "observability": "amazon-sagemaker-hyperpod-observability",
+    "task_governance": "amazon-sagemaker-hyperpod-taskgovernance",
+    "fsx_csi": "aws-fsx-csi-driver",
+}
+
+
 class AddonSwitch(Model):
     enabled: bool = Field(default=True, description="Install the add-on.")
     existing: bool = Field(
@@ -114,6 +124,12 @@ def check_addons(s: Settings, p: Problems):
             )
     for key in AddonsSettings.model_fields:
         _check_existing(s, key, getattr(a, key), p)
+    for path, name, pinned in s.addon_pins:
+        for off in versions.pins_off_version(s.eks.version, {name: pinned}):
+            if off.known:
+                p.error(path, pinned, off.reason)
+            else:
+                p.warn(f"{path}: {pinned} {off.reason}")
     for floor in version_floors(s):
         pinned = getattr(a, floor.key).version
         if pinned and not versions.addon_version_at_least(pinned, floor.minimum):

@@ -202,6 +202,13 @@ def check_governance(s: Settings, p: Problems):
                 p.errors.append(line + "; set governance.allow_oversubscription to intend it")
             break
     _check_queue_policy(s, p)
+    if not g.fair_share:
+        for i, team in enumerate(g.teams):
+            if "fair_share_weight" in team.model_fields_set:
+                # SageMaker API reference, ComputeQuotaTarget.FairShareWeight: "only used when FairShare is enabled".
+                p.warn(f"governance.teams[{i}].fair_share_weight: {team.fair_share_weight} is used only when FairShare is enabled "
+                       "(SageMaker API reference, ComputeQuotaTarget); with governance.fair_share false, teams borrow idle compute "
+                       "first come, first served")
     t = s.topology
     if t.level not in TOPOLOGY_LEVELS:
         p.error("topology.level", t.level, f"is not a topology level; allowed: {', '.join(TOPOLOGY_LEVELS)}")
@@ -221,7 +228,8 @@ def check_governance(s: Settings, p: Problems):
                 p.error(
                     "topology.mode",
                     "required",
-                    f"but hyperpod.instance_groups[{i}] ({grp.instance_type}) has no EC2 topology labels; use 'preferred'",
+                    f"but hyperpod.instance_groups[{i}] ({grp.instance_type}) has no EC2 topology labels (its exact type is not in "
+                    "EC2's instance topology prerequisites), so its pods never schedule; use 'preferred'",
                 )
 
 

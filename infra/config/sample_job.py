@@ -90,6 +90,12 @@ class SampleJobSettings(Model):
     )
 
 
+# The platform `cdk deploy` builds `training/` for (stacks/sample_job.py): its base image and
+# wheels are amd64 builds, so a host of another architecture cannot exec it.
+TRAINING_IMAGE_PLATFORM = "linux/amd64"
+_PLATFORM_ARCHITECTURE = {"linux/amd64": "x86_64", "linux/arm64": "arm64"}
+
+
 def check_sample_job(s: Settings, p: Problems):
     job = s.sample_job
     if not job.enabled:
@@ -116,6 +122,11 @@ def check_sample_job(s: Settings, p: Problems):
             p.error("sample_job.gpus_per_node", job.gpus_per_node, f"does not match {spec.name}, which has {spec.accelerators}")
         if job.efa_per_node is not None and job.efa_per_node != spec.efa_interfaces:
             p.error("sample_job.efa_per_node", job.efa_per_node, f"does not match {spec.name}, which has {spec.efa_interfaces} EFA interfaces")
+        if job.image_uri is None and spec.architecture not in (None, _PLATFORM_ARCHITECTURE[TRAINING_IMAGE_PLATFORM]):
+            p.error("sample_job.instance_group", job.instance_group,
+                    f"is {spec.name}, whose hosts are {spec.architecture} (infra/catalogue.py); the training image is built for "
+                    f"{TRAINING_IMAGE_PLATFORM} and every rank would fail with an exec format error: use a group of "
+                    f"{_PLATFORM_ARCHITECTURE[TRAINING_IMAGE_PLATFORM]} hosts, or set sample_job.image_uri to an image built for {spec.architecture}")
     if job.gpu_partition is not None and group is not None and catalogue.figures(group.instance_type):
         _check_partition(job, group, p)
     if job.max_nodes is not None:

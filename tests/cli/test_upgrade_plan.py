@@ -47,11 +47,21 @@ def test_each_steps_cdk_json_change_is_a_config_that_validates():
         patch = upgrade_plan.cdk_json_change(settings, step)
         context = {**context, "environments": {**context["environments"],
                                                "dev": config.deep_merge(context["environments"]["dev"], patch)}}
-        after, _ = config.load_settings(context, "dev")
-        assert after.eks.version == step.after
         row = versions.offline_addon_release("kube-proxy", step.after)
-        if row is not None:  # 1.36 has no row: the pin of 1.35 stays, and the plan says to ask the account
-            assert after.eks.core_addons.kube_proxy.version == row.version
+        if row is None:
+            # 1.36 has no row: the pin of 1.35 stays behind, built for another minor (versions.pins_off_version);
+            # the step says so, and validate refuses it until the account's build for 1.36 is pinned.
+            assert [line.split(" ", 1)[0] for line in step.left_behind] == ["eks.core_addons.kube_proxy.version"]
+            with pytest.raises(config.ConfigError) as refused:
+                config.load_settings(context, "dev")
+            assert any(l.startswith("dev: eks.core_addons.kube_proxy.version: 'v1.35.3-eksbuild.2' is built for Kubernetes 1.35, not 1.36")
+                       for l in refused.value.problems), refused.value.problems
+            text = upgrade_plan.to_text(settings, "1.34", "1.36", steps, upgrade_plan.OFFLINE_SOURCE)
+            assert "LEFT BEHIND (validate refuses it at 1.36): eks.core_addons.kube_proxy.version v1.35.3-eksbuild.2 is built for" in text
+            continue
+        after, _ = config.load_settings(context, "dev")
+        assert after.eks.version == step.after and not step.left_behind
+        assert after.eks.core_addons.kube_proxy.version == row.version
 
 
 def test_an_unknown_task_governance_version_is_called_out_once_and_a_known_crossing_every_time():

@@ -128,3 +128,15 @@ def test_a_type_without_figures_is_accepted_with_a_warning_and_counted_where_it_
     with pytest.raises(config.ConfigError) as err:
         config.load_settings(patched_context("dev", job), "dev")
     assert any(p.startswith("dev: sample_job.instance_group: 'new' is ml.g6e.2xlarge, whose vCPUs") for p in err.value.problems)
+
+
+def test_each_types_architecture_is_what_ec2_describes_and_gb200_hosts_are_arm():
+    # EC2 DescribeInstanceTypes' ProcessorInfo.SupportedArchitectures (moto's copy), read here; GB200,
+    # which that data lacks, runs NVIDIA Grace (Arm) CPUs: the image mirror copies whole indexes for it.
+    _, ec2, _ = catalogue.sources()
+    for name, spec in catalogue.CATALOGUE.items():
+        described = ec2.get(name.removeprefix("ml."))
+        if described is not None:
+            assert spec.architecture == ("arm64" if described["ProcessorInfo"]["SupportedArchitectures"] == ["arm64"] else "x86_64"), name
+    assert catalogue.lookup("ml.p6e-gb200.36xlarge").architecture == "arm64"
+    assert catalogue.lookup("ml.p5.48xlarge").architecture == "x86_64"
