@@ -12,7 +12,7 @@ import json
 import pytest
 
 from addons import fsx_csi
-from infra import config, naming
+from infra import config, naming, validation
 from manifests import tenancy
 from tests.conftest import CAPABILITIES, patched_context
 from tests.manifests import pod_security_standards as pss
@@ -102,14 +102,14 @@ def test_the_queue_label_policy_binds_the_team_namespaces_and_their_peoples_grou
 
 
 def test_below_kubernetes_1_30_no_queue_policy_is_made_and_validation_says_so():
-    settings, warnings = config.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
+    settings, warnings = validation.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
     assert tenancy.queue_label_policy(settings) == []
     assert any("1.29 has no ValidatingAdmissionPolicy (GA in 1.30)" in w for w in warnings), warnings
 
 
 def test_turning_the_network_policy_agent_off_is_refused():
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", {"eks": {"core_addons": {"vpc_cni": {"configuration_values": {"enableNetworkPolicy": True}}}}}), "dev")
+        validation.load_settings(patched_context("dev", {"eks": {"core_addons": {"vpc_cni": {"configuration_values": {"enableNetworkPolicy": True}}}}}), "dev")
     assert any(p.startswith("dev: eks.core_addons.vpc_cni.configuration_values.enableNetworkPolicy: True must be \"true\" (a string)")
                for p in err.value.problems), err.value.problems
 
@@ -119,7 +119,7 @@ def test_with_fsx_each_team_mounts_only_its_own_directory():
     # NodePublishVolume), so a mountname of <MountName>/<dir> is that Lustre subdirectory.
     patch = {**CAPABILITIES["fsx"], "governance": CAPABILITIES["mig"]["governance"]}
     patch = {**patch, "hyperpod": CAPABILITIES["mig"]["hyperpod"], "sample_job": {**CAPABILITIES["mig"]["sample_job"], "checkpoint_to": "fsx"}}
-    settings = config.load_settings(patched_context("dev", patch), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", patch), "dev")[0]
     from stacks.storage import FileSystem
 
     fs = FileSystem("fs-0123456789abcdef0", "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh")

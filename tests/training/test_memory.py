@@ -16,8 +16,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
-from infra import catalogue, config
-from infra.config.sample_job import FIT_MARGIN, GIB, MIB, job_model
+from infra import catalogue, config, validation
+from infra.checks.sample_job import job_model
+from infra.config.sample_job import FIT_MARGIN, GIB, MIB
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ROOT, patched_context
 
@@ -146,12 +147,12 @@ def test_the_activation_estimate_holds_what_a_training_step_allocates():
 
 
 def _settings(env: str, patch: dict | None = None):
-    return config.load_settings(patched_context(env, patch) if patch else CONTEXT, env)[0]
+    return validation.load_settings(patched_context(env, patch) if patch else CONTEXT, env)[0]
 
 
 def _refusal(env: str, patch: dict) -> str:
     with pytest.raises(config.ConfigError) as error:
-        config.load_settings(patched_context(env, patch), env)
+        validation.load_settings(patched_context(env, patch), env)
     (line,) = [l for l in error.value.problems if l.startswith(f"{env}: sample_job.model:")]
     return line
 

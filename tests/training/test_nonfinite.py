@@ -10,14 +10,14 @@ import re
 
 import pytest
 
-from infra import config
+from infra import validation
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT
 from tests.training.runs import losses_of, saved_tensors, train_in_process, train_module
 
 
 def _watched_by_a_rule(line: str) -> list[str]:
-    settings, _ = config.load_settings(CONTEXT, "dev")
+    settings, _ = validation.load_settings(CONTEXT, "dev")
     return [r["name"] for r in job_manifest.log_rules(settings) if re.fullmatch(r["logPattern"], line)]
 
 
