@@ -241,7 +241,7 @@ def _node_affinity(group) -> dict:
 
 
 def build(settings: Settings, *, image: str) -> dict:
-    """The HyperPodPyTorchJob object. Call with validated settings (config.check)."""
+    """The HyperPodPyTorchJob object. Call with validated settings (validation.check)."""
     job = settings.sample_job
     group = settings.instance_group(job.instance_group)
     spec = group.spec
