@@ -4,8 +4,8 @@ it pulls where the network lets it."""
 from __future__ import annotations
 
 from infra import catalogue
-from infra.config.base import Problems
 from infra.config.acceptance import unprovable
+from infra.config.base import Problems
 from infra.config.settings import Settings
 
 def accepted_groups(s: Settings) -> list:

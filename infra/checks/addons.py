@@ -4,8 +4,8 @@ cluster already runs, and the version floors a pinned add-on holds the cluster t
 from __future__ import annotations
 
 from infra import catalogue, prerequisites, versions
-from infra.config.base import Model, Problems
 from infra.config.addons import AddonsSettings, AddonSwitch, VersionFloor
+from infra.config.base import Model, Problems
 from infra.config.settings import Settings
 
 def check_addons(s: Settings, p: Problems):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from infra import admission, catalogue, naming
 from infra.config.base import Problems, collisions, duplicates
-from infra.config.governance import QUEUE_LABEL, QUEUE_POLICY_SINCE, QuotaResource, Team, TOPOLOGY_LEVELS
+from infra.config.governance import QUEUE_LABEL, QUEUE_POLICY_SINCE, TOPOLOGY_LEVELS, QuotaResource, Team
 from infra.config.settings import Settings
 
 def check_governance(s: Settings, p: Problems):

@@ -8,7 +8,7 @@ import difflib
 import re
 from infra import catalogue, cfn_schema, hyperpod_chart, naming
 from infra.config.base import LABEL_VALUE_WORDS, QUALIFIED_NAME_WORDS, Problems, duplicates, k8s_qualified_name
-from infra.config.hyperpod import cron_never_fires, HYPERPOD_NAMESPACE, InstanceGroup, kubernetes_reserved, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, spec_efa
+from infra.config.hyperpod import HYPERPOD_NAMESPACE, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires, kubernetes_reserved, spec_efa
 from infra.config.settings import Settings
 
 def check_instance_groups(s: Settings, p: Problems):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from infra.field_paths import values
 from infra.config.base import Problems
-from infra.config.limits import constraints, FIELDS, Grammar, tags_limit, violation
+from infra.config.limits import FIELDS, Grammar, constraints, tags_limit, violation
 from infra.config.settings import Settings
 
 def check_limits(s: Settings, p: Problems) -> None:

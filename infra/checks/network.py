@@ -8,7 +8,7 @@ import ipaddress
 import re
 from infra import catalogue
 from infra.config.base import Problems, duplicates
-from infra.config.network import association_refused, AVOID, ENDPOINT_SERVICES, LINK_LOCAL, SUBNET_RESERVED, SUBNET_SIZES, zone_id_prefix
+from infra.config.network import AVOID, ENDPOINT_SERVICES, LINK_LOCAL, SUBNET_RESERVED, SUBNET_SIZES, association_refused, zone_id_prefix
 from infra.config.settings import Settings
 
 def _az_checks(s: Settings, p: Problems):

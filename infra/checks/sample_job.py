@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from infra import catalogue, cfn_schema, naming
 from infra.config.base import Problems
-from infra.config.sample_job import FIT_MARGIN, GIB, MIB, SampleJobSettings, TRAINING_IMAGE_PLATFORM
+from infra.config.sample_job import FIT_MARGIN, GIB, MIB, TRAINING_IMAGE_PLATFORM, SampleJobSettings
 from infra.config.settings import Settings
 
 _PLATFORM_ARCHITECTURE = {"linux/amd64": "x86_64", "linux/arm64": "arm64"}

@@ -4,8 +4,8 @@ cluster's region, its zone among the HyperPod subnets'."""
 from __future__ import annotations
 
 from infra.config.base import Problems
-from infra.config.storage import FSX_THROUGHPUTS
 from infra.config.settings import Settings
+from infra.config.storage import FSX_THROUGHPUTS
 
 def check_fsx(s: Settings, p: Problems) -> None:
     fsx = s.fsx
