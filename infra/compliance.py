@@ -23,7 +23,8 @@ def apply(app: cdk.App) -> None:
     """Everything compliance adds to a composed app: both nag packs, and checkov's
     documented skips on the Lambdas that aws-cdk-lib builds."""
     add_packs(app)
-    for stack in app.node.children:
+    # The App's stacks and a pipeline's Stages' (a stack in a Stage is no child of the App).
+    for stack in app.node.find_all():
         if isinstance(stack, cdk.Stack):
             skip_checkov_on_cdk_lambdas(stack)
 

@@ -20,12 +20,15 @@ class PlatformStack(cdk.Stack):
     hermetic: the cloud assembly then has no `missing` context entries.
     """
 
-    def __init__(self, scope: Construct, suffix: str, *, settings: Settings, description: str):
+    def __init__(self, scope: Construct, suffix: str, *, settings: Settings, description: str,
+                 account: str | None = None, region: str | None = None):
+        """`account` and `region`: where a stack that is not the environment's own goes (the
+        delivery stack, in the pipeline's account and region); by default the environment's."""
         super().__init__(
             scope,
             settings.stack_name(suffix),
             stack_name=settings.stack_name(suffix),
-            env=cdk.Environment(account=settings.account, region=settings.region),
+            env=cdk.Environment(account=account or settings.account, region=region or settings.region),
             termination_protection=settings.protection.termination_protection,
             description=f"{description} (hyperpod-cdk, env {settings.env_name})",
         )
