@@ -25,7 +25,9 @@ def compose(app: cdk.App, settings: Settings, pipeline: tuple[tuple[Settings, ..
     if settings.delivery is not None:
         from stacks.delivery import DeliveryStack
 
-        stacks.append(DeliveryStack(app, settings=settings, waves=pipeline))
+        delivery = DeliveryStack(app, settings=settings, waves=pipeline)
+        # CodePipeline's support stack per other region (its replication bucket) is deployed with it.
+        stacks += [delivery, *delivery.support_stacks]
     return stacks
 
 

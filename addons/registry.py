@@ -94,12 +94,12 @@ def pipeline(context: dict, settings: Settings, warnings: list[str] | None = Non
         loaded = []
         for name in wave:
             if name not in known:
-                problems.append(f"delivery.waves: {name!r} is not an environment in cdk.json; valid: {', '.join(known)}")
+                problems.append(f"{settings.env_name}: delivery.waves: {name!r} is not an environment in cdk.json; valid: {', '.join(known)}")
                 continue
             try:
                 loaded.append(settings if name == settings.env_name else _load_one(context, name)[0])
             except ConfigError as err:
-                problems += [f"delivery.waves: environment {name!r} does not validate, so its stage cannot deploy: {line}"
+                problems += [f"{settings.env_name}: delivery.waves: environment {name!r} does not validate, so its stage cannot deploy: {line}"
                              for line in err.problems]
         waves.append(tuple(loaded))
     if problems:
