@@ -24,6 +24,7 @@ def compose(scope: Construct, settings: Settings) -> list[PlatformStack]:
     from stacks.sample_job import SampleJobStack
 
     from infra import compliance
+    from infra.stack import keep_app_logical_ids
 
     network = NetworkStack(scope, settings=settings)
     cluster = ClusterStack(scope, settings=settings, network=network)
@@ -64,4 +65,6 @@ def compose(scope: Construct, settings: Settings) -> list[PlatformStack]:
     compliance.adopt_log_groups(
         stacks, network.logs_key, settings.protection.log_retention_days, network.data_removal_policy
     )
+    for stack in stacks:
+        keep_app_logical_ids(stack)  # nothing where `scope` is the App
     return stacks
