@@ -133,8 +133,10 @@ class DeliveryStack(PlatformStack):
             cross_account_keys=True,
             enable_key_rotation=True,  # the replication buckets' keys in the support stacks
             cli_version=cdk_cli_version(),
+            # Every environment of the waves is synthesized in one process: more memory than the small default's 3 GB.
             synth=pipelines.CodeBuildStep("Synth", input=source, install_commands=install, commands=build,
-                                          primary_output_directory="cdk.out"),
+                                          primary_output_directory="cdk.out",
+                                          build_environment=codebuild.BuildEnvironment(compute_type=codebuild.ComputeType.MEDIUM)),
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0)
             ),

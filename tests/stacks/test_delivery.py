@@ -153,6 +153,11 @@ def test_the_pipeline_reads_through_the_connection_and_shares_artifacts_across_a
     assert source["Configuration"]["FullRepositoryId"] == d["repository"] and source["Configuration"]["BranchName"] == d["branch"]
     store = _pipeline(s).get("ArtifactStores") or [{"ArtifactStore": _pipeline(s)["ArtifactStore"]}]
     assert all(st["ArtifactStore"]["EncryptionKey"]["Type"] == "KMS" for st in store)
+    # The other account's CDK deploy role may decrypt what the pipeline hands it (its bootstrap roles' names).
+    (key,) = s.resources("delivery", "AWS::KMS::Key").values()
+    prod = FLEETS["delivery"]["prod"]["account"]
+    granted = json.dumps([st["Principal"] for st in key["Properties"]["KeyPolicy"]["Statement"] if "kms:Decrypt" in st["Action"]])
+    assert f":iam::{prod}:role/cdk-hnb659fds-deploy-role-{prod}-us-east-1" in granted
     # staging's region has its replication bucket in CodePipeline's support stack, deployed with this one.
     assert "delivery-support-eu-central-1" in s.templates
 
