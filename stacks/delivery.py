@@ -5,8 +5,8 @@ Before each stage, in order: `validate`; the review against what that environmen
 (a refusal stops the stage); `preflight`, read-only, in the target account; then, for a protected
 environment, a person's approval. The review and preflight run under the target's CDK bootstrap
 lookup role (`cdk-hnb659fds-lookup-role-<account>-<region>`, read-only: the bootstrap template
-gives it ReadOnlyAccess and denies reading secrets and data keys), which `cdk bootstrap --trust`
-lets the pipeline's account assume. No step after a stage: `hyperpod-cdk accept` needs kubectl
+gives it ReadOnlyAccess and denies kms:Decrypt), which `cdk bootstrap --trust` lets the
+pipeline's account assume. No step after a stage: `hyperpod-cdk accept` needs kubectl
 access that the pipeline's roles do not have (docs/delivery.md, After a stage).
 """
 

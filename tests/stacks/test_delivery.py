@@ -174,3 +174,21 @@ def test_the_pipeline_installs_the_cdk_cli_package_json_pins():
     from tests.conftest import ROOT
 
     assert delivery.cdk_cli_version() == json.loads((ROOT / "package-lock.json").read_text())["packages"]["node_modules/aws-cdk"]["version"]
+
+
+def test_the_lookup_role_is_read_only_and_assumable_by_the_accounts_bootstrap_trusts():
+    # The pinned CDK CLI's bootstrap template (node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml).
+    import yaml
+
+    from tests.conftest import ROOT
+
+    template = yaml.safe_load((ROOT / "node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml").read_text())
+    assert template["Parameters"]["Qualifier"]["Default"] == delivery.QUALIFIER
+    role = template["Resources"]["LookupRole"]["Properties"]
+    assert role["RoleName"] == {"Fn::Sub": "cdk-${Qualifier}-lookup-role-${AWS::AccountId}-${AWS::Region}"}
+    assert role["ManagedPolicyArns"] == [{"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/ReadOnlyAccess"}]
+    denied = [st for p in role["Policies"] for st in p["PolicyDocument"]["Statement"] if st["Effect"] == "Deny"]
+    assert any("kms:Decrypt" in st["Action"] for st in denied)
+    # `cdk bootstrap --trust ACCOUNT` (TrustedAccounts) may assume it, not only --trust-for-lookup.
+    trusted = json.dumps(role["AssumeRolePolicyDocument"]["Statement"])
+    assert '{"Ref": "TrustedAccounts"}' in trusted and '"sts:AssumeRole"' in trusted
