@@ -192,3 +192,29 @@ def test_the_lookup_role_is_read_only_and_assumable_by_the_accounts_bootstrap_tr
     # `cdk bootstrap --trust ACCOUNT` (TrustedAccounts) may assume it, not only --trust-for-lookup.
     trusted = json.dumps(role["AssumeRolePolicyDocument"]["Statement"])
     assert '{"Ref": "TrustedAccounts"}' in trusted and '"sts:AssumeRole"' in trusted
+
+
+def _fleet(patch: dict | None = None):
+    from addons import registry
+    from tests.conftest import patched_context
+
+    context = patched_context("dev", {**CAPABILITIES["delivery"], **(patch or {})}, FLEETS["delivery"])
+    settings, _ = registry.load(context, "dev")
+    return settings, registry.pipeline(context, settings)
+
+
+def test_who_approves_is_the_environments_with_termination_protection_unless_the_block_names_them():
+    settings, waves = _fleet()
+    assert delivery.protected(settings, waves) == {"staging", "prod"}
+    named = {"delivery": {**CAPABILITIES["delivery"]["delivery"], "protected": ["prod"]}}
+    assert delivery.protected(*_fleet(named)) == {"prod"}
+    nobody = {"delivery": {**CAPABILITIES["delivery"]["delivery"], "protected": []}}
+    assert delivery.protected(*_fleet(nobody)) == set()
+
+
+def test_the_synth_prepares_each_chart_revision_once_and_synthesizes_the_environment_holding_the_block():
+    settings, waves = _fleet()
+    install, build = delivery.synth_commands(settings, waves)
+    assert install[-1] == "make install-synth"
+    # All three share the committed revision: one fetch, named after the first environment that uses it.
+    assert build == ["make hyperpod-chart ENV=dev", "bin/cdk synth --quiet -c env=dev"]
