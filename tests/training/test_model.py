@@ -31,7 +31,7 @@ def _tiny_model(vocab: int = 50, seed: int = 0):
 def test_reported_loss_is_the_cross_entropy_of_each_position_against_its_next_token():
     model = _tiny_model()
     rows = torch.randint(50, (2, 9), generator=torch.Generator().manual_seed(1))
-    inputs, targets = next(train.batches(iter(rows.tolist()), 2, torch.device("cpu")))
+    inputs, targets, _ = next(train.batches(iter(rows.tolist()), 2, torch.device("cpu")))
     logits = model(input_ids=inputs).logits
     loss = train.next_token_loss(logits, targets).item()
     # By hand, in float64: -log softmax(logits at t)[token at t+1], averaged over every position.
