@@ -155,6 +155,7 @@ def cmd_render_job(args) -> int:
     settings, warnings = config.override(deployed, patch)  # the same rules as cdk synth
     for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings.sample_job.team)])]:
         print(f"warning: {line}", file=sys.stderr)
+    sys.stderr.write("".join(f"note: {note}\n" for note in [config.memory_note(settings)] if note))  # the memory margin
     image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
     if not image:
         raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
@@ -192,7 +193,7 @@ def cmd_validate(args) -> int:
     failed = 0
     for env in _environments(args, context):
         try:
-            _, warnings = registry.load(context, env)
+            settings, warnings = registry.load(context, env)
         except config.ConfigError as err:
             failed += 1
             for line in err.warnings:
@@ -202,7 +203,7 @@ def cmd_validate(args) -> int:
             continue
         for line in warnings:
             print(f"warning: {line}", file=sys.stderr)
-        print(f"ok: {env}")
+        print(f"ok: {env}" + (f" ({config.memory_note(settings)})" if config.memory_note(settings) else ""))
     return 2 if failed else 0
 
 

@@ -14,6 +14,7 @@ import json
 import math
 import os
 from itertools import islice
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -271,7 +272,7 @@ class RankDocuments:
 
 
 class TokenStream:
-    """Documents packed (EOS-separated) into seq_len+1 token chunks, forever. Its state is
+    """Documents, each between the tokenizer's begin- and end-of-text tokens, packed into seq_len+1 token chunks, forever. Its state is
     the documents' (RankDocuments.state_dict), the tokens left over from the last document
     (with the document they are of) and the epoch, so a resume continues where the save was
     instead of replaying the stream.
@@ -314,7 +315,11 @@ class TokenStream:
             if key in self.passed_over:
                 self.dropped += 1
                 continue
+            # As Llama 3 trains: <|begin_of_text|> before each document, <|end_of_text|> after it
+            # (torchtitan's text datasets encode add_bos and add_eos alike).
             ids = self.tokenizer(example[self.text_field], add_special_tokens=False)["input_ids"]
+            if self.tokenizer.bos_token_id is not None:
+                ids.insert(0, self.tokenizer.bos_token_id)
             if eos is not None:
                 ids.append(eos)
             self.buffer.extend(ids)
@@ -413,10 +418,28 @@ class SyntheticTokens:
             self.generator.manual_seed(int(np.random.SeedSequence([self.seed, self.rank, drawn]).generate_state(1)[0]))
 
 
-def batches(chunks, batch_size: int, device, skip: int = 0):
-    """(inputs, targets, documents): targets are the inputs' next tokens, each row one chunk;
-    documents, the (epoch, shard, index) of every document the rows hold tokens of (none for
-    a stream without documents)."""
+def document_segments(rows: torch.Tensor, eos: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each position's document within its row (a new one begins after every end-of-text token)
+    and its position counted from that document's start, for document masking."""
+    starts = torch.zeros_like(rows, dtype=torch.bool)
+    starts[:, 1:] = rows[:, :-1] == eos
+    documents = starts.long().cumsum(1)
+    index = torch.arange(rows.shape[1]).expand_as(rows)
+    first = torch.where(starts, index, torch.zeros_like(index)).cummax(1).values
+    return documents, index - first
+
+
+class Batch(NamedTuple):
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    documents: list  # (epoch, shard, index) of every document the rows hold tokens of
+    segments: tuple | None  # document_segments of the inputs, on the device, with document masking
+
+
+def batches(chunks, batch_size: int, device, skip: int = 0, mask_documents_after: int | None = None):
+    """Batches: targets are the inputs' next tokens, each row one chunk; documents, those the
+    rows hold tokens of (none for a stream without documents); with `mask_documents_after` (the
+    end-of-text token), the inputs' document segments, computed here on the CPU."""
     for _ in range(skip):  # a resume without saved stream state: replay to this rank's position
         next(chunks)
     while True:
@@ -425,4 +448,7 @@ def batches(chunks, batch_size: int, device, skip: int = 0):
             rows.append(next(chunks))
             documents += getattr(chunks, "chunk_documents", [])
         rows = torch.tensor(rows, dtype=torch.long)
-        yield rows[:, :-1].to(device, non_blocking=True), rows[:, 1:].to(device, non_blocking=True), documents
+        segments = None
+        if mask_documents_after is not None:
+            segments = tuple(t.to(device, non_blocking=True) for t in document_segments(rows[:, :-1], mask_documents_after))
+        yield Batch(rows[:, :-1].to(device, non_blocking=True), rows[:, 1:].to(device, non_blocking=True), documents, segments)

@@ -114,6 +114,13 @@ JOB_WARMUP_SHARE = MappingProxyType({"llama3.1-8b": 0.2, "tiny": 0.05})
 def job_warmup_steps(model: str, max_steps: int) -> int:
     return max(1, round(JOB_WARMUP_SHARE[model] * max_steps))
 
+
+# The global batch, in tokens, the 8B's learning rate (3e-4) is given for: torchtitan's Llama 3 8B
+# recipe is "a preset for 64 A100 GPUs" (the toml's first line) at batch 1 x sequence 8192. A job
+# on another global batch trains at 3e-4 x sqrt(its batch / this) (train.lr_scale); the tiny
+# preset's learning rate is for whatever global batch its first run has.
+JOB_LR_BATCH_TOKENS = MappingProxyType({"llama3.1-8b": 64 * 1 * 8192})
+
 # Bytes per parameter of the training state, whatever the sharding: fp32 weights and
 # gradients, and AdamW's two fp32 moments (train.py's optimizer, and FSDP's sharded fp32
 # master weights under bf16 mixed precision).

@@ -62,8 +62,8 @@ from checkpoints import (
     save_checkpoint,
     set_aside_nonfinite,
 )
-from data_stream import DataStateError, SyntheticTokens, TokenStream, batches, load_hf_token, load_stream
-from llama_model import build_model, logits_of, materialise, model_config, next_token_loss, shard
+from data_stream import DataStateError, SyntheticTokens, TokenStream, batches, document_segments, load_hf_token, load_stream
+from llama_model import CAUSAL_ATTENTION, build_model, logits_of, materialise, model_config, next_token_loss, shard
 from log_format import (
     CHECKPOINT_LINE,
     GIVE_UP_EXIT,
@@ -155,6 +155,12 @@ def parse_args(argv=None):
         help="selective: every second decoder layer (torchtitan's layer-level selective AC)",
     )
     p.add_argument("--compile", action="store_true", help="torch.compile each decoder layer")
+    p.add_argument(
+        "--document-masking",
+        action="store_true",
+        help="each token attends only to its own document's earlier tokens in a packed row (torchtitan's document "
+        "masking); off: causal over the whole row, SDPA's flash kernel, which a mask rules out",
+    )
     p.add_argument("--fused-optimizer", action="store_true", help="fused AdamW")
     p.add_argument(
         "--fsdp-units",
@@ -361,6 +367,14 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         weight_decay=args.weight_decay,
         **({"fused": True} if args.fused_optimizer else {}),
     )
+    # The learning rate for this global batch, and on a resize the ramp from the last run's (the
+    # scheduler made before the optimizer's state is loaded: LambdaLR takes its base from the groups).
+    batch_tokens = args.batch_size * args.seq_len * world
+    anchor, before = lr_anchor(ckpt, args.lr_batch_tokens, batch_tokens)
+    scale = lr_scale(batch_tokens, anchor)
+    recipe = {"world": world, "batch_tokens": batch_tokens, "lr_batch_tokens": anchor}
+    previous = lr_scale(before, anchor) if before else scale
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale, previous=previous, resumed_at=start))
     skip = 0
     if ckpt:
         try:
@@ -374,16 +388,9 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
             log(f"no stream state for rank {rank} in {ckpt}: replaying {skip} chunks", local_rank=local_rank)
         elif resumed != "data position continued":
             log(resumed, local_rank=local_rank)
+        for _ in range(start):
+            scheduler.step()
         log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)
-    # The learning rate for this global batch, and on a resize the ramp from the last run's.
-    batch_tokens = args.batch_size * args.seq_len * world
-    anchor, before = lr_anchor(ckpt, args.lr_batch_tokens, batch_tokens)
-    scale = lr_scale(batch_tokens, anchor)
-    recipe = {"world": world, "batch_tokens": batch_tokens, "lr_batch_tokens": anchor}
-    previous = lr_scale(before, anchor) if before else scale
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale, previous=previous, resumed_at=start))
-    for _ in range(start):
-        scheduler.step()
     if before and before != batch_tokens:
         log(LR_RESIZED_LINE.format(before=before, tokens=batch_tokens, ratio=scale / previous, old=args.lr * previous, lr=args.lr * scale,
                                    ramp=args.lr_ramp_steps, first=start + 1, last=start + args.lr_ramp_steps, anchor=anchor, base=args.lr),
@@ -396,7 +403,10 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     for w in windows:
         if w in documents_of or (w in by_steps and any((w.get("update") or w["steps"][0]) <= step <= w["steps"][1] for step in passing)):
             log(PASSED_OVER_LINE.format(window=window_words(w)), local_rank=local_rank)
-    data = batches(stream, args.batch_size, device, skip=skip)
+    eos = getattr(getattr(stream, "tokenizer", None), "eos_token_id", None)
+    if args.document_masking and eos is None:
+        log("document masking: the stream has no end-of-text token to find documents by (synthetic tokens?); off", local_rank=local_rank)
+    data = batches(stream, args.batch_size, device, skip=skip, mask_documents_after=eos if args.document_masking else None)
     peak = device_peak_tflops(args, device)
     tokens_per_step = args.batch_size * args.seq_len * world
     total_params, _ = parameters(preset, vocab)
@@ -490,12 +500,13 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         return finish(NO_SAVE_STOP_LINE.format(signal=signal.Signals(signum).name, why=why, saved=saved), 128 + signum)
 
     for step in range(start + 1, args.max_steps + 1):
-        inputs, targets, recent[step] = next(data)
+        batch = next(data)
+        recent[step] = batch.documents
         recent.pop(step - args.max_nonfinite_steps - 1, None)
         if step in passing:  # its batch taken and left, the schedule moved on
             scheduler.step()
             continue
-        loss = next_token_loss(logits_of(model, inputs), targets)
+        loss = next_token_loss(logits_of(model, batch.inputs, batch.segments), batch.targets)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         try:

@@ -130,6 +130,16 @@ def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
     assert pod["containers"][0]["command"][0] == "hyperpodrun"
 
 
+def test_the_allocator_grows_segments_as_torchtitans_launcher_sets_it():
+    # pytorch/torchtitan @ 01424cb2, run_train.sh line 24: PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"
+    # before torchrun (its newer launcher writes PYTORCH_ALLOC_CONF, PyTorch 2.9's name; the image's
+    # 2.7 reads the one set here, as training/Dockerfile's base tag says).
+    _, job = _job("prod")
+    env = {e["name"]: e["value"] for e in job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert "pytorch-training:2.7" in (ROOT / "training" / "Dockerfile").read_text()
+
+
 def test_run_policy_restarts_partially_first_and_watches_the_logs():
     _, manifest = _job("dev")
     run = manifest["spec"]["runPolicy"]
