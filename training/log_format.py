@@ -48,6 +48,8 @@ LR_RESIZED_LINE = (
     "global batch {before} -> {tokens} tokens: learning rate x{ratio:.4g} (the square root of the batch ratio, AdamW's "
     "rule; Malladi et al. 2022), peak {old:.3e} -> {lr:.3e}, ramped over steps {first}-{last}; given as {base:.3e} at {anchor} tokens"
 )
+# At the end of a run on GPUs, each rank's allocator peaks (tests/bench/gpu_bench.py reads them).
+MEMORY_LINE = "memory rank={rank} peak_allocated_gib={allocated:.2f} peak_reserved_gib={reserved:.2f}"
 # A stop signal (SIGUSR1: the agent's graceful stop; SIGTERM) honoured by a save, or not.
 SIGNAL_STOP_LINE = "training stopped on {signal} after step={step}; checkpoint step={saved}"
 NO_SAVE_STOP_LINE = "training stopped on {signal} without a checkpoint: {why}; last checkpoint step={saved}"

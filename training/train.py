@@ -70,6 +70,7 @@ from log_format import (
     LOSS_LINE,
     LR_LINE,
     LR_RESIZED_LINE,
+    MEMORY_LINE,
     NO_SAVE_STOP_LINE,
     NONFINITE_GIVE_UP_LINE,
     NONFINITE_STOP_LINE,
@@ -572,6 +573,9 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     if writing is not None:
         complete_background_save(wait=True)
     log(f"training finished step={args.max_steps}", local_rank=local_rank)
+    if device.type == "cuda":  # every rank its own line (the node benchmark reads them; no log rule does)
+        print(MEMORY_LINE.format(rank=rank, allocated=torch.cuda.max_memory_allocated(device) / 2**30,
+                                 reserved=torch.cuda.max_memory_reserved(device) / 2**30), flush=True)
     dist.barrier()
     dist.destroy_process_group()
     return 0

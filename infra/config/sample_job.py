@@ -10,6 +10,7 @@ from pydantic import Field
 
 from infra import catalogue, cfn_schema, naming
 from infra.config.base import Model, Problems
+from training.model_shape import CUDA_CONTEXT_BYTES, FIT_SHARE, NCCL_GROUP_BYTES, RESERVED_PER_ESTIMATE, projected_per_gpu
 
 if TYPE_CHECKING:
     from infra.config.settings import Settings
@@ -207,27 +208,11 @@ def check_admission(s: Settings, p: Problems) -> None:
         )
 
 
-# What one GPU must hold, projected from model_shape.memory_per_gpu (an estimate of the tensors,
-# by parts) to what runs on eight ranks and more:
-# - RESERVED_PER_ESTIMATE: what the caching allocator holds at its peak per byte of the estimate.
-#   torchtitan publishes 83.9 GiB (its "Memory(GiB)", the allocator's peak reserved) for the 8B
-#   with FSDP over 8 H100 at sequence 32768, local batch 1, full activation checkpointing
-#   (benchmarks/llama3_h100_202412_torchtitan.md, Table 2, "FSDP 8, CP 1"), where the estimate is
-#   74.8 GiB: 1.121, rounded up. On one rank the GPU measurement held 1.04 of it
-#   (tests/fixtures/gpu_memory_h200.json): eight ranks hold more (NCCL's and FSDP's communication
-#   buffers, fragmentation), and the eight-rank figure is the one the job runs at.
-# - OUTSIDE_ALLOCATOR: beside it, the CUDA context (about 400 MB with lazy module loading:
-#   pytorch/pytorch issue 109888) and, with more than one rank, NCCL's buffers for one group over
-#   NVLink (688 MB: NVIDIA/nccl issue 964).
-# - FIT_SHARE: the share of the GPU's memory (the MiB DescribeInstanceTypes states) the projection
-#   may fill; the rest is the margin, for what the driver keeps (an A100 40 GB: 423 MiB, 1%) and a
-#   long run's growth. Between FIT_SHARE and the whole GPU a job is tight: an explicit model gets a
-#   warning, an unset one the tiny model; over the whole GPU it is refused.
-# tests/training/test_memory.py holds each to its source. Compared in bytes; shown in GiB.
-RESERVED_PER_ESTIMATE = 1.13
-CUDA_CONTEXT_BYTES = 400e6
-NCCL_GROUP_BYTES = 688e6
-FIT_SHARE = 0.95
+# What one GPU must hold: training/model_shape.py projected_per_gpu, from the estimate by parts to
+# what the allocator holds on eight ranks (torchtitan's published 8-GPU figure), with the CUDA
+# context and NCCL beside it; within FIT_SHARE of the GPU's memory (the MiB DescribeInstanceTypes
+# states) a job fits with its margin, between that and the whole GPU it is tight (an explicit
+# model gets a warning, an unset one the tiny model), over the whole GPU it is refused.
 MIB, GIB = 2**20, 2**30
 
 
@@ -298,7 +283,7 @@ def memory_fit(s: Settings, model: str) -> MemoryFit | None:
     preset = model_shape.PRESETS[model]
     seq_len, batch = model_shape.JOB_SEQ_LEN[model], model_shape.JOB_BATCH
     parts = model_shape.memory_per_gpu(preset, preset.vocab, seq_len=seq_len, batch=batch, ranks=ranks)
-    projected = RESERVED_PER_ESTIMATE * sum(parts.values()) + CUDA_CONTEXT_BYTES + (NCCL_GROUP_BYTES if ranks > 1 else 0)
+    projected = projected_per_gpu(parts, ranks)
     return MemoryFit(model, where, ranks, seq_len, batch, parts, projected, mib * MIB)
 
 
