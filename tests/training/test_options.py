@@ -86,3 +86,13 @@ def test_document_masking_runs_off_by_default_and_changes_what_a_token_sees(work
     masked = _run_in_process(workdir, "--max-steps=4", "--log-interval=1", "--document-masking")
     assert sorted(masked) == [1, 2, 3, 4]
     assert masked[1] != pytest.approx(plain_losses[1], abs=1e-4)
+
+
+def test_the_learning_rate_is_given_for_a_global_batch_and_scaled_by_the_square_root_of_another(workdir):
+    # --lr at --lr-batch-tokens (the recipe's batch); a run of a quarter of that batch trains at half
+    # the rate (AdamW's square-root rule, Malladi et al., NeurIPS 2022), which it says at the start.
+    code, out = train_in_process(workdir, "--max-steps=2", "--log-interval=1", "--lr-batch-tokens=512")
+    assert code == 0, out[-2000:]
+    assert "learning rate 1.500e-03 at a global batch of 128 tokens: 3.000e-03 at 512 tokens x sqrt(128/512)" in out.splitlines()
+    args = train_module().parse_args(["--lr=3e-3", "--warmup-steps=3"])
+    assert "step=1 loss=" in out and f" lr={3e-3 * 0.5 * train_module().lr_schedule(args)(0):.3e} " in out

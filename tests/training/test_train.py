@@ -349,3 +349,29 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank_and_other_files_are_refused_w
     (refused,) = [l for l in out.splitlines() if l.startswith("cannot resume")]
     assert refused == (f"cannot resume from {ckpt / 'step_00000024'}: the checkpoint's data position is over 1 shards and this "
                        "dataset has 2: a pass over other files cannot be continued")
+
+
+def test_a_background_save_writes_its_data_position_with_its_shards_not_before_them(workdir, tmp_path):
+    # --async-checkpoint: the step's data position is taken at the step and written by a thread,
+    # as the shards are (async_save), so training does not wait for some MB of JSON; the last save
+    # is synchronous, its position written in the loop's own thread.
+    import threading
+
+    train_module()  # training/ on the path, as the image has it
+    import checkpoints
+
+    writers = []
+    real = checkpoints.write_data_state
+
+    def recording(ckpt, state, rank):
+        writers.append((Path(ckpt).name, threading.current_thread().name))
+        return real(ckpt, state, rank)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoints, "write_data_state", recording)
+        code, out = train_in_process(workdir, "--max-steps=8", "--checkpoint-interval=4", "--async-checkpoint",
+                                      f"--checkpoint-dir={tmp_path / 'ckpt'}")
+    assert code == 0, out[-2000:]
+    assert [name for name, _ in writers] == ["step_00000004", "step_00000008"]
+    assert writers[0][1].startswith("data-state") and writers[1][1] == threading.main_thread().name
+    assert json.loads((tmp_path / "ckpt" / "step_00000004" / "data_rank00000.json").read_text())["kind"] == "documents"
