@@ -304,3 +304,15 @@ def test_render_job_overrides_are_validated_by_the_same_rules(capsys, args, mess
 def test_render_job_needs_an_image(capsys):
     rc, _, err = _render(capsys, "-c", "env=dev")
     assert rc == 2 and "--image is required" in err
+
+
+def test_validate_and_render_job_print_the_jobs_memory_margin(capsys):
+    # The one projection the config admits the job with (infra/config/sample_job.py memory_fit):
+    # prod's 8B over 16 H100, what it needs of each GPU and the margin left.
+    margin = ("sample job: llama3.1-8b needs about 30.5 GiB of ml.p5.48xlarge's H100's 80.0 GiB per GPU over 16 ranks "
+              "(38%, margin 49.5 GiB)")
+    assert config.memory_note(_job("prod")[0]) == margin
+    _, _, err = _render(capsys, "-c", "env=prod", "--image", IMAGE)
+    assert f"note: {margin}" in err.splitlines()
+    assert cli.main(["validate", "-c", "env=prod"]) == 0
+    assert f"ok: prod ({margin})" in capsys.readouterr().out.splitlines()
