@@ -121,6 +121,7 @@ def cmd_render_job(args) -> int:
     settings, warnings = config.override(deployed, patch)  # the same rules as cdk synth
     for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings.sample_job.team)])]:
         print(f"warning: {line}", file=sys.stderr)
+    sys.stderr.write("".join(f"note: {note}\n" for note in [config.memory_note(settings)] if note))  # the memory margin
     image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
     if not image:
         raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
@@ -163,7 +164,7 @@ def cmd_validate(args) -> int:
             continue
         for line in warnings:
             print(f"warning: {line}", file=sys.stderr)
-        print(f"ok: {env}")
+        print(f"ok: {env}" + (f" ({note})" if (note := config.memory_note(settings)) else ""))
         passed.append(settings)
     if len(envs) > 1:
         out_root = find_cdk_json().parent / "cdk.out"

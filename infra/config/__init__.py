@@ -33,7 +33,7 @@ from infra.config.loading import (
 )
 from infra.config.operations import Alerts, Notifications, OperationsSettings
 from infra.config.network import ENDPOINT_SERVICES, ExistingVpc, HyperPodSubnet, NetworkSettings
-from infra.config.sample_job import TRAINING_IMAGE_PLATFORM, DatasetSettings, SampleJobSettings
+from infra.config.sample_job import TRAINING_IMAGE_PLATFORM, DatasetSettings, SampleJobSettings, memory_note
 from infra.config.settings import ProtectionSettings, Settings
 from infra.config.storage import FSX_THROUGHPUTS, ExistingFileSystem, FsxSettings
 
