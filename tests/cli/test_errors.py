@@ -100,7 +100,7 @@ def test_a_context_flag_that_would_be_a_guess_is_refused_in_one_line(command, gi
 
 def test_two_names_in_a_fleet_command_are_both_run(capsys):
     assert cli.main(["validate", "-c", "env=prod", "--env", "dev"]) == 0
-    assert capsys.readouterr().out.splitlines()[:2] == ["ok: prod", "ok: dev"]
+    assert [line.split(" (")[0] for line in capsys.readouterr().out.splitlines()[:2]] == ["ok: prod", "ok: dev"]
 
 
 @pytest.mark.parametrize("command", CONFIG_COMMANDS, ids=lambda c: c[0])
