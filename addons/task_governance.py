@@ -204,7 +204,9 @@ class TaskGovernanceAddon(ManagedAddon):
         team's Kubernetes group and no EKS access policy (those grant by namespace scope, not
         by resource: the team's Role decides), and that group's Role and ClusterRole."""
         names = naming.team_names(team.name)
-        roles = eks.KubernetesManifest(ctx.scope, f"Roles-{team.name}", cluster=ctx.cluster, manifest=teams.rbac(team.name))
+        # Patching Workloads only where the policy holds it to spec.active (manifests/tenancy.py).
+        stop = bool(tenancy.queue_label_policy(self.settings))
+        roles = eks.KubernetesManifest(ctx.scope, f"Roles-{team.name}", cluster=ctx.cluster, manifest=teams.rbac(team.name, stop_workloads=stop))
         roles.node.add_dependency(namespace)
         for arn in team.principals:
             eks.CfnAccessEntry(

@@ -80,25 +80,123 @@ def test_every_team_is_a_tenant(synth, name):
     assert json.loads(cni["ConfigurationValues"])["enableNetworkPolicy"] == "true"
 
 
-def test_the_queue_label_policy_binds_the_team_namespaces_and_their_peoples_groups(synth):
-    s = synth("mig")
-    objects = {o["kind"]: o for o in s.manifests("addons") if o["metadata"].get("name") == tenancy.QUEUE_POLICY}
-    policy, binding = objects["ValidatingAdmissionPolicy"], objects["ValidatingAdmissionPolicyBinding"]
-    teams = [naming.team_names(t.name) for t in s.settings.governance.teams]
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"] and binding["spec"]["validationActions"] == ["Deny"]
-    (selector,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-    assert selector["values"] == [t.namespace for t in teams]
-    # The groups the teams' access entries map their people to (the templates' own entries).
-    entry_groups = {g for r in s.resources("addons", "AWS::EKS::AccessEntry").values() for g in r["Properties"].get("KubernetesGroups", [])}
-    (condition,) = policy["spec"]["matchConditions"]
-    assert entry_groups and all(f"'{g}'" in condition["expression"] for g in entry_groups)
-    # Every kind a team's Role may create that Kueue queues is held to it.
+# Kueue's own batch-user ClusterRole (kubernetes-sigs/kueue config/components/rbac/batch_user_role.yaml,
+# aggregated from the roles labelled rbac.kueue.x-k8s.io/batch-user: workload_viewer_role.yaml,
+# localqueue_viewer_role.yaml, job_editor_role.yaml, pytorchjob_editor_role.yaml): what it lets a
+# batch user do with Workloads and the kinds it submits.
+KUEUE_BATCH_USER = {
+    ("kueue.x-k8s.io", "workloads"): {"get", "list", "watch"},
+    ("kueue.x-k8s.io", "workloads/status"): {"get"},
+    ("kueue.x-k8s.io", "localqueues"): {"get", "list", "watch"},
+    ("batch", "jobs"): {"create", "delete", "get", "list", "patch", "update", "watch"},
+    ("kubeflow.org", "pytorchjobs"): {"create", "delete", "get", "list", "patch", "update", "watch"},
+}
+# Stopping a workload is a patch of its spec.active (Kueue docs: concepts/workload "Active";
+# kueuectl stop workload "using .spec.active field"), not of its status.
+STOP_VERB = "patch"
+# Kueue's WorkloadSpec, every field (apis/kueue/v1beta1 and v1beta2 workload_types.go).
+WORKLOAD_SPEC = {"podSets", "queueName", "priorityClassName", "priorityClassRef", "priority", "priorityClassSource", "active",
+                 "maximumExecutionTimeSeconds", "preemptionGates"}
+# Kinds whose objects make pods run (the Kubernetes workload APIs, and the training operators'
+# jobs the chart and the add-ons install): a team may create one only if Kueue queues it.
+RUNS_PODS = {("", "pods"), ("", "replicationcontrollers"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"),
+             ("apps", "daemonsets"), ("batch", "jobs"), ("batch", "cronjobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"),
+             ("sagemaker.amazonaws.com", "hyperpodpytorchjobs"), ("", "pods/ephemeralcontainers")}
+
+
+def _team_roles(s) -> dict[str, dict[tuple[str, str], set[str]]]:
+    """Team namespace -> (group, resource) -> verbs of its Role, as the addons stack applies it."""
+    out: dict[str, dict] = {}
+    for o in s.manifests("addons"):
+        if o["kind"] == "Role" and o["metadata"]["namespace"].startswith("hyperpod-ns-"):
+            grants = out.setdefault(o["metadata"]["namespace"], {})
+            for rule in o["rules"]:
+                for g in rule["apiGroups"]:
+                    for r in rule["resources"]:
+                        grants.setdefault((g, r), set()).update(rule["verbs"])
+    return out
+
+
+def _policies(s) -> dict[tuple[str, str], dict]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in s.manifests("addons") if o["kind"].startswith("ValidatingAdmissionPolicy")}
+
+
+@pytest.mark.parametrize("name", ["prod", "mig"])
+def test_no_team_writes_workload_status_and_on_workloads_only_what_stops_one(synth, name):
+    s = synth(name)
+    roles, policies = _team_roles(s), _policies(s)
+    assert len(roles) == 2
+    for ns, grants in roles.items():
+        # Status as Kueue's batch user has it: read only (a write could admit the job itself).
+        assert grants.get(("kueue.x-k8s.io", "workloads/status"), set()) <= KUEUE_BATCH_USER[("kueue.x-k8s.io", "workloads/status")]
+        assert grants[("kueue.x-k8s.io", "workloads")] <= KUEUE_BATCH_USER[("kueue.x-k8s.io", "workloads")] | {STOP_VERB}
+        assert not any(g == "kueue.x-k8s.io" and r.startswith("workloads/") and v - {"get"} for (g, r), v in grants.items())
+        # The patch, where granted, is held to spec.active by a policy bound to the namespace.
+        if STOP_VERB in grants[("kueue.x-k8s.io", "workloads")]:
+            policy = policies[("ValidatingAdmissionPolicy", tenancy.WORKLOAD_POLICY)]
+            binding = policies[("ValidatingAdmissionPolicyBinding", tenancy.WORKLOAD_POLICY)]
+            assert ns in binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"]
+            assert binding["spec"]["validationActions"] == ["Deny"] and policy["spec"]["failurePolicy"] == "Fail"
+            (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+            assert rule["resources"] == ["workloads"] and rule["apiVersions"] == ["*"] and "UPDATE" in rule["operations"]
+            held = policy["spec"]["validations"][0]["expression"]
+            assert {f for f in WORKLOAD_SPEC if f"object.spec.{f} == oldObject.spec.{f}" in held} == WORKLOAD_SPEC - {"active"}
+        # Every other Kueue object the team reads only, as the batch user does.
+        for (g, r), verbs in grants.items():
+            if g == "kueue.x-k8s.io" and not r.startswith("workloads"):
+                assert verbs <= KUEUE_BATCH_USER.get((g, r), set()), (r, verbs)
+
+
+def test_below_kubernetes_1_30_teams_may_not_patch_workloads():
+    # No policy to hold the patch to spec.active, so no patch (the addon grants it as the policy is made).
     from manifests import teams as team_rbac
 
-    creatable = {(g, r) for rule in team_rbac.namespace_rules() if "create" in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"] if "/" not in r}
+    settings, _ = config.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
+    assert tenancy.queue_label_policy(settings) == []
+    (role,) = [o for o in team_rbac.rbac("ml-research", stop_workloads=bool(tenancy.queue_label_policy(settings))) if o["kind"] == "Role"]
+    (workloads,) = [r["verbs"] for r in role["rules"] if r["resources"] == ["workloads"]]
+    assert set(workloads) <= KUEUE_BATCH_USER[("kueue.x-k8s.io", "workloads")]
+
+
+@pytest.mark.parametrize("name", ["prod", "mig"])
+def test_nothing_a_team_creates_runs_unqueued(synth, name):
+    s = synth(name)
+    roles, policies = _team_roles(s), _policies(s)
+    policy = policies[("ValidatingAdmissionPolicy", tenancy.QUEUE_POLICY)]
+    binding = policies[("ValidatingAdmissionPolicyBinding", tenancy.QUEUE_POLICY)]
     held = {(g, r) for rule in policy["spec"]["matchConstraints"]["resourceRules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert creatable - {("", "configmaps")} <= held
-    assert "namespaceObject.metadata.name + '-localqueue'" in policy["spec"]["validations"][0]["expression"]
+    for ns, grants in roles.items():
+        writes = {k for k, verbs in grants.items() if verbs & {"create", "update", "patch", "*"}}
+        # No plain pod: Kueue queues one only with its pod integration (off by default: Kueue,
+        # "Run plain pods"), and the VPC CNI polices only pods with an owner (EKS user guide).
+        assert not {("", "pods"), ("", "pods/ephemeralcontainers"), ("", "*"), ("*", "*")} & writes
+        # What runs pods is a kind the queue-label policy holds to the namespace's queue, and
+        # Kueue's batch user may submit it too where Kueue has an editor role for it.
+        runs = {k for k in writes if k in RUNS_PODS}
+        assert runs and runs <= held, runs - held
+        for kind in runs & set(KUEUE_BATCH_USER):
+            assert grants[kind] <= KUEUE_BATCH_USER[kind], kind
+        assert ns in binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"]
+    # The label on create, and the same label on every update (members may still label or
+    # annotate what an operator made: only the queue label is held).
+    create, update = (v["expression"] for v in policy["spec"]["validations"])
+    assert create.startswith("request.operation != 'CREATE' || ") and create.endswith("== namespaceObject.metadata.name + '-localqueue'")
+    assert update.startswith("request.operation != 'UPDATE' || ") and "oldObject.metadata.labels['kueue.x-k8s.io/queue-name']" in update
+
+
+def test_the_queue_label_policy_binds_the_team_namespaces_and_their_peoples_groups(synth):
+    s = synth("mig")
+    teams = [naming.team_names(t.name) for t in s.settings.governance.teams]
+    entry_groups = {g for r in s.resources("addons", "AWS::EKS::AccessEntry").values() for g in r["Properties"].get("KubernetesGroups", [])}
+    for name in (tenancy.QUEUE_POLICY, tenancy.WORKLOAD_POLICY):
+        objects = {o["kind"]: o for o in s.manifests("addons") if o["metadata"].get("name") == name}
+        policy, binding = objects["ValidatingAdmissionPolicy"], objects["ValidatingAdmissionPolicyBinding"]
+        assert binding["spec"]["policyName"] == policy["metadata"]["name"] and binding["spec"]["validationActions"] == ["Deny"]
+        (selector,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        assert selector["values"] == [t.namespace for t in teams]
+        # The groups the teams' access entries map their people to (the templates' own entries).
+        (condition,) = policy["spec"]["matchConditions"]
+        assert entry_groups and all(f"'{g}'" in condition["expression"] for g in entry_groups)
 
 
 def test_below_kubernetes_1_30_no_queue_policy_is_made_and_validation_says_so():
