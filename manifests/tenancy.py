@@ -3,9 +3,10 @@
 Task governance creates each team's namespace (after its quota) and labels it for itself;
 these objects go onto that namespace once it exists (addons/task_governance.py):
 
-- Pod Security Admission labels: `enforce` at the team's level (baseline by default: no
-  privileged pod, no host namespace, no hostPath, no added capability), `warn` and `audit`
-  at restricted, so people see what restricted would refuse before anyone enforces it.
+- Pod Security Admission labels: `enforce` at the team's level (restricted by default:
+  non-root, no privilege escalation, an explicit seccomp profile, no capability; baseline, the
+  opt-out, refuses only privileged pods, host namespaces, hostPath and added capabilities),
+  `warn` and `audit` at restricted, so a baseline team sees what restricted would refuse.
   They are a merge patch of the namespace's labels (aws_eks_v2 KubernetesPatch), not a
   Namespace manifest: the namespace is task governance's, and a manifest that owned it would
   `kubectl delete` it, with the team's queue and jobs, when the stack or the team goes. The

@@ -63,7 +63,8 @@ def test_every_team_is_a_tenant(synth, name):
         # deleting the stack takes the labels off, not the namespace.
         apply, restore = patches[ns]
         labels = apply["metadata"]["labels"]
-        assert set(labels) == PSA_LABELS and labels["pod-security.kubernetes.io/enforce"] in PSS_LEVELS - {"privileged"}
+        # Restricted unless a team opts out (neither of these does).
+        assert set(labels) == PSA_LABELS and labels["pod-security.kubernetes.io/enforce"] == "restricted"
         assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
         assert restore == {"metadata": {"labels": {k: None for k in PSA_LABELS}}}
         # A default-deny ingress policy no other team's pods get through.
@@ -197,6 +198,16 @@ def test_the_queue_label_policy_binds_the_team_namespaces_and_their_peoples_grou
         # The groups the teams' access entries map their people to (the templates' own entries).
         (condition,) = policy["spec"]["matchConditions"]
         assert entry_groups and all(f"'{g}'" in condition["expression"] for g in entry_groups)
+
+
+def test_baseline_is_an_opt_out_whose_warnings_and_audit_stay_restricted():
+    team = {"name": "ml-research", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}]}
+    settings = config.load_settings(patched_context("dev", {"governance": {"teams": [team]}}), "dev")[0]
+    assert settings.governance.teams[0].pod_security == "restricted"
+    settings = config.load_settings(patched_context("dev", {"governance": {"teams": [{**team, "pod_security": "baseline"}]}}), "dev")[0]
+    labels = tenancy.pod_security_labels(settings.governance.teams[0])
+    assert labels == {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "restricted",
+                      "pod-security.kubernetes.io/audit": "restricted"}
 
 
 def test_below_kubernetes_1_30_no_queue_policy_is_made_and_validation_says_so():
