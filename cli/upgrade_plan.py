@@ -243,20 +243,41 @@ def ami_lines(settings: Settings, after: str) -> list[str]:
             lines.append(f"{group.name}: set {where}.image_release_version to the HyperPod AMI release for Kubernetes {after} "
                          "(HyperPod AMI release notes); the deploy runs UpdateClusterSoftware on the group")
             continue
-        batch, wait, alarms = _batch(group)
-        deployment = {"RollingUpdatePolicy": {"MaximumBatchSize": {"Type": batch.cfn_type, "Value": batch.value}},
-                      "WaitIntervalInSeconds": wait}
-        if alarms:
-            deployment["AutoRollbackConfiguration"] = [{"AlarmName": a} for a in alarms]
-        unit = "instance" if batch.unit == "instances" else "percent"
-        lines.append(
-            f"{group.name}: {batch.value} {unit}{'s' if unit == 'instance' and batch.value > 1 else ''} at a time"
-            f"{f', {wait} s apart' if wait else ''}:\n"
-            f"      aws sagemaker update-cluster-software --region {settings.region} --cluster-name {settings.hyperpod_cluster_name} "
-            f"--instance-groups '{json.dumps([{'InstanceGroupName': group.name}], separators=(',', ':'))}' "
-            f"--deployment-config '{json.dumps(deployment, separators=(',', ':'))}'"
-        )
+        lines.append(_rolling_update(settings, group))
     return lines
+
+
+def _rolling_update(settings: Settings, group: InstanceGroup) -> str:
+    """The group's UpdateClusterSoftware, in its own rolling batches."""
+    batch, wait, alarms = _batch(group)
+    deployment = {"RollingUpdatePolicy": {"MaximumBatchSize": {"Type": batch.cfn_type, "Value": batch.value}},
+                  "WaitIntervalInSeconds": wait}
+    if alarms:
+        deployment["AutoRollbackConfiguration"] = [{"AlarmName": a} for a in alarms]
+    unit = "instance" if batch.unit == "instances" else "percent"
+    return (
+        f"{group.name}: {batch.value} {unit}{'s' if unit == 'instance' and batch.value > 1 else ''} at a time"
+        f"{f', {wait} s apart' if wait else ''}:\n"
+        f"      aws sagemaker update-cluster-software --region {settings.region} --cluster-name {settings.hyperpod_cluster_name} "
+        f"--instance-groups '{json.dumps([{'InstanceGroupName': group.name}], separators=(',', ':'))}' "
+        f"--deployment-config '{json.dumps(deployment, separators=(',', ':'))}'"
+    )
+
+
+def guard_lines(settings: Settings) -> list[str]:
+    """How nodes made before the fail-closed metadata guard get it. HyperPod runs OnCreate on
+    new and replaced nodes only; UpdateClusterSoftware re-runs the lifecycle scripts on a whole
+    instance group ("Updating a cluster with new or updated lifecycle scripts", HyperPod docs),
+    from the prefix the deploy points the group at; BatchReplaceClusterNodes replaces single nodes."""
+    return [
+        "existing nodes: the lifecycle scripts' metadata guard (iptables waiting for the xtables lock; kubelet requires it, so "
+        "a node without the rule runs no pod) reaches nodes made before it only when they run the scripts again. After the "
+        "deploy that brings it, roll each group (UpdateClusterSoftware re-runs the lifecycle scripts; it also replaces the "
+        "root volume, so drain the group's jobs first), then `hyperpod-cdk accept` proves it on every group:",
+        *(f"  {_rolling_update(settings, g)}" for g in settings.hyperpod.instance_groups),
+        f"  or a node at a time: aws sagemaker batch-replace-cluster-nodes --region {settings.region} "
+        f"--cluster-name {settings.hyperpod_cluster_name} --node-ids <i-...>",
+    ]
 
 
 def cdk_json_change(settings: Settings, step: Step) -> dict:
@@ -309,7 +330,8 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
                  "UpdateAddon fails until the Kueue CRDs are migrated", *_migration_lines("MIGRATE FIRST", pending[1], deploy), ""]
     if not steps:
         return "\n".join([*first, f"{env}: the cluster already runs Kubernetes {current}; nothing else to do" if first
-                           else f"{env}: the cluster already runs Kubernetes {current}; nothing to do"]) + "\n"
+                           else f"{env}: the cluster already runs Kubernetes {current}; nothing to do", "",
+                           *guard_lines(settings)]) + "\n"
     out = [
         *first,
         f"upgrade plan for {env}: Kubernetes {current} -> {target}, {len(steps)} step{'s' if len(steps) > 1 else ''} "
@@ -353,7 +375,8 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
                 out.append(f"     otherwise (v1.5 or later already), deploy ({what}): {deploy}")
         else:
             out.append(f"  2. deploy ({what}): {deploy}")
-        out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware):")
+        out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware, which re-runs the lifecycle scripts):")
         out += [f"     {line}" for line in ami_lines(settings, step.after)]
         out.append("")
-    return "\n".join(out)
+    out += guard_lines(settings)
+    return "\n".join(out) + "\n"

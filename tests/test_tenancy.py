@@ -276,3 +276,28 @@ def test_only_the_deployment_may_write_the_lifecycle_scripts(synth):
     (upload,) = [r for r in resources.values() if r["Type"] == "Custom::CDKBucketDeployment"]
     function = resources[upload["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]
     assert deny["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": function["Properties"]["Role"]}}
+
+
+@pytest.mark.parametrize("name", ["prod", "mig"])
+def test_every_node_runs_the_metadata_guard_that_waits_for_the_lock_and_holds_kubelet_back(synth, name, tmp_path):
+    # Every instance group's nodes run on_create.sh from the prefix of this folder's digest, so
+    # what the sandbox below runs is what HyperPod runs.
+    from stacks import lifecycle
+    from tests.stacks import test_lifecycle_script as script
+
+    s = synth(name)
+    (cluster,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    groups = cluster["Properties"]["InstanceGroups"]
+    assert len(groups) == len(s.settings.hyperpod.instance_groups)
+    for group in groups:
+        config = group["LifeCycleConfig"]
+        assert config["OnCreate"] == lifecycle.ON_CREATE
+        assert f"/{lifecycle.LIFECYCLE_PREFIX}/{lifecycle.scripts_digest()}/" in json.dumps(config["SourceS3Uri"])
+    env = script._sandbox(tmp_path)
+    assert script._run(env).returncode == 0
+    # iptables waits for the xtables lock at every call (-w), and kubelet requires the unit.
+    status, rules, calls = script._run_exec_start(env, tmp_path, locked_for=3)
+    assert status == 0 and rules and all(c.startswith("-w ") for c in calls)
+    unit = script._unit(env)
+    assert unit["Before"] == "kubelet.service" and unit["RequiredBy"] == "kubelet.service"
+    assert f"Requires={script.IMDS_UNIT}" in script._dropin(env) and f"After={script.IMDS_UNIT}" in script._dropin(env)

@@ -113,6 +113,27 @@ def test_the_same_version_is_nothing_to_do(capsys):
     assert "nothing to do" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("target", ["1.34", "1.35"])
+def test_every_plan_says_how_nodes_made_before_the_metadata_guard_get_it(capsys, target):
+    # HyperPod runs OnCreate on new and replaced nodes only; UpdateClusterSoftware re-runs the
+    # lifecycle scripts on a whole group (HyperPod docs, "Updating a cluster with new or updated
+    # lifecycle scripts"). Each command is an operation of botocore's SageMaker model, with its
+    # parameters as the CLI spells them.
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    assert cli.main(["upgrade-plan", "--to", target, "-c", "env=prod"]) == 0
+    out = capsys.readouterr().out
+    guard = out[out.index("existing nodes:"):]
+    for group in _settings("prod").hyperpod.instance_groups:
+        assert f'--instance-groups \'[{{"InstanceGroupName":"{group.name}"}}]\'' in guard
+    for command, operation in (("update-cluster-software", "UpdateClusterSoftware"), ("batch-replace-cluster-nodes", "BatchReplaceClusterNodes")):
+        members = model.operation_model(operation).input_shape.members
+        line = next(l for l in guard.splitlines() if f"aws sagemaker {command} " in l)
+        flags = {w[2:] for w in line.split() if w.startswith("--") and w not in ("--region",)}
+        assert flags <= {"".join(("-" + c.lower()) if c.isupper() else c for c in m).lstrip("-") for m in members}, (command, flags)
+
+
 # ------------------------------------------------------------------ with credentials
 
 
