@@ -353,7 +353,9 @@ def cmd_accept(args) -> int:
         cluster = accept.Recording(Path(args.from_dir)) if args.from_dir else accept.Kubectl()
         if args.render:
             objects = acceptance_manifests.objects(settings, accept.nodes_to_test(settings, cluster, args.group))
-            # The tenancy probes of each team (the privileged pod is only ever a dry run).
+            # The metadata guard's probe on every node, then the tenancy probes of each team (the
+            # privileged pod is only ever a dry run).
+            objects += list(accept.guard_probes(settings, cluster.nodes()).values())
             objects += [o for t in settings.governance.teams for k, o in acceptance_manifests.tenancy_objects(settings, t.name).items() if k != "privileged"]
             sys.stdout.write(accept.to_yaml(objects))
             return 0
