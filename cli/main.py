@@ -8,7 +8,7 @@
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
   hyperpod-cdk accept [-c env=NAME] [--group G] [--render] [--from DIR] [--no-deep-health-check]
   hyperpod-cdk dashboards [-c env=NAME]
-  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME] [--from-account [--region R] [--profile P]]
+  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME] [--from-account [--region R] [--profile P]] [--write-pins]
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
 """
@@ -317,15 +317,16 @@ def cmd_preflight(args) -> int:
 
 
 def cmd_upgrade_plan(args) -> int:
-    from cli import preflight, upgrade_plan
-
     from botocore.exceptions import BotoCoreError, ClientError
+    from cli import preflight, upgrade_plan
 
     settings, _ = _settings(env_from(args))
     source = upgrade_plan.OfflineVersions()
     try:
         if args.from_account:
             source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
+        if args.write_pins:  # what config leaves to EKS's default of the day, pinned for the version the cluster runs
+            return sys.stdout.write(upgrade_plan.written_pins(settings, source, args.to, find_cdk_json())) and 0
         current, steps = upgrade_plan.build(settings, args.to, source)
         pending = upgrade_plan.pending_migration(settings, source)
     except (upgrade_plan.Refused, preflight.NoCredentials) as err:
@@ -566,15 +567,14 @@ def build_parser() -> argparse.ArgumentParser:
     up = _command(
         sub, "upgrade-plan", cmd_upgrade_plan,
         help="print the ordered steps of a Kubernetes upgrade: versions, add-ons, migrations, AMI updates",
-        description="From the cluster's Kubernetes version to --to, one minor version per step: the add-on versions for "
-        "it, the task governance Kueue CRD migration where the add-on crosses it, the cdk.json change and commands, and "
-        "each instance group's HyperPod AMI update with its rolling batch. Read-only.",
+        description="From the cluster's Kubernetes version to --to, one minor version per step: its add-on versions, the Kueue CRD "
+        "migration, the cdk.json change and commands, each group's AMI update. Read-only but --write-pins (cdk.json).",
         examples=["--to 1.35", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
     )
     _env_args(up)
     up.add_argument("--to", required=True, metavar="1.N", help="the Kubernetes version to reach")
-    up.add_argument("--from-account", action="store_true",
-                    help="read the cluster's version, its add-ons and the versions for each step from the account (EKS, read-only)")
+    up.add_argument("--from-account", action="store_true", help="read the cluster's version and its add-ons' from the account (EKS)")
+    up.add_argument("--write-pins", action="store_true", help="with --to the cluster's version: pin every unpinned add-on in cdk.json")
     up.add_argument("--region", help="default: the environment's region")
     up.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
     return parser

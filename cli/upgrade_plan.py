@@ -380,3 +380,44 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         out.append("")
     out += guard_lines(settings)
     return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------ pins for the version the cluster runs
+
+
+def pins(settings: Settings, source, kubernetes: str) -> list[AddonStep]:
+    """Each add-on a deploy installs that config leaves unpinned: the version the cluster runs
+    where it runs one (pinning it changes nothing), else the one `source` gives for the
+    cluster's Kubernetes version (None where it knows none)."""
+    out = []
+    for addon in (a for a in addons_of(settings) if not a.pinned):
+        running = source.deployed(settings, addon)
+        out.append(AddonStep(addon, running, "DescribeAddon, the version the cluster runs") if running
+                   else AddonStep(addon, *source.version_for(addon, kubernetes)))
+    return out
+
+
+def written_pins(settings: Settings, source, target: str, cdk_json) -> str:
+    """`upgrade-plan --to <the cluster's version> --write-pins`: write_pins of what pins() finds."""
+    current = source.current(settings)
+    if target != current:
+        raise Refused(f"--write-pins: pins are for the version the cluster runs ({current}), not --to {target}; upgrade first")
+    return write_pins(settings, cdk_json, pins(settings, source, current))
+
+
+def write_pins(settings: Settings, cdk_json, found: list[AddonStep]) -> str:
+    """Merge the known versions of `found` into cdk.json's environments.<env> (a change the
+    review then shows); what was written and what is still unknown, one line each."""
+    from infra.config import deep_merge
+
+    patch = cdk_json_change(settings, Step(settings.eks.version, settings.eks.version, found))
+    del patch["eks"]["version"]
+    patch = {k: v for k, v in patch.items() if v}
+    doc = json.loads(cdk_json.read_text())
+    envs = doc["context"]["environments"]
+    envs[settings.env_name] = deep_merge(envs.get(settings.env_name, {}), patch)
+    cdk_json.write_text(json.dumps(doc, indent=2) + "\n")
+    lines = [f"{s.addon.path}.version = {s.version}  ({s.source})" for s in found if s.version]
+    lines += [f"{s.addon.path}: not pinned: {s.source}" for s in found if not s.version]
+    head = f"{cdk_json}: environments.{settings.env_name} pins {sum(1 for s in found if s.version)} add-on(s) for Kubernetes {settings.eks.version}"
+    return "\n".join([head if found else f"{settings.env_name}: every add-on is pinned already", *lines]) + "\n"

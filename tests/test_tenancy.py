@@ -301,3 +301,33 @@ def test_every_node_runs_the_metadata_guard_that_waits_for_the_lock_and_holds_ku
     unit = script._unit(env)
     assert unit["Before"] == "kubelet.service" and unit["RequiredBy"] == "kubelet.service"
     assert f"Requires={script.IMDS_UNIT}" in script._dropin(env) and f"After={script.IMDS_UNIT}" in script._dropin(env)
+
+
+def test_prod_pins_every_add_on_or_says_which_float_and_how_to_pin_them(synth):
+    # An add-on without AddonVersion gets the version DescribeAddonVersions marks default for the
+    # cluster's version that day (botocore's EKS model: Compatibility.defaultVersion). Every one
+    # prod installs is pinned where an offline source names a version (infra/versions.py), and
+    # the rest, which only the account can name, are warned of with the command that pins them.
+    import botocore.session
+
+    from cli import upgrade_plan
+    from infra import versions
+    from infra.config.addons import tenancy_addons
+
+    eks = botocore.session.get_session().get_service_model("eks")
+    assert "defaultVersion" in eks.shape_for("Compatibility").members
+    s = synth("prod")
+    addons = {r["Properties"]["AddonName"]: r["Properties"] for suffix in s.templates for r in s.resources(suffix, "AWS::EKS::Addon").values()}
+    assert set(addons) == {a.name for a in upgrade_plan.addons_of(s.settings)}
+    floating = {name for name, props in addons.items() if not props.get("AddonVersion")}
+    for name in floating:
+        assert versions.offline_addon_release(name, s.settings.eks.version) is None, f"{name}: an offline source names a version: pin it"
+        assert name in versions.NO_OFFLINE_VERSION, name
+    _, warnings = config.load_settings(patched_context("prod", {}), "prod")
+    (warning,) = [w for w in warnings if "--write-pins" in w]
+    paths = {a.name: a.path for a in upgrade_plan.addons_of(s.settings)}
+    assert all(f"{paths[name]}.version" in warning for name in floating), warning
+    # What tenancy rests on is pinned or among them: never left to the day's default unsaid.
+    assert {p for p, _ in tenancy_addons(s.settings)} == {"eks.core_addons.vpc_cni", "eks.core_addons.pod_identity_agent",
+                                                         "addons.task_governance", "addons.observability"}
+    assert all(f"{p}.version" in warning or getattr(sw, "version") for p, sw in tenancy_addons(s.settings))
