@@ -195,7 +195,10 @@ class TaskGovernanceAddon(ManagedAddon):
         # A merge patch removes a label by setting it to null, and jsii drops the None values of
         # a mapping on its way to CDK's toJsonString: the restore patch goes in as JSON text.
         labels.node.find_child("Resource").node.default_child.add_property_override("RestorePatchJson", json.dumps(restore))
-        policy = eks.KubernetesManifest(ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster, manifest=[tenancy.isolation_policy(team.name)])
+        policy = eks.KubernetesManifest(
+            ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster,
+            manifest=[tenancy.isolation_policy(team.name), tenancy.egress_policy(self.settings, team.name)],
+        )
         for construct in (labels, policy):
             construct.node.add_dependency(namespace)
 

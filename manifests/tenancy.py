@@ -16,6 +16,12 @@ these objects go onto that namespace once it exists (addons/task_governance.py):
 - A default-deny ingress NetworkPolicy: the team's own pods, the training operator on the
   agent's port, the observability collectors; nothing from another team. Enforced by the
   VPC CNI's network policy agent (its `enableNetworkPolicy`, stacks/cluster.py).
+- A default-deny egress NetworkPolicy beside it: DNS (CoreDNS), the VPC (the team's and the
+  operators' pods, the cluster's API and interface endpoints, FSx; another team's pods keep
+  their own ingress deny), the Services' addresses, the Pod Identity agent, and HTTPS anywhere
+  (S3 through its gateway endpoint has public addresses, the AWS APIs where there is no
+  interface endpoint, and the sample job's C4 stream from Hugging Face through NAT). Nothing
+  else leaves: no plain HTTP, no other port, not the instance metadata service.
 - A ValidatingAdmissionPolicy: what a team's people create in a team namespace (batch Jobs,
   PyTorchJobs, HyperPodPyTorchJobs: the kinds Kueue queues; their Role creates no pods) names
   that namespace's own local queue, and an update keeps the label it has (a suspended job
@@ -47,6 +53,14 @@ PSA_MODES = ("enforce", "warn", "audit")
 # What warn and audit hold every team namespace to, whatever it enforces.
 ADVISORY_LEVEL = "restricted"
 ISOLATION_POLICY = "hyperpod-cdk-tenant-isolation"
+EGRESS_POLICY = "hyperpod-cdk-tenant-egress"
+# CoreDNS, as EKS labels it in kube-system.
+DNS_PODS = {"k8s-app": "kube-dns"}
+# EKS Pod Identity's agent on every node (EKS user guide, "EKS Pod Identity agent": 169.254.170.23, port 80).
+POD_IDENTITY_AGENT = "169.254.170.23/32"
+# Where EKS puts Services' addresses when the cluster names none (EKS user guide, CreateCluster
+# serviceIpv4Cidr: "either the 10.100.0.0/16 or 172.20.0.0/16 CIDR blocks").
+SERVICE_CIDRS = ("10.100.0.0/16", "172.20.0.0/16")
 # The observability add-on's collectors (FACTS, add-ons: its Pod Identity namespace).
 OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -143,6 +157,33 @@ def _policy(name: str, rules: list[dict], groups: str, validations: list[dict]) 
             # Only what a team's people do themselves: their access entries' groups.
             "matchConditions": [{"name": "submitted-by-a-team", "expression": f"request.userInfo.groups.exists(g, g in [{groups}])"}],
             "validations": validations,
+        },
+    }
+
+
+def vpc_cidrs(settings: Settings) -> list[str]:
+    """The VPC's address blocks: the one this project makes, or the existing one's."""
+    net = settings.network.existing_vpc or settings.network
+    return [str(c) for c in (net.vpc_cidr, *net.secondary_cidrs)]
+
+
+def egress_policy(settings: Settings, team: str) -> dict:
+    """Default-deny egress for every pod of the team's namespace, but for what a job needs."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": EGRESS_POLICY, "namespace": naming.team_names(team).namespace, "labels": dict(PART_OF)},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {"to": [{**_from_namespace("kube-system"), "podSelector": {"matchLabels": dict(DNS_PODS)}}],
+                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                {"to": [{"podSelector": {}}]},
+                {"to": [{"ipBlock": {"cidr": c}} for c in (*vpc_cidrs(settings), *SERVICE_CIDRS)]},
+                {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}], "ports": [{"protocol": "TCP", "port": 80}]},
+                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]},
+            ],
         },
     }
 

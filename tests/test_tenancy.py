@@ -49,6 +49,31 @@ def _isolated(policy: dict, namespace: str) -> bool:
     return True
 
 
+def _egress_limited(policy: dict, settings) -> bool:
+    """Every pod of the namespace; DNS only to CoreDNS; beyond the VPC's own blocks, the
+    Services' and the Pod Identity agent's, only TCP 443; 169.254.169.254 on no rule."""
+    import ipaddress
+
+    spec = policy["spec"]
+    if spec["podSelector"] != {}:
+        return False
+    vpc = [ipaddress.ip_network(c) for c in tenancy.vpc_cidrs(settings)]
+    imds = ipaddress.ip_address("169.254.169.254")
+    for rule in spec["egress"]:
+        ports = {(p["protocol"], p["port"]) for p in rule.get("ports", [])}
+        for peer in rule["to"]:
+            if "ipBlock" in peer:
+                block = ipaddress.ip_network(peer["ipBlock"]["cidr"])
+                if imds in block and (not ports or ("TCP", 80) in ports):
+                    return False
+                inside = any(block.subnet_of(v) for v in vpc) or str(block) in tenancy.SERVICE_CIDRS
+                if not inside and not (ports and ports <= {("TCP", 443)}) and str(block) != tenancy.POD_IDENTITY_AGENT:
+                    return False
+            elif "namespaceSelector" in peer and not ports <= {("UDP", 53), ("TCP", 53)}:
+                return False
+    return True
+
+
 @pytest.mark.parametrize("name", ["prod", "mig"])
 def test_every_team_is_a_tenant(synth, name):
     s = synth(name)
@@ -69,6 +94,10 @@ def test_every_team_is_a_tenant(synth, name):
         assert restore == {"metadata": {"labels": {k: None for k in PSA_LABELS}}}
         # A default-deny ingress policy no other team's pods get through.
         assert any(o["kind"] == "NetworkPolicy" and _isolated(o, ns) for o in objects), ns
+        # And default-deny egress: out of the VPC only HTTPS, never the metadata service.
+        (egress,) = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] == ns
+                     and "Egress" in o["spec"]["policyTypes"]]
+        assert _egress_limited(egress, s.settings)
     # The job, as the sample-job stack applies it, passes restricted, in its team's namespace.
     assert job["metadata"]["namespace"] in teams
     pod = pss.pod_of(job["spec"]["replicaSpecs"][0]["template"])
