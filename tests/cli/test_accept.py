@@ -309,7 +309,7 @@ def test_the_recorded_run_proves_each_teams_namespace_is_a_tenant():
         assert {s: c.status for (g, s), c in tenancy.items() if g == ns} == {
             "privileged pod": "pass", "instance metadata": "pass", "from its own namespace": "pass", "from hyperpod-acceptance": "pass",
             f"from {({'hyperpod-ns-ml-research', 'hyperpod-ns-ml-production'} - {ns}).pop()}": "pass"}
-        assert 'violates PodSecurity "baseline:latest"' in tenancy[(ns, "privileged pod")].detail
+        assert 'violates PodSecurity "restricted:latest"' in tenancy[(ns, "privileged pod")].detail
 
 
 def test_a_reachable_metadata_service_an_open_namespace_and_an_admitted_privileged_pod_fail(tmp_path):
