@@ -9,7 +9,8 @@ Per GPU group (acceptance.instance_groups, or every group of whole NVIDIA GPUs):
   4. HyperPod's on-demand deep health check (SageMaker StartClusterHealthCheck) where the
      type has one, each node's status after it.
 Per node of every instance group: 5. the metadata guard: a pod there finds the instance
-metadata service out of reach (a timeout).
+metadata service out of reach (a timeout); and the agents behind it (the training operator's
+controller, HyperPod's agents, the collectors, the FSx controller) Ready with no metadata errors.
 Per team namespace, with or without such a group (they need no GPU):
   6. tenancy: a privileged pod refused, the instance metadata service out of reach, its pods
      reached from their own namespace and then, only once they answer there, not from the
@@ -45,6 +46,18 @@ POLL_S = 15
 # docs; FACTS): the run waits two hours for the operation, polling each minute.
 DEEP_HEALTH_CHECK_WAIT_S = 2 * 3600
 DEEP_HEALTH_CHECK_POLL_S = 60
+
+
+# What the AWS SDKs log when instance metadata is out of reach, as a pod on the pod network
+# finds it behind the node guard: botocore (utils.py, its IMDS fetcher: "Max number of attempts
+# exceeded (%s) when attempting to retrieve data from metadata service.", and "Unable to retrieve
+# token for use in IMDSv2 call"), aws-sdk-go (awserr codes EC2MetadataRequestError and
+# EC2MetadataError) and aws-sdk-go-v2 ("operation error ec2imds", "no EC2 IMDS role found").
+IMDS_ERRORS = (
+    "attempting to retrieve data from metadata service", "Unable to retrieve token for use in IMDSv2 call",
+    "EC2MetadataRequestError", "EC2MetadataError", "operation error ec2imds", "no EC2 IMDS role found",
+)
+AGENT_LOG_SINCE = "1h"
 
 
 class AcceptError(RuntimeError):
@@ -120,6 +133,12 @@ class Kubectl:
         selector = f"{m.RUN_LABEL}={run},{m.ROLE_LABEL}=result"
         return self._kubectl("logs", "-n", namespace, "-l", selector, "--tail=-1")
 
+    def pods(self, namespace: str) -> list[dict]:
+        return json.loads(self._kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]
+
+    def pod_log(self, namespace: str, pod: str) -> str:
+        return self._kubectl("logs", "-n", namespace, pod, "--all-containers", f"--since={AGENT_LOG_SINCE}")
+
     def refusal(self, obj: dict) -> str | None:
         """The API server's refusal of `obj` in a server-side dry run (admission runs, nothing
         is created), or None where it would be admitted."""
@@ -158,6 +177,15 @@ class Recording:
 
     def result_log(self, run: str, namespace: str = m.NAMESPACE) -> str:
         path = self.folder / "logs" / f"{run}.log"
+        return path.read_text() if path.is_file() else ""
+
+    def pods(self, namespace: str) -> list[dict] | None:
+        """pods/<namespace>.json (`kubectl get pods -n NS -o json`); None where not recorded."""
+        path = self.folder / "pods" / f"{namespace}.json"
+        return json.loads(path.read_text())["items"] if path.is_file() else None
+
+    def pod_log(self, namespace: str, pod: str) -> str:
+        path = self.folder / "pod-logs" / namespace / f"{pod}.log"
         return path.read_text() if path.is_file() else ""
 
     def refusal(self, obj: dict) -> str | None:
@@ -273,6 +301,7 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
         if deep_health_check and settings.acceptance.deep_health_check:
             report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
     report.checks += guard_checks(settings, cluster, doc, keep=keep, sleep=sleep, clock=clock)
+    report.checks += agent_checks(settings, cluster)
     for team in teams:
         report.checks += tenancy_checks(settings, cluster, team.name, keep=keep, sleep=sleep, clock=clock)
     return report
@@ -406,6 +435,51 @@ def guard_checks(settings: Settings, cluster, doc: dict, *, keep: bool = False, 
         checks.append(Check(group, "metadata guard", node, *_judged(*verdicts[f"{group}/{node}"], m.BLOCKED)))
     if probes and not keep:
         cluster.delete(list(probes.values()))
+    return checks
+
+
+# ------------------------------------------------------------------ the agents that lost instance metadata
+
+
+def agents(settings: Settings) -> list[tuple[str, str, str | None]]:
+    """(what, namespace, service account or None for every pod there) of each agent on the pod
+    network that the node guard keeps from instance metadata: the training operator's controller
+    (its Pod Identity service account), HyperPod's agents in its namespace, the observability
+    collectors and the FSx CSI controller."""
+    from addons import fsx_csi, training_operator
+    from manifests.tenancy import OBSERVABILITY_NAMESPACE
+
+    out = [("HyperPod agents", training_operator.NAMESPACE, None)]
+    if settings.addons.training_operator.enabled:
+        out.append(("training operator", training_operator.NAMESPACE, training_operator.SERVICE_ACCOUNT))
+    if settings.addons.observability.enabled:
+        out.append(("observability collectors", OBSERVABILITY_NAMESPACE, None))
+    if settings.fsx.enabled:
+        out.append(("FSx CSI controller", "kube-system", fsx_csi.CONTROLLER_SERVICE_ACCOUNT))
+    return out
+
+
+def agent_checks(settings: Settings, cluster) -> list[Check]:
+    """Each agent's pods Ready, and none of their logs of the last hour with an SDK's words for
+    instance metadata out of reach (IMDS_ERRORS)."""
+    checks = []
+    for what, namespace, account in agents(settings):
+        pods = cluster.pods(namespace)
+        if pods is None:
+            checks.append(Check(namespace, "agents", what, "skip", "not in the recording"))
+            continue
+        ours = [p for p in pods if account is None or p.get("spec", {}).get("serviceAccountName") == account]
+        if not ours:
+            checks.append(Check(namespace, "agents", what, "fail", "no pod runs" + (f" as {account}" if account else "")))
+            continue
+        problems = [f"{p['metadata']['name']} not Ready" for p in ours if not _ready(p)]
+        for pod in ours:
+            line = next((line.strip() for line in cluster.pod_log(namespace, pod["metadata"]["name"]).splitlines()
+                         if any(e in line for e in IMDS_ERRORS)), None)
+            if line:
+                problems.append(f"{pod['metadata']['name']}: {line}")
+        detail = "; ".join(problems) if problems else f"{len(ours)} pod(s) Ready, no instance metadata errors in the last {AGENT_LOG_SINCE}"
+        checks.append(Check(namespace, "agents", what, "fail" if problems else "pass", clip(detail)))
     return checks
 
 

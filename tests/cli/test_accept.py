@@ -102,6 +102,9 @@ class FakeCluster:
     def result_log(self, run, namespace=m.NAMESPACE):
         return self.logs.get(run, "")
 
+    def pods(self, namespace):
+        return None  # the agents' checks are the recorded run's
+
     def refusal(self, obj):
         return 'pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged'
 
@@ -387,7 +390,9 @@ def test_a_cluster_whose_gpus_are_all_mig_slices_still_gets_every_teams_tenancy_
         assert len(re.findall(rf"^{ns} +tenancy +.* PASS ", report, re.M)) == 5, report
     # And the metadata guard on each of the recording's four nodes.
     assert len(re.findall(r"^\w+ +metadata guard +hyperpod-i-\w+ +PASS +BLOCKED$", report, re.M)) == 4, report
-    assert report.endswith("PASS: 15 checks, none failed\n")
+    # And the agents behind the guard (the recording's aws-hyperpod and hyperpod-observability).
+    assert len(re.findall(r"^\S+ +agents +.* PASS ", report, re.M)) == 3, report
+    assert report.endswith("PASS: 18 checks, none failed\n")
     # What it applies: the namespace the outside probe runs in, then the probes, none of which
     # asks for a device of the cluster's (they need no GPU, MIG slice or EFA interface).
     assert cli.main(["accept", "-c", "env=dev", "--from", str(recording), "--render"]) == 0
@@ -512,3 +517,47 @@ def test_a_node_without_the_metadata_guard_is_named(tmp_path):
         "matchExpressions"][0] == {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
     assert "hostNetwork" not in spec and spec["tolerations"] == [{"operator": "Exists"}]
     assert pss.violations(pss.pod_of(probe["spec"]["template"]), "restricted") == []
+
+
+def test_the_agents_behind_the_guard_run_ready_with_no_instance_metadata_errors(tmp_path):
+    report = accept.run(_prod(), accept.Recording(RECORDING))
+    agents = {c.subject: c for c in report.checks if c.check == "agents"}
+    assert {k: c.status for k, c in agents.items()} == {"HyperPod agents": "pass", "training operator": "pass", "observability collectors": "pass"}
+    # The operator's controller is found by its Pod Identity service account (the one AWS's docs
+    # associate the add-on's role with), not by a name no source gives.
+    from addons import training_operator
+
+    assert ("training operator", "aws-hyperpod", training_operator.SERVICE_ACCOUNT) in accept.agents(_prod())
+    # A controller that logs an SDK's metadata failure, and one that is not Ready, fail.
+    import json
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(RECORDING, folder)
+    operator = "hp-training-operator-controller-manager-7d9f8b6c5-x2k4p"
+    sdk_says = ('failed to refresh cached credentials, no EC2 IMDS role found, operation error ec2imds: GetMetadata, '
+                'request canceled, context deadline exceeded')
+    (folder / "pod-logs" / "aws-hyperpod" / f"{operator}.log").write_text(f"starting\n{sdk_says}\n")
+    doc = json.loads((folder / "pods" / "hyperpod-observability.json").read_text())
+    doc["items"][0]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    (folder / "pods" / "hyperpod-observability.json").write_text(json.dumps(doc))
+    agents = {c.subject: c for c in accept.run(_prod(), accept.Recording(folder)).checks if c.check == "agents"}
+    assert agents["training operator"].status == "fail" and "no EC2 IMDS role found" in agents["training operator"].detail
+    assert agents["observability collectors"].detail == "hyperpod-observability-collector-5c7b9d-qp2lm not Ready"
+    # No controller pod at all: its add-on is installed and nothing runs it.
+    doc = json.loads((folder / "pods" / "aws-hyperpod.json").read_text())
+    doc["items"] = [p for p in doc["items"] if p["spec"]["serviceAccountName"] != training_operator.SERVICE_ACCOUNT]
+    (folder / "pods" / "aws-hyperpod.json").write_text(json.dumps(doc))
+    agents = {c.subject: c for c in accept.run(_prod(), accept.Recording(folder)).checks if c.check == "agents"}
+    assert agents["training operator"].detail == f"no pod runs as {training_operator.SERVICE_ACCOUNT}"
+
+
+def test_the_metadata_error_words_are_the_sdks_own():
+    # botocore, as installed: its IMDS fetcher's retries-exhausted line and its IMDSv2 token error.
+    import inspect
+
+    from botocore import utils
+
+    source = inspect.getsource(utils)
+    for words in accept.IMDS_ERRORS[:2]:
+        assert words in source, words
