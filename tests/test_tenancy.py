@@ -400,3 +400,30 @@ def test_prod_pins_every_add_on_or_says_which_float_and_how_to_pin_them(synth):
     assert {p for p, _ in tenancy_addons(s.settings)} == {"eks.core_addons.vpc_cni", "eks.core_addons.pod_identity_agent",
                                                          "addons.task_governance", "addons.observability"}
     assert all(f"{p}.version" in warning or getattr(sw, "version") for p, sw in tenancy_addons(s.settings))
+
+
+@pytest.mark.parametrize("name", ["prod", "mig"])
+def test_the_training_operators_gate_waits_for_its_controller_not_only_its_crd(synth, name):
+    from addons import training_operator
+    from tests.conftest import cdk_lib_source
+
+    s = synth(name)
+    gates = {lid: r for lid, r in s.resources("addons", "Custom::AWSCDK-EKS-KubernetesObjectValue").items()
+             if lid.startswith("TrainingOperatorAddonReady")}
+    by_type = {r["Properties"]["ObjectType"]: (lid, r) for lid, r in gates.items()}
+    crd_id, crd = by_type["customresourcedefinition"]
+    pods_id, pods = by_type["pods"]
+    # Its controller's pods, by the service account its Pod Identity association names (AWS's
+    # docs for the add-on), a field the API server selects pods on, with a ready container.
+    assert pods["Properties"]["ObjectNamespace"] == training_operator.NAMESPACE
+    assert pods["Properties"]["ObjectName"] == f"--field-selector=spec.serviceAccountName={training_operator.SERVICE_ACCOUNT}"
+    assert "containerStatuses[?(@.ready==true)]" in pods["Properties"]["JsonPath"]
+    (association,) = [r["Properties"] for r in s.resources("addons", "AWS::EKS::PodIdentityAssociation").values()
+                      if r["Properties"]["Namespace"] == training_operator.NAMESPACE]
+    assert association["ServiceAccount"] == training_operator.SERVICE_ACCOUNT
+    # After the CRD's gate, so what waits for the operator waits for both.
+    assert crd_id in pods.get("DependsOn", [])
+    # CDK's get handler hands the name to kubectl as one argument after the type, where kubectl
+    # takes a flag as well as a name.
+    handler = cdk_lib_source("aws-eks-v2/kubectl-handler/get/__init__.py")
+    assert "['get', '-n', object_namespace, object_type, object_name," in handler
