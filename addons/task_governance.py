@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from addons.base import AddonContext, ManagedAddon, ReadyWhen
 from infra import lazy, naming
 from infra.config import QuotaResource, Settings, Team
+from infra.config.governance import queue_label_enforced
 
 if TYPE_CHECKING:
     from constructs import IConstruct
@@ -208,7 +209,7 @@ class TaskGovernanceAddon(ManagedAddon):
         by resource: the team's Role decides), and that group's Role and ClusterRole."""
         names = naming.team_names(team.name)
         # Patching Workloads only where the policy holds it to spec.active (manifests/tenancy.py).
-        stop = bool(tenancy.queue_label_policy(self.settings))
+        stop = queue_label_enforced(self.settings)
         roles = eks.KubernetesManifest(ctx.scope, f"Roles-{team.name}", cluster=ctx.cluster, manifest=teams.rbac(team.name, stop_workloads=stop))
         roles.node.add_dependency(namespace)
         for arn in team.principals:

@@ -183,7 +183,10 @@ def test_below_kubernetes_1_30_teams_may_not_patch_workloads():
 
     settings, _ = config.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
     assert tenancy.queue_label_policy(settings) == []
-    (role,) = [o for o in team_rbac.rbac("ml-research", stop_workloads=bool(tenancy.queue_label_policy(settings))) if o["kind"] == "Role"]
+    from infra.config.governance import queue_label_enforced
+
+    assert not queue_label_enforced(settings)  # what the addon grants the patch by
+    (role,) = [o for o in team_rbac.rbac("ml-research", stop_workloads=queue_label_enforced(settings)) if o["kind"] == "Role"]
     (workloads,) = [r["verbs"] for r in role["rules"] if r["resources"] == ["workloads"]]
     assert set(workloads) <= KUEUE_BATCH_USER[("kueue.x-k8s.io", "workloads")]
 
