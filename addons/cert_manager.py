@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from addons.base import AddonContext, ManagedAddon, ReadyWhen, tolerate_every_taint
+from infra.config import EKS_ADDON_NAMES
 
 
 class CertManagerAddon(ManagedAddon):
     key = "cert_manager"
     title = "cert-manager"
-    eks_name = "cert-manager"
+    eks_name = EKS_ADDON_NAMES["cert_manager"]
     # The training operator's certificates are issued through this webhook.
     ready_when = ReadyWhen.deployment_available("cert-manager", "cert-manager-webhook")
 

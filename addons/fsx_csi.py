@@ -24,6 +24,7 @@ from addons.task_governance import TaskGovernanceAddon
 import hashlib
 
 from infra import lazy, naming
+from infra.config import EKS_ADDON_NAMES
 
 cdk = lazy.module("aws_cdk")
 eks = lazy.module("aws_cdk.aws_eks_v2")
@@ -142,7 +143,7 @@ def directory_objects(settings, file_system) -> list[dict]:
 class FsxCsiAddon(ManagedAddon):
     key = "fsx_csi"
     title = "FSx for Lustre CSI driver"
-    eks_name = "aws-fsx-csi-driver"
+    eks_name = EKS_ADDON_NAMES["fsx_csi"]
     requires = (PodIdentityAgentAddon,)
     # The claims go into the team namespaces task governance creates.
     after = (TaskGovernanceAddon,)

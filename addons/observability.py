@@ -6,6 +6,7 @@ from __future__ import annotations
 from addons.base import AddonContext, ManagedAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from infra import alerting, lazy
+from infra.config import EKS_ADDON_NAMES
 
 cdk = lazy.module("aws_cdk")
 aps = lazy.module("aws_cdk.aws_aps")
@@ -47,7 +48,7 @@ LOGS_WITHOUT_RESOURCE = ("DescribeLogGroups", "StopQuery")
 class ObservabilityAddon(ManagedAddon):
     key = "observability"
     title = "HyperPod observability"
-    eks_name = "amazon-sagemaker-hyperpod-observability"
+    eks_name = EKS_ADDON_NAMES["observability"]
     requires = (PodIdentityAgentAddon,)
     # The Prometheus workspace this project creates with it (None: the cluster's own add-on).
     prometheus = None

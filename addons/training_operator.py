@@ -8,6 +8,7 @@ from addons.cert_manager import CertManagerAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
 from infra import lazy
+from infra.config import EKS_ADDON_NAMES
 
 compliance = lazy.module("infra.compliance")
 pod_identity = lazy.module("infra.pod_identity")
@@ -20,7 +21,7 @@ MANAGED_POLICY = "AmazonSageMakerHyperPodTrainingOperatorAccess"
 class TrainingOperatorAddon(ManagedAddon):
     key = "training_operator"
     title = "HyperPod training operator"
-    eks_name = "amazon-sagemaker-hyperpod-training-operator"
+    eks_name = EKS_ADDON_NAMES["training_operator"]
     # The job is a HyperPodPyTorchJob: its type must be served before the job is applied.
     # (The operator's deployment name is not documented; the CRD's is, in FACTS and the
     # official CRD models: plural hyperpodpytorchjobs, group sagemaker.amazonaws.com.)
@@ -30,6 +31,9 @@ class TrainingOperatorAddon(ManagedAddon):
         "default",
         '.status.conditions[?(@.type=="Established")].status',
     )
+    # And its controller running: a served CRD with no controller takes the job and runs nothing.
+    # Found by the service account AWS's docs associate its Pod Identity role with.
+    also_ready_when = (ReadyWhen.pod_ready_as(NAMESPACE, SERVICE_ACCOUNT),)
     requires = (CertManagerAddon, PodIdentityAgentAddon)
     # Not a requirement, but when task governance is on it must be there first: the
     # operator refuses a task governance older than v1.3.0 it finds at start.

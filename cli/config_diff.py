@@ -81,3 +81,11 @@ def changed(old: dict, new: dict, env: str) -> list[str]:
 
 
 _GONE = object()
+
+
+def fingerprint(context: dict, env: str) -> str:
+    """What one environment's config is, in a short digest: whether a review written earlier
+    (review-<env>.json) was made of the config as it is now."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(merged(context, env), sort_keys=True).encode()).hexdigest()[:16]

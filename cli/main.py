@@ -3,12 +3,12 @@
   hyperpod-cdk topology [--from FILE [--pods FILE]] [--format mermaid|html|markdown] [--output FILE] [--summary] [--full]
   hyperpod-cdk render-job [-c env=NAME] [--nodes N] [--team T] [--priority P] [--image URI] ...
   hyperpod-cdk team NAME [-c env=NAME] [--format text|json]
-  hyperpod-cdk validate [-c env=NAME | --all]
-  hyperpod-cdk review [--env NAME | --all] [--against REF|DIR|FILE] [--assembly DIR]
+  hyperpod-cdk validate [-c env=NAME ... | --all]
+  hyperpod-cdk review [-c env=NAME ... | --all] [--against REF|DIR|FILE] [--assembly DIR]
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
   hyperpod-cdk accept [-c env=NAME] [--group G] [--render] [--from DIR] [--no-deep-health-check]
   hyperpod-cdk dashboards [-c env=NAME]
-  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME] [--from-account [--region R] [--profile P]]
+  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME ... | --all] [--from-account [--region R] [--profile P]] [--write-pins]
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,58 +27,6 @@ from infra import config
 
 class CliError(Exception):
     """A problem to report in one line, with exit status 2."""
-
-
-def _live(*what: str) -> dict:
-    """`kubectl get <what> -o json` of the current context."""
-    if shutil.which("kubectl") is None:
-        raise CliError("kubectl is not on PATH; install it or pass --from FILE (a `kubectl get nodes -o json` dump)")
-    result = subprocess.run(["kubectl", "get", *what, "-o", "json"], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise CliError(f"kubectl get {' '.join(what)} failed: {result.stderr.strip()[-300:]}")
-    try:
-        return json.loads(result.stdout)
-    except json.JSONDecodeError as err:
-        raise CliError(f"kubectl get {' '.join(what)}: not JSON: {err}") from None
-
-
-def _dump(flag: str, path: str) -> dict:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CliError(f"{flag} {path}: {err}") from None
-
-
-def cmd_topology(args) -> int:
-    # The pods say which GPUs are in use: from a dump beside the nodes', or the live cluster's.
-    doc = _dump("--from", args.from_file) if args.from_file else _live("nodes")
-    pods = _dump("--pods", args.pods) if args.pods else (None if args.from_file else _live("pods", "-A"))
-    try:
-        topology.requested_gpus(pods or {})
-    except (AttributeError, KeyError, TypeError, ValueError) as err:
-        source = f"--pods {args.pods}" if args.pods else "kubectl get pods -A"
-        raise CliError(f"{source}: not a pod list (`kubectl get pods -A -o json`): {type(err).__name__} {err}") from None
-    try:
-        nodes = topology.parse_nodes(doc, pods, tuple(args.tolerate or ()))
-    except (AttributeError, KeyError, TypeError, ValueError) as err:
-        source = f"--from {args.from_file}" if args.from_file else "kubectl get nodes"
-        raise CliError(f"{source}: not a node list (`kubectl get nodes -o json`): {type(err).__name__} {err}") from None
-    if args.summary:
-        text = topology.summary_text(nodes)
-    elif args.format == "html":
-        text = topology.html_page(nodes, title=f"{args.cluster_name}: EC2 network topology")
-    elif args.format == "markdown":
-        text = topology.markdown(nodes, title=f"{args.cluster_name}: EC2 network topology")
-    else:
-        text = topology.mermaid(nodes, cluster=args.cluster_name, full=True if args.full else None)
-        if topology.mermaid_too_big(text):
-            print(f"warning: {topology.mermaid_too_big(text)}", file=sys.stderr)
-    if args.output:
-        Path(args.output).write_text(text)
-        print(f"wrote {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    return 0
 
 
 def find_cdk_json(start: Path | None = None) -> Path:
@@ -112,9 +59,9 @@ def _json_kind(value) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
 
-def env_from(args) -> str:
-    """-c env=NAME (as for cdk) or --env NAME; default dev. Anything else given with -c, or two
-    names for the environment, is refused: a command never guesses which one was meant."""
+def envs_from(args) -> list[str]:
+    """The names -c env=NAME (as for cdk, repeatable) and --env NAME give, in order, each once.
+    Anything else given with -c is refused: a command never guesses which one was meant."""
     named = []
     for item in args.context or []:
         key, sep, value = item.partition("=")
@@ -126,12 +73,31 @@ def env_from(args) -> str:
         if not value:
             raise CliError(f"-c {item}: give the environment's name, -c env=NAME")
         named.append(value)
-    given = sorted(set(named) | ({args.env} if getattr(args, "env", None) else set()))
-    if len(given) > 1:
-        raise CliError(f"-c env and --env name {' and '.join(given)}; give one environment")
+    given = list(dict.fromkeys([*named, *([args.env] if getattr(args, "env", None) else [])]))
     if given and getattr(args, "all", False):
-        raise CliError(f"--all and {given[0]} name different environments; give one or --all")
+        raise CliError(f"--all and {' and '.join(given)} name different environments; give names or --all")
+    return given
+
+
+def env_from(args) -> str:
+    """The one environment of a command that takes one; default dev."""
+    given = envs_from(args)
+    if len(given) > 1:
+        raise CliError(f"-c env and --env name {' and '.join(sorted(given))}; give one environment")
     return given[0] if given else config.DEFAULT_ENV
+
+
+def _fleet(args, context: dict) -> list[str]:
+    """The environments of a command that takes several (cli.fleet): those named, or --all."""
+    from cli import fleet
+
+    return fleet.names(envs_from(args), getattr(args, "all", False), context)
+
+
+def _fleet_table(settings: list, reports: dict) -> None:
+    from cli import fleet
+
+    print("\n" + fleet.table([fleet.row(s, reports.get(s.env_name)) for s in settings]))
 
 
 def _settings(env: str) -> tuple[config.Settings, list[str]]:
@@ -155,6 +121,7 @@ def cmd_render_job(args) -> int:
     settings, warnings = config.override(deployed, patch)  # the same rules as cdk synth
     for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings.sample_job.team)])]:
         print(f"warning: {line}", file=sys.stderr)
+    sys.stderr.write("".join(f"note: {note}\n" for note in [config.memory_note(settings)] if note))  # the memory margin
     image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
     if not image:
         raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
@@ -174,36 +141,35 @@ def cmd_team(args) -> int:
     return 0
 
 
-def _environments(args, context: dict) -> list[str]:
-    env = env_from(args)  # refuses -c env=... with --all
-    if not getattr(args, "all", False):
-        return [env]
-    names = config.environment_names(context)
-    if not names:
-        raise config.ConfigError(["environments: missing from cdk.json context (or not an object); add at least one environment block"])
-    return names
+def _config_error(env: str, err: config.ConfigError) -> None:
+    for line in err.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in err.problems:
+        print(f"error: {line}", file=sys.stderr)
+    print(f"failed: {env}")
 
 
 def cmd_validate(args) -> int:
     """Config and add-on requirements of each environment; no synth, no AWS."""
     from addons import registry
+    from cli.fleet import last_review
 
     context = load_context()
-    failed = 0
-    for env in _environments(args, context):
+    envs, passed = _fleet(args, context), []
+    for env in envs:
         try:
-            _, warnings = registry.load(context, env)
+            settings, warnings = registry.load(context, env)
         except config.ConfigError as err:
-            failed += 1
-            for line in err.warnings:
-                print(f"warning: {line}", file=sys.stderr)
-            for line in err.problems:
-                print(f"error: {line}", file=sys.stderr)
+            _config_error(env, err)
             continue
         for line in warnings:
             print(f"warning: {line}", file=sys.stderr)
-        print(f"ok: {env}")
-    return 2 if failed else 0
+        print(f"ok: {env}" + (f" ({note})" if (note := config.memory_note(settings)) else ""))
+        passed.append(settings)
+    if len(envs) > 1:
+        out_root = find_cdk_json().parent / "cdk.out"
+        _fleet_table(passed, {s.env_name: last_review(out_root, context, s.env_name) for s in passed})
+    return 0 if len(passed) == len(envs) else 2
 
 
 # Under the review's output folder: baselines synthesized from git revisions, by what they were
@@ -228,8 +194,10 @@ def cmd_review(args) -> int:
     out_root = Path(args.outdir) if args.outdir else cdk_json.parent / "cdk.out"
     repo = cdk_json.parent if revision.toplevel(cdk_json.parent) else None  # git runs here; the checkout may be wider
     main_branch = revision.default(repo)  # the default baseline in a git checkout with a main branch
-    status = 0
-    for env in _environments(args, context):
+    envs, status, verdicts, reviewed, reports = _fleet(args, context), 0, {}, [], {}
+    if args.assembly and len(envs) > 1:
+        raise CliError(f"--assembly {args.assembly} holds one environment's stacks; give one environment with it")
+    for env in envs:
         last_review = out_root / f"reviewed-{env}"  # elsewhere, the default baseline: what the previous review saw
         fallback = [main_branch] if main_branch else ([str(last_review)] if (last_review / "manifest.json").exists() else [])
         against = args.against or fallback
@@ -244,7 +212,13 @@ def cmd_review(args) -> int:
             shutil.rmtree(outdir, ignore_errors=True)
         # A config cdk synth would refuse (a job no team can ever hold among its rules) is refused here, in
         # its lines and exit 2, before anything is synthesized, the baseline included.
-        settings, _ = config.load_settings(context, env)
+        try:
+            settings, _ = config.load_settings(context, env)
+        except config.ConfigError as err:
+            _config_error(env, err)
+            status, verdicts[env] = 2, "config refused"
+            continue
+        reviewed.append(settings)
         # Read the baseline before synthesizing, so nothing written below can change it.
         baseline = None
         if against:
@@ -266,7 +240,7 @@ def cmd_review(args) -> int:
             except SynthRefused as err:  # as `cdk synth` exits 1, so does the review
                 for line in err.problems:
                     print(f"error: {line}", file=sys.stderr)
-                status = 1
+                status, verdicts[env] = status or 1, "refused by synth"
                 continue
         if baseline is not None and baseline.this_checkout:
             print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
@@ -282,7 +256,11 @@ def cmd_review(args) -> int:
                   "(or pass --against a deployed template or an assembly)", file=sys.stderr)
         print(text)
         print(f"(written to {', '.join(review.shown(str(w)) for w in written)})")
-        status |= 0 if report["pass"] else 1
+        status = status or (0 if report["pass"] else 1)
+        reports[env], verdicts[env] = report, f"{'PASS' if report['pass'] else 'FAIL'} ({review.shown(str(written[0]))})"
+    if len(envs) > 1:
+        print("\n" + "\n".join(f"review of {env}: {verdicts[env]}" for env in envs))
+        _fleet_table(reviewed, reports)
     return status
 
 
@@ -307,9 +285,13 @@ def _stack_names(context: dict, env: str) -> list[str]:
 def cmd_preflight(args) -> int:
     from cli import preflight
 
-    settings, _ = _settings(env_from(args))
+    cdk_json, env = find_cdk_json(), env_from(args)
+    context = load_context(cdk_json)
+    settings, _ = config.load_settings(context, env)
+    # Whether the credentials outlast the deploy: this change's minutes from the last review, else the whole deploy's.
+    deploy = lambda: preflight.deploy_time(cdk_json.parent / "cdk.out", context, env)  # noqa: E731
     try:
-        results = preflight.run(settings, region=args.region, profile=args.profile)
+        results = preflight.run(settings, region=args.region, profile=args.profile, deploy=deploy)
     except preflight.PreflightStop as err:
         raise CliError(str(err)) from None
     print(preflight.table(results))
@@ -317,23 +299,38 @@ def cmd_preflight(args) -> int:
 
 
 def cmd_upgrade_plan(args) -> int:
-    from cli import preflight, upgrade_plan
-
     from botocore.exceptions import BotoCoreError, ClientError
+    from cli import preflight, upgrade_plan
+    from cli.fleet import last_review
 
-    settings, _ = _settings(env_from(args))
-    source = upgrade_plan.OfflineVersions()
-    try:
-        if args.from_account:
-            source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
-        current, steps = upgrade_plan.build(settings, args.to, source)
-        pending = upgrade_plan.pending_migration(settings, source)
-    except (upgrade_plan.Refused, preflight.NoCredentials) as err:
-        raise CliError(str(err)) from None
-    except (BotoCoreError, ClientError) as err:
-        raise CliError(preflight.failure_line(err, args.profile)) from None
-    sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name, pending))
-    return 0
+    cdk_json = find_cdk_json()
+    context = load_context(cdk_json)
+    envs, planned = _fleet(args, context), []
+    if len(envs) > 1 and (flag := "--from-account" if args.from_account else "--write-pins" if args.write_pins else None):
+        raise CliError(f"{flag} reads one account with one profile: give one environment with it")
+    for env in envs:
+        try:
+            settings, _ = config.load_settings(context, env)
+            source = upgrade_plan.OfflineVersions()
+            if args.from_account:
+                source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
+            sys.stdout.write(upgrade_plan.run(settings, args.to, source, write=args.write_pins, cdk_json=cdk_json))
+        except config.ConfigError as err:
+            if len(envs) == 1:
+                raise
+            _config_error(env, err)
+            continue
+        except (upgrade_plan.Refused, preflight.NoCredentials, BotoCoreError, ClientError) as err:
+            line = str(err) if isinstance(err, (upgrade_plan.Refused, preflight.NoCredentials)) else preflight.failure_line(err, args.profile)
+            if len(envs) == 1:
+                raise CliError(line) from None
+            print(f"error: {env}: {line}", file=sys.stderr)
+            print(f"failed: {env}")
+            continue
+        planned.append(settings)
+    if len(envs) > 1:
+        _fleet_table(planned, {s.env_name: last_review(cdk_json.parent / "cdk.out", context, s.env_name) for s in planned})
+    return 0 if len(planned) == len(envs) else 2
 
 
 def cmd_accept(args) -> int:
@@ -353,7 +350,9 @@ def cmd_accept(args) -> int:
         cluster = accept.Recording(Path(args.from_dir)) if args.from_dir else accept.Kubectl()
         if args.render:
             objects = acceptance_manifests.objects(settings, accept.nodes_to_test(settings, cluster, args.group))
-            # The tenancy probes of each team (the privileged pod is only ever a dry run).
+            # The metadata guard's probe on every node, then the tenancy probes of each team (the
+            # privileged pod is only ever a dry run).
+            objects += list(accept.guard_probes(settings, cluster.nodes()).values())
             objects += [o for t in settings.governance.teams for k, o in acceptance_manifests.tenancy_objects(settings, t.name).items() if k != "privileged"]
             sys.stdout.write(accept.to_yaml(objects))
             return 0
@@ -379,9 +378,12 @@ def cmd_dashboards(args) -> int:
     return 0
 
 
-def _env_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--context", action="append", metavar="env=NAME", help="environment, as for cdk (default dev)")
+def _env_args(parser: argparse.ArgumentParser, fleet: bool = False) -> None:
+    parser.add_argument("-c", "--context", action="append", metavar="env=NAME", help="environment, as for cdk (default dev)"
+                        + ("; repeat it for several, each reported in turn, then a table of them" if fleet else ""))
     parser.add_argument("--env", help="environment name (same as -c env=NAME)")
+    if fleet:
+        parser.add_argument("--all", action="store_true", help="every environment in cdk.json")
 
 
 def _aws_args(parser: argparse.ArgumentParser) -> None:
@@ -425,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     topo = _command(
-        sub, "topology", cmd_topology,
+        sub, "topology", topology.command,
         help="draw the EC2 network topology of the cluster's nodes",
         description=topology.__doc__,
         examples=["> topology.mmd", "--from nodes.json --pods pods.json --format html --output topology.html", "--format markdown",
@@ -481,13 +483,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = _command(
         sub, "validate", cmd_validate,
-        help="check the config of one or all environments (no synth, no AWS)",
+        help="check the config of one, several or all environments (no synth, no AWS)",
         description="Validate config as cdk synth does (every field, every rule across fields, add-on requirements): "
-        "every problem on its own line on stderr, then `ok: <env>` for each environment that passes; exit 2 on any error.",
-        examples=["", "-c env=prod", "--all"],
+        "every problem on its own line on stderr, then `ok: <env>` or `failed: <env>` for each environment, and after "
+        "several a table of them; exit 2 on any error.",
+        examples=["", "-c env=prod", "-c env=dev -c env=prod", "--all"],
     )
-    _env_args(validate)
-    validate.add_argument("--all", action="store_true", help="every environment in cdk.json")
+    _env_args(validate, fleet=True)
 
     rev = _command(
         sub, "review", cmd_review,
@@ -503,12 +505,11 @@ def build_parser() -> argparse.ArgumentParser:
             "--env prod --against main  # main's app, synthesized in a temporary worktree (the default where main exists)",
             "--env prod --against v1.4.0  # a tag, a commit, HEAD~1",
             "--env prod --against main.out  # an assembly synthesized earlier",
-            "--all",
+            "--all  # each environment's review and verdict, then a table of them",
             "--assembly cdk.out  # after cdk synth -c env=dev",
         ],
     )
-    _env_args(rev)
-    rev.add_argument("--all", action="store_true", help="every environment in cdk.json")
+    _env_args(rev, fleet=True)
     rev.add_argument(
         "--against",
         action="append",
@@ -525,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     pre = _command(
         sub, "preflight", cmd_preflight,
         help="read-only checks against the real account before a deploy",
-        description="Read-only AWS checks (boto3): account, AZs, SageMaker cluster-usage quotas, name clashes, EKS version, "
+        description="Read-only AWS checks (boto3): account, whether the credentials outlast the deploy plan's minutes, AZs, SageMaker cluster-usage quotas, name clashes, EKS version, "
         "admin principals, CDK bootstrap; then, where the cluster is deployed, its drift from config (node counts, AMI "
         "status, add-on versions, chart revision), each said as expected or not. Exit 1 if any check fails.",
         examples=["-c env=prod", "-c env=prod --profile prod-admin --region us-east-1"],
@@ -566,13 +567,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the ordered steps of a Kubernetes upgrade: versions, add-ons, migrations, AMI updates",
         description="From the cluster's Kubernetes version to --to, one minor version per step: the add-on versions for "
         "it, the task governance Kueue CRD migration where the add-on crosses it, the cdk.json change and commands, and "
-        "each instance group's HyperPod AMI update with its rolling batch. Read-only.",
-        examples=["--to 1.35", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
+        "each instance group's HyperPod AMI update with its rolling batch. Read-only but --write-pins (cdk.json).",
+        examples=["--to 1.35", "--to 1.35 --all", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
     )
-    _env_args(up)
+    _env_args(up, fleet=True)
     up.add_argument("--to", required=True, metavar="1.N", help="the Kubernetes version to reach")
-    up.add_argument("--from-account", action="store_true",
-                    help="read the cluster's version, its add-ons and the versions for each step from the account (EKS, read-only)")
+    up.add_argument("--from-account", action="store_true", help="read the cluster's version and its add-ons' from the account (EKS)")
+    up.add_argument("--write-pins", action="store_true", help="with --to the cluster's version: pin every unpinned add-on in cdk.json")
     up.add_argument("--region", help="default: the environment's region")
     up.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
     return parser
@@ -585,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except CliError as err:
+    except (CliError, topology.InputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except config.ConfigError as err:

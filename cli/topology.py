@@ -16,6 +16,9 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,3 +378,63 @@ def html_page(nodes: list[Node], title: str = "HyperPod topology") -> str:
         f'<h1>{e(title)}</h1>\n<p class="totals">{e(totals(nodes))}. Largest job with required topology at layer 3: '
         f"<strong>{largest_required_job(rows)} node(s)</strong></p>\n{''.join(table)}\n{listing}{body}\n</body></html>\n"
     )
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+class InputError(Exception):
+    """A dump or kubectl that gives no node or pod list: one line, exit status 2 (as cli.main's CliError)."""
+
+
+def _live(*what: str) -> dict:
+    """`kubectl get <what> -o json` of the current context."""
+    if shutil.which("kubectl") is None:
+        raise InputError("kubectl is not on PATH; install it or pass --from FILE (a `kubectl get nodes -o json` dump)")
+    result = subprocess.run(["kubectl", "get", *what, "-o", "json"], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise InputError(f"kubectl get {' '.join(what)} failed: {result.stderr.strip()[-300:]}")
+    try:
+        return json.loads(result.stdout)
+    except json.JSONDecodeError as err:
+        raise InputError(f"kubectl get {' '.join(what)}: not JSON: {err}") from None
+
+
+def _dump(flag: str, path: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{flag} {path}: {err}") from None
+
+
+def command(args) -> int:
+    """`hyperpod-cdk topology`: from dumps, or the live cluster through kubectl."""
+    # The pods say which GPUs are in use: from a dump beside the nodes', or the live cluster's.
+    doc = _dump("--from", args.from_file) if args.from_file else _live("nodes")
+    pods = _dump("--pods", args.pods) if args.pods else (None if args.from_file else _live("pods", "-A"))
+    try:
+        requested_gpus(pods or {})
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        source = f"--pods {args.pods}" if args.pods else "kubectl get pods -A"
+        raise InputError(f"{source}: not a pod list (`kubectl get pods -A -o json`): {type(err).__name__} {err}") from None
+    try:
+        nodes = parse_nodes(doc, pods, tuple(args.tolerate or ()))
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        source = f"--from {args.from_file}" if args.from_file else "kubectl get nodes"
+        raise InputError(f"{source}: not a node list (`kubectl get nodes -o json`): {type(err).__name__} {err}") from None
+    if args.summary:
+        text = summary_text(nodes)
+    elif args.format == "html":
+        text = html_page(nodes, title=f"{args.cluster_name}: EC2 network topology")
+    elif args.format == "markdown":
+        text = markdown(nodes, title=f"{args.cluster_name}: EC2 network topology")
+    else:
+        text = mermaid(nodes, cluster=args.cluster_name, full=True if args.full else None)
+        if mermaid_too_big(text):
+            print(f"warning: {mermaid_too_big(text)}", file=sys.stderr)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

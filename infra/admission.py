@@ -20,10 +20,15 @@ How task governance turns a team's ComputeQuota into Kueue's terms (each piece w
   instance type "regardless of the percentage-based BorrowLimit": where it names the type it
   replaces the percentage for that type.
 - lendingLimit: `DontLend` lends nothing (0); `Lend` and `LendAndBorrow` lend all.
-- All teams' queues share one cohort, so a team borrows only what the others' queues lend: Kueue
+- All teams' queues share one cohort, so a team borrows what the others' queues lend: Kueue
   lends the unused nominal quota of the cohort's ClusterQueues (Kueue's "Cluster Queue" concept
-  page, Cohort). No source shows task governance giving the cohort quota of its own, so capacity
-  no team holds is not counted as borrowable.
+  page, Cohort). With idle resource sharing on (`governance.idle_resource_sharing`, the
+  scheduler config's IdleResourceSharing), capacity no team's quota holds is borrowable too:
+  "When enabled, unallocated resources are automatically calculated and made available for
+  entities to borrow" (SageMaker API reference, SchedulerConfig). In Kueue's terms that is quota
+  of the cohort's own, which its queues borrow within their borrowing limits like the rest
+  (Kueue's "Cohort" concept page; `potentialAvailable` adds a cohort's own quota). A disabled
+  quota's share is still allocated to its team, so it is not idle.
 - A disabled quota (`active: false`, ActivationState Disabled) lends nothing, and its team's
   job is not judged (verdict "disabled"): no source says what its queue does meanwhile.
 - Kueue never admits a workload that asks for more than its queue's potential maximum
@@ -157,14 +162,14 @@ class QueueQuota:
         return self.nominal - self.kept
 
 
-def cluster_queue_maximum(queue: QueueQuota, cohort: Iterable[QueueQuota] = (), in_cohort: bool = True) -> float:
+def cluster_queue_maximum(queue: QueueQuota, cohort: Iterable[QueueQuota] = (), in_cohort: bool = True, cohort_own: float = 0.0) -> float:
     """The most a ClusterQueue can ever admit of one resource of one flavor, as Kueue's
     potentialAvailable computes it: what it keeps, plus all its cohort holds (its own lent
-    share and every other queue's), capped by nominal + borrowingLimit. Without a cohort, the
-    nominal quota."""
+    share, every other queue's, and the cohort's own quota), capped by nominal +
+    borrowingLimit. Without a cohort, the nominal quota."""
     if not in_cohort:
         return queue.nominal
-    most = queue.kept + queue.lent + sum(q.lent for q in cohort)
+    most = queue.kept + queue.lent + sum(q.lent for q in cohort) + cohort_own
     if queue.borrowing_limit is not None:
         most = min(most, queue.nominal + queue.borrowing_limit)
     return most
@@ -234,6 +239,8 @@ class Share:
     cluster: float
     # What bounds the borrowing, in words.
     limit: str
+    # Of what it may borrow, what no team's quota holds (idle resource sharing).
+    idle: float = 0.0
 
     @property
     def ceiling(self) -> float:
@@ -250,17 +257,35 @@ def team_shares(settings: Settings, team: Team, instance_type: str) -> dict[str,
     others = [t for t in settings.governance.teams if t.name != team.name]
     queues = {t.name: cluster_queue(settings, t, instance_type) for t in [team, *others]}
     why = borrowing(team, instance_type, capacity, quota_of(team, instance_type, capacity)).why
+    idle = unallocated(settings, instance_type)
     out = {}
     for kind, own in queues[team.name].items():
         cohort = [queues[t.name][kind] for t in others]
-        most = cluster_queue_maximum(own, cohort)
+        most = cluster_queue_maximum(own, cohort, cohort_own=idle.get(kind, 0.0))
         borrowable = max(0.0, most - own.nominal)
         limit = why
         if own.borrowing_limit and borrowable < own.borrowing_limit - EPSILON:
             lenders = [t.name for t in others if queues[t.name][kind].lent > EPSILON]
-            limit = f"all {', '.join(lenders)} lend{'s' if len(lenders) == 1 else ''}" if lenders else "no other team lends any"
-        out[kind] = Share(kind, own.nominal, borrowable, capacity.get(instance_type, {}).get(kind, 0.0), limit)
+            lent = f"all {', '.join(lenders)} lend{'s' if len(lenders) == 1 else ''}" if lenders else ""
+            free = f"the {_n(idle[kind])} no team's quota holds" if idle.get(kind, 0.0) > EPSILON else ""
+            limit = " and ".join(x for x in (lent, free) if x) or "no other team lends any"
+        from_others = sum(q.lent for q in cohort)
+        idle_used = min(idle.get(kind, 0.0), max(0.0, borrowable - from_others))
+        out[kind] = Share(kind, own.nominal, borrowable, capacity.get(instance_type, {}).get(kind, 0.0), limit, idle_used)
     return out
+
+
+def unallocated(settings: Settings, instance_type: str) -> dict[str, float]:
+    """Per kind, what the cluster has of `instance_type` that no team's quota holds: borrowable
+    by every team that borrows where idle resource sharing is on, nothing where it is off."""
+    if not settings.governance.idle_resource_sharing:
+        return {}
+    capacity = settings.resource_capacity()
+    held: dict[str, float] = {}
+    for t in settings.governance.teams:  # a disabled quota's share stays its team's
+        for kind, n in quota_of(t, instance_type, capacity).items():
+            held[kind] = held.get(kind, 0.0) + n
+    return {k: max(0.0, (n or 0.0) - held.get(k, 0.0)) for k, n in capacity.get(instance_type, {}).items() if k != "count"}
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -375,9 +400,17 @@ def sample_job(settings: Settings) -> Admission | None:
         return Admission(**base, **verdict, verdict="never", field="sample_job.team", value=team.name, reason=reason)
     if over is not None:
         s = shares[over]
+        borrowed = demand[over] - s.guaranteed
+        # What the other teams lend is used first in this sentence; the rest is idle capacity.
+        idle = min(s.idle, max(0.0, borrowed - (s.borrowable - s.idle)))
+        from_idle = (
+            f", {_n(idle)} of them from capacity no team's quota holds (governance.idle_resource_sharing), which any team "
+            "that borrows may hold first"
+            if idle > EPSILON else ""
+        )
         reason = (
             f"{what} ({amount(over, demand[over], spec)}) {'are' if plural else 'is'} admitted for team {team.name} only by borrowing: "
-            f"{_n(s.guaranteed)} guaranteed + {_n(demand[over] - s.guaranteed)} of at most {_n(s.borrowable)} borrowed ({s.limit}); "
+            f"{_n(s.guaranteed)} guaranteed + {_n(borrowed)} of at most {_n(s.borrowable)} borrowed ({s.limit}){from_idle}; "
             "the job waits while the lenders use their quota, and is preempted when they reclaim it"
         )
         return Admission(**base, **verdict, verdict="borrowing", field=field, value=value, reason=reason)

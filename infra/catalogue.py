@@ -8,10 +8,10 @@ refresh` writes it; a test holds it against both). A type none of them describes
 type HyperPod takes: it is accepted, and validation warns which figures cannot be checked.
 
 What holds per family, from the documentation that states it: deep health checks on
-accelerated p and trn types (HyperPod deep-health-check docs), EC2 topology labels on
-p4d/p4de/p5/p5e/p5en/p6e-gb200/trn1/trn1n/trn2/trn2u (EC2 instance topology docs), RDMA read
+accelerated p and trn types (HyperPod deep-health-check docs), RDMA read
 on p4d, p5, p5e, p5en, p6 and Trainium (EFA docs), UltraServers (p6e-gb200, trn2u). MIG
-profiles per GPU come from NVIDIA's MIG user guide.
+profiles per GPU come from NVIDIA's MIG user guide. What holds per exact type: EC2 topology
+(TOPOLOGY_TYPES, from EC2's instance topology prerequisites: p5.48xlarge has it, p5.4xlarge not).
 """
 
 from __future__ import annotations
@@ -32,7 +32,24 @@ FIGURES_SOURCE = "EC2 DescribeInstanceTypes output as moto ships it (moto/ec2/re
 
 # Families by what the documentation says of them.
 DEEP_HEALTH_CHECK_PREFIXES = ("p", "trn")  # accelerated only
-TOPOLOGY_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6e-gb200", "trn1", "trn1n", "trn2", "trn2u"})
+# The exact EC2 types whose instances have a topology (network nodes, which HyperPod labels
+# topology.k8s.aws/network-node-layer-N): EC2's own list, by type, not by family (ml.p5.4xlarge
+# has none; p5.48xlarge has). HyperPod's topology-aware scheduling page defers to it.
+TOPOLOGY_SOURCE = (
+    "EC2 user guide, Prerequisites for Amazon EC2 topology, Instance types (ec2-instance-topology-prerequisites; the "
+    "docs.amazonaws.cn zh_cn copy, the newest text stored, read 2026-12; the older English copies list a subset)"
+)
+TOPOLOGY_TYPES = frozenset({
+    # "Returns 3 network nodes"
+    *(f"g6e.{size}" for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")),
+    *(f"g7e.{size}" for size in ("2xlarge", "4xlarge", "8xlarge", "12xlarge", "24xlarge", "48xlarge")),
+    "hpc6a.48xlarge", "hpc6id.32xlarge", "hpc7g.4xlarge", "hpc7g.8xlarge", "hpc7g.16xlarge",
+    "hpc7a.12xlarge", "hpc7a.24xlarge", "hpc7a.48xlarge", "hpc7a.96xlarge",
+    "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6e-gb200.36xlarge",
+    "trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn2u.48xlarge",
+    # "Returns 4 network nodes"
+    "p6-b200.48xlarge", "p6-b300.48xlarge",
+})
 RDMA_READ_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200", "trn1", "trn1n", "trn2", "trn2u"})
 ULTRASERVER_FAMILIES = frozenset({"p6e-gb200", "trn2u"})
 
@@ -47,8 +64,9 @@ _AWS_GB200_POST = (
 _GB200_MIB = 186 * 1024
 BEYOND_THE_DATA = MappingProxyType({
     "ml.p6e-gb200.36xlarge": (
-        {"vcpus": 144, "memory_mib": 960 * 1024, "efa": 17, "gpu": ["GB200", 4, _GB200_MIB]},
-        f"{_AWS_GB200_POST}; GPU memory: NVIDIA MIG user guide, Supported GPUs (GB200 186GB)",
+        {"vcpus": 144, "memory_mib": 960 * 1024, "efa": 17, "gpu": ["GB200", 4, _GB200_MIB], "arch": "arm64"},
+        f"{_AWS_GB200_POST}; GPU memory: NVIDIA MIG user guide, Supported GPUs (GB200 186GB); arm64: its CPUs are NVIDIA Grace "
+        "(Arm Neoverse V2), the GB200 superchip's, as the EC2 P6e-GB200 page states",
     ),
 })
 
@@ -73,6 +91,9 @@ class InstanceType:
     efa_rdma_read: bool = False
     # Part of an EC2 UltraServer: its nodes carry the topology.k8s.aws/ultraserver-id label.
     ultraserver: bool = False
+    # The CPU architecture its hosts run images for ("x86_64" or "arm64", DescribeInstanceTypes'
+    # ProcessorInfo.SupportedArchitectures); None: no source here states it.
+    architecture: str | None = None
     source: str = FIGURES_SOURCE
 
     @property
@@ -135,7 +156,7 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 # the guide's "Getting Started with MIG"), of the MiB DescribeInstanceTypes states for the GPU.
 # The driver keeps a little of each, as of a whole GPU (the same page on an A100-SXM4-40GB:
 # 1g.5gb 4.75 GiB, 7g.40gb 39.25, the whole GPU 40537 MiB); the fit check's margin covers it
-# (infra/config/sample_job.py FIT_MARGIN).
+# (training/model_shape.py FIT_SHARE).
 MIG_MEMORY_SLICES = 8
 
 
@@ -183,10 +204,11 @@ def _build(name: str, row: dict | None, source: str) -> InstanceType:
         resource,
         memory,
         row.get("efa", None if not row else 0),
-        topology=fam in TOPOLOGY_FAMILIES,
+        topology=name.removeprefix("ml.") in TOPOLOGY_TYPES,
         deep_health_checks=accelerated and fam.startswith(DEEP_HEALTH_CHECK_PREFIXES),
         efa_rdma_read=fam in RDMA_READ_FAMILIES,
         ultraserver=fam in ULTRASERVER_FAMILIES,
+        architecture=row.get("arch") if row else None,
         source=source if row else f"no source here: not in {FIGURES_SOURCE}",
     )
 
@@ -230,7 +252,8 @@ def rows(enum: list[str], ec2: dict) -> dict[str, dict | None]:
             out[name] = None
             continue
         row = {"vcpus": it["VCpuInfo"]["DefaultVCpus"], "memory_mib": it["MemoryInfo"]["SizeInMiB"],
-               "efa": it["NetworkInfo"].get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)}
+               "efa": it["NetworkInfo"].get("EfaInfo", {}).get("MaximumEfaInterfaces", 0),
+               "arch": "arm64" if it["ProcessorInfo"]["SupportedArchitectures"] == ["arm64"] else "x86_64"}
         gpus = it.get("GpuInfo", {}).get("Gpus", [])
         devices = it.get("NeuronInfo", {}).get("NeuronDevices", [])
         if gpus:

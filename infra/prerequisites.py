@@ -63,6 +63,10 @@ ENDPOINTS: dict[str, tuple[str, Callable[[Settings], bool] | None]] = {
     "ec2messages": ("node access through Session Manager", None),
     "lambda": ("the kubectl provider's in-VPC function, which invokes its handler", None),
     "aps-workspaces": ("the observability add-on's collector, which writes to Managed Prometheus", lambda s: s.addons.observability.enabled),
+    "secretsmanager": (
+        "the job reading its Hugging Face token at start (sample_job.hf_token_secret)",
+        lambda s: s.sample_job.enabled and bool(s.sample_job.hf_token_secret),
+    ),
 }
 
 
@@ -106,6 +110,15 @@ def training_operator_runs_on(g) -> bool:
         and not g.health_checks
         and not any(t.effect in ("NoSchedule", "NoExecute") for t in g.taints)
     )
+
+
+def unreachable_chart_images(s: Settings) -> list[str]:
+    """The images the chart renders with its values that a network without NAT cannot pull
+    from where they are (Settings.pulls_without_nat)."""
+    from infra import hyperpod_chart
+
+    rendered = hyperpod_chart.rendered_images(s.hyperpod.helm_chart.values, s.region)
+    return [image for image in rendered.values() if not s.pulls_without_nat(image)]
 
 
 def _chart_training_operator(s: Settings) -> bool:
@@ -289,6 +302,23 @@ TABLE: tuple[Prerequisite, ...] = (
         needs="a copy in this account's ECR in this region, named here: a network without NAT cannot pull it from elsewhere",
         met=lambda s, _: s.pulls_without_nat(s.fsx.directory_image),
         source=_ECR_ENDPOINTS,
+    ),
+    Prerequisite(
+        "the chart's images pulled from their own registries", "hyperpod.helm_chart.mirror_images",
+        on=lambda s, _: s.hyperpod.helm_chart.mirror_images is False and not s.uses_existing_cluster,
+        needs=lambda s, _: "a NAT gateway: in a network without NAT the chart's "
+        + ", ".join(unreachable_chart_images(s)) + " cannot be pulled from there; leave mirror_images unset, and they are "
+        "copied into ECR at deploy",
+        met=lambda s, _: not s.network.closed or not unreachable_chart_images(s),
+        source=f"the chart's images at the pinned revision (infra/hyperpod_chart.py); {_ECR_ENDPOINTS}",
+    ),
+    Prerequisite(
+        "the job's image in a network without NAT", "sample_job.image_uri",
+        on=lambda s, _: s.sample_job.enabled and s.network.closed and bool(s.sample_job.image_uri),
+        needs=lambda s, _: f"a copy in a private ECR registry of {s.region}, named here: a network without NAT cannot pull "
+        "it from another registry or region (or leave image_uri unset: cdk deploy builds training/ into this region's ECR)",
+        met=lambda s, _: s.pulls_without_nat(s.sample_job.image_uri),
+        source=_ECR_ENDPOINTS + " of their region (ECR Public and other regions' ECR are not)",
     ),
     Prerequisite(
         "a Docker Hub secret", "hyperpod.helm_chart.docker_hub_secret",

@@ -6,13 +6,18 @@ import hashlib
 import re
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
+from aws_cdk import custom_resources as cr
+from constructs import Construct, IConstruct
 
 from infra import compliance
 from infra.config import Settings
+
+# The id aws-cdk-lib gives AwsCustomResource's singleton handler in a stack.
+AWS_CUSTOM_RESOURCE_FUNCTION = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 class PlatformStack(cdk.Stack):
@@ -36,6 +41,8 @@ class PlatformStack(cdk.Stack):
             description=f"{description} (hyperpod-cdk, env {settings.env_name})",
         )
         self.settings = settings
+        self._adopted_bucket_setters: dict[str, list[IConstruct]] = {}
+        self._sdk_function_acknowledged = False
         for key, value in settings.all_tags.items():
             cdk.Tags.of(self).add(key, value)
 
@@ -63,6 +70,17 @@ class PlatformStack(cdk.Stack):
         group = logs.LogGroup(self, id_, log_group_name=name, encryption_key=key, removal_policy=self.data_removal_policy)
         # Config allows exactly the values CloudWatch accepts; the L2 wants an enum member.
         group.node.default_child.retention_in_days = self.settings.protection.log_retention_days
+        if self.settings.protection.retain_data:
+            # Adopted by a redeploy still associated with the kept logs key of the deploy that made
+            # it; new events go under this deploy's key (earlier ones stay under the kept key).
+            self._setting_call(
+                f"{id_}Key",
+                "CloudWatchLogs",
+                "associateKmsKey",
+                {"logGroupName": name, "kmsKeyId": key.key_arn},
+                grant="logs:AssociateKmsKey",
+                resource=group.log_group_arn,
+            )
         return group
 
     def data_key(self, id_: str, purpose: str, description: str) -> kms.Key:
@@ -133,8 +151,103 @@ class PlatformStack(cdk.Stack):
             "so cross-region replication would add cost without a recovery need",
             "NIST.800.53.R5-S3BucketReplicationEnabled",
         )
+        self._adopted_bucket_setters[bucket.node.path] = []
+        if bucket_name and self.settings.protection.retain_data:
+            # A redeploy adopts the kept bucket with the default encryption and access-log target
+            # of the deploy that made it: a key and a log bucket this deploy neither made nor grants.
+            by_default = {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key.key_arn}
+            self._adopted_bucket_setters[bucket.node.path] = [
+                self._setting_call(
+                    f"{id_}DefaultEncryption",
+                    "S3",
+                    "putBucketEncryption",
+                    {
+                        "Bucket": bucket.bucket_name,
+                        "ServerSideEncryptionConfiguration": {
+                            "Rules": [{"ApplyServerSideEncryptionByDefault": by_default, "BucketKeyEnabled": True}]
+                        },
+                    },
+                    grant="s3:PutEncryptionConfiguration",
+                    resource=bucket.bucket_arn,
+                ),
+                self._setting_call(
+                    f"{id_}AccessLogging",
+                    "S3",
+                    "putBucketLogging",
+                    {
+                        "Bucket": bucket.bucket_name,
+                        "BucketLoggingStatus": {"LoggingEnabled": {"TargetBucket": access_logs.bucket_name, "TargetPrefix": log_prefix}},
+                    },
+                    grant="s3:PutBucketLogging",
+                    resource=bucket.bucket_arn,
+                ),
+            ]
+            # Log delivery is admitted by the log bucket's policy: set the target once it stands.
+            log_policy = access_logs.policy
+            if log_policy is not None and cdk.Stack.of(log_policy) is self:
+                self._adopted_bucket_setters[bucket.node.path][1].node.add_dependency(log_policy)
         return bucket
 
+    def set_when_adopted(self, bucket: s3.IBucket) -> list[IConstruct]:
+        """What a writer of `bucket` waits for beside the bucket: where a redeploy may adopt it,
+        the calls that set its default encryption and access logging to this deploy's."""
+        return list(self._adopted_bucket_setters.get(bucket.node.path, []))
+
+    def earlier_keys(self, bucket_name: str, objects: str) -> list[iam.PolicyStatement]:
+        """Decrypt, through S3 and for objects of `bucket_name` only, whichever key of this account
+        an earlier deploy wrote them under. Where data is kept, a redeploy adopts the bucket with
+        what it holds (checkpoints to resume from), while every key is new: a KMS key's identifier
+        is its read-only KeyId, which no template fixes, so `--import-existing-resources` cannot
+        adopt the kept key. With S3 Bucket Keys the encryption context is the bucket's ARN, without
+        them the object's (S3 user guide, "Encryption context")."""
+        if not self.settings.protection.retain_data:
+            return []
+        arn = f"arn:{self.partition}:s3:::{bucket_name}"
+        return [
+            iam.PolicyStatement(
+                sid="ObjectsUnderKeptKeys",
+                actions=["kms:Decrypt"],
+                resources=[f"arn:{self.partition}:kms:{self.region}:{self.account}:key/*"],
+                conditions={
+                    "StringEquals": {"kms:ViaService": f"s3.{self.region}.amazonaws.com"},
+                    "StringLike": {"kms:EncryptionContext:aws:s3:arn": [arn, f"{arn}/{objects}"]},
+                },
+            )
+        ]
+
+    def earlier_keys_acknowledgment(self) -> str:
+        return f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:kms:{self.region}:{self.account}:key/*]"
+
+    def acknowledge_sdk_function(self) -> None:
+        """Once per stack: the singleton function behind every AwsCustomResource in it."""
+        if self._sdk_function_acknowledged:
+            return
+        self._sdk_function_acknowledged = True
+        compliance.acknowledge_cdk_lambda(
+            self.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION),
+            "aws-cdk-lib's AwsCustomResource handler: each of its calls names the one resource it acts on "
+            "(setting what an adopted bucket or log group keeps from an earlier deploy, checking the job's "
+            "token secret); it calls only AWS APIs, so it runs outside the VPC",
+            "NIST.800.53.R5-LambdaInsideVPC",
+        )
+
+    def _setting_call(self, id_: str, service: str, action: str, parameters: dict, *, grant: str, resource: str) -> cr.AwsCustomResource:
+        """Set one setting of a kept resource through its own API, on create and on update.
+        CloudFormation's import keeps what it adopts as it is (its user guide: drift detection
+        "after the import is complete"), and an update changes only what the template changes:
+        without this, a redeploy's adopted resource keeps naming what the earlier deploy made."""
+        call = cr.AwsSdkCall(service=service, action=action, parameters=parameters, physical_resource_id=cr.PhysicalResourceId.of(id_))
+        setter = cr.AwsCustomResource(
+            self,
+            id_,
+            on_create=call,
+            on_update=call,
+            policy=cr.AwsCustomResourcePolicy.from_statements([iam.PolicyStatement(actions=[grant], resources=[resource])]),
+            install_latest_aws_sdk=False,
+        )
+        compliance.acknowledge(setter, "One call on the one kept resource it names, as its inline policy says", "NIST.800.53.R5-IAMNoInlinePolicy")
+        self.acknowledge_sdk_function()
+        return setter
 
 def _alphanumeric(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "", text)

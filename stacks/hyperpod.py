@@ -315,6 +315,9 @@ class HyperPodStack(PlatformStack):
         scripts_bucket = s3.Bucket.from_bucket_name(self, "LifecycleScriptsBucket", self.settings.lifecycle_bucket_name)
         scripts_bucket.grant_read(policy, "lifecycle/*")
         self.bucket_key.grant_decrypt(policy)
+        if not self.settings.hyperpod.existing_lifecycle_bucket:
+            # Scripts an earlier deploy uploaded (a redeploy adopts the bucket) stay under its key.
+            policy.add_statements(*self.earlier_keys(self.settings.lifecycle_bucket_name, "lifecycle/*"))
         compliance.acknowledge(
             role,
             "HyperPod requires the AWS-managed AmazonSageMakerClusterInstanceRolePolicy on instance-group roles",
@@ -334,6 +337,13 @@ class HyperPodStack(PlatformStack):
             "AwsSolutions-IAM5[Action::s3:List*]",
             f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(self)}:s3:::{self.settings.lifecycle_bucket_name}/lifecycle/*]",
         )
+        if self.settings.protection.retain_data and not self.settings.hyperpod.existing_lifecycle_bucket:
+            compliance.acknowledge(
+                policy,
+                "Lifecycle scripts an earlier deploy wrote are under its kept key, whose id no template knows: "
+                "Decrypt on this account's keys only through S3 and only for the lifecycle bucket's objects",
+                self.earlier_keys_acknowledgment(),
+            )
         return role
 
     # ------------------------------------------------------------------ volume encryption

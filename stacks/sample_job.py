@@ -20,15 +20,13 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra import compliance
-from infra.config import Settings
+from infra.config import TRAINING_IMAGE_PLATFORM, Settings
 from infra.pod_identity import pod_identity_role
 from infra.stack import PlatformStack
 from manifests import job as job_manifest
 from stacks.cluster import ClusterStack
 
 TRAINING_DIR = Path(__file__).resolve().parent.parent / "training"
-# The id aws-cdk-lib gives AwsCustomResource's singleton handler in a stack.
-AWS_CUSTOM_RESOURCE_FUNCTION = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 class SampleJobStack(PlatformStack):
@@ -48,7 +46,7 @@ class SampleJobStack(PlatformStack):
             image = job.image_uri
         else:
             asset = ecr_assets.DockerImageAsset(
-                self, "TrainingImage", directory=str(TRAINING_DIR), platform=ecr_assets.Platform.LINUX_AMD64
+                self, "TrainingImage", directory=str(TRAINING_DIR), platform=ecr_assets.Platform.custom(TRAINING_IMAGE_PLATFORM)
             )
             image = asset.image_uri
         identity = None
@@ -82,27 +80,27 @@ class SampleJobStack(PlatformStack):
                     s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(1)),
                 ],
             )
-            policy = self._checkpoint_policy(identity.role)
+            policy = self._checkpoint_policy(identity.role, cluster.bucket_key)
             compliance.acknowledge(
                 policy,
                 "Checkpoints are many objects under the job's prefix of its own bucket, written by every rank; "
-                "the grant is S3 object read/write there plus the data key, nothing else",
-                "AwsSolutions-IAM5[Action::s3:Abort*]",
-                "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
-                "AwsSolutions-IAM5[Action::s3:GetBucket*]",
-                "AwsSolutions-IAM5[Action::s3:GetObject*]",
-                "AwsSolutions-IAM5[Action::s3:List*]",
-                "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-                "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+                "the grant is S3 object read/write there, a listing of that prefix only, and the data key through S3 only",
                 f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.checkpoint_bucket.node.default_child)}.Arn>/{job.name}/*]",
             )
+            if settings.protection.retain_data:
+                compliance.acknowledge(
+                    policy,
+                    "Checkpoints written before a redeploy are under the earlier deploy's kept key, whose id no template "
+                    "knows: Decrypt on this account's keys only through S3 and only for this bucket's objects",
+                    self.earlier_keys_acknowledgment(),
+                )
         self.objects = job_manifest.objects(settings, image=image)
         self.manifest = eks.KubernetesManifest(self, "Job", cluster=cluster.cluster, manifest=self.objects, overwrite=True)
         if identity is not None:
             # Pods get credentials only once the association exists.
             self.manifest.node.add_dependency(identity.association)
         if job.checkpoint_to == "s3":
-            self.manifest.node.add_dependency(self.checkpoint_bucket.node.default_child)
+            self.manifest.node.add_dependency(self.checkpoint_bucket.node.default_child, *self.set_when_adopted(self.checkpoint_bucket))
         if job.hf_token_secret:
             self.manifest.node.add_dependency(self._token_secret(identity.role))
         cdk.CfnOutput(self, "JobName", value=f"{job_manifest.namespace(settings)}/{job.name}")
@@ -153,15 +151,39 @@ class SampleJobStack(PlatformStack):
             f"AwsSolutions-IAM5[Resource::{arn.replace(self.partition, compliance.partition(self))}]",
             "NIST.800.53.R5-IAMNoInlinePolicy",
         )
-        compliance.acknowledge_cdk_lambda(
-            self.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION),
-            "aws-cdk-lib's AwsCustomResource handler: checks at deploy that the job's Hugging Face token secret exists; "
-            "it calls only the Secrets Manager API, so it runs outside the VPC",
-            "NIST.800.53.R5-LambdaInsideVPC",
-        )
+        self.acknowledge_sdk_function()
         return check
 
-    def _checkpoint_policy(self, role: iam.IRole) -> iam.ManagedPolicy:
-        policy = iam.ManagedPolicy(self, "SampleJobCheckpointPolicy", roles=[role])
-        self.checkpoint_bucket.grant_read_write(policy, f"{self.settings.sample_job.name}/*")
-        return policy
+    def _checkpoint_policy(self, role: iam.IRole, key) -> iam.ManagedPolicy:
+        """What train.py's checkpoints (s3fs) do under the job's prefix: read, write (a multipart
+        upload is PutObject), rename (a copy and a delete), prune; list that prefix and no other
+        (s3:prefix); and the bucket's key only as S3 calls it for those objects (kms:ViaService). Resuming
+        after a redeploy reads checkpoints written under the earlier deploy's key (earlier_keys)."""
+        prefix = self.settings.sample_job.name
+        bucket = self.checkpoint_bucket
+        return iam.ManagedPolicy(
+            self,
+            "SampleJobCheckpointPolicy",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="CheckpointObjects",
+                    actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                    resources=[bucket.arn_for_objects(f"{prefix}/*")],
+                ),
+                iam.PolicyStatement(
+                    sid="ListTheJobsPrefixOnly",
+                    actions=["s3:ListBucket"],
+                    resources=[bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+                ),
+                iam.PolicyStatement(sid="BucketRegion", actions=["s3:GetBucketLocation"], resources=[bucket.bucket_arn]),
+                iam.PolicyStatement(
+                    sid="CheckpointKeyThroughS3Only",
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                    resources=[key.key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": f"s3.{self.region}.amazonaws.com"}},
+                ),
+                *self.earlier_keys(self.settings.checkpoint_bucket_name, f"{prefix}/*"),
+            ],
+        )

@@ -225,3 +225,277 @@ def test_an_environment_destroyed_deploys_again_over_what_it_kept_as_preflight_a
     cli = (ROOT / "node_modules" / "aws-cdk" / "lib" / "index.js").read_text()
     assert "ImportExistingResources: importExistingResources," in cli
     assert 'importExistingResources: "--import-existing-resources"' in cli
+
+
+# ---------------------------------------------------------------- what a redeploy adopts, followed to its grants
+
+
+def _placeholders(create) -> tuple[dict, dict]:
+    """An AwsCustomResource's call (its `Create`: JSON with tokens joined in) as a dict whose
+    tokens are placeholder strings, and the placeholders' tokens."""
+    parts = create["Fn::Join"][1] if isinstance(create, dict) else [create]
+    tokens = {f"@{i}@": p for i, p in enumerate(parts) if not isinstance(p, str)}
+    text = "".join(p if isinstance(p, str) else f"@{i}@" for i, p in enumerate(parts))
+    return json.loads(text), tokens
+
+
+def _restore(value, tokens: dict):
+    if isinstance(value, dict):
+        return {k: _restore(v, tokens) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v, tokens) for v in value]
+    return tokens.get(value, value)
+
+
+class _Redeploy:
+    """`cdk destroy` then `cdk deploy --import-existing-resources` of one environment, as
+    CloudFormation documents them. Every resource of the earlier deploy is `("earlier", stack,
+    logical id)`, of the new one `("new", ...)`. The import adopts each kept resource whose
+    primary identifier the template fixes, as it is: its properties name the earlier deploy's
+    resources. Every other kept resource stays outside the stacks, and the template makes a new
+    one in its place. Then the new deploy's calls that set an adopted resource's settings run."""
+
+    # The API call that sets each setting of an adopted resource: (SDK service, action) ->
+    # (resource type, its CloudFormation property, the call's parameter naming the resource, the
+    # property naming it). S3 API reference: PutBucketEncryption sets the bucket's default
+    # encryption, PutBucketLogging its server access logging; CloudWatch Logs: AssociateKmsKey.
+    SETTERS = {
+        ("S3", "putBucketEncryption"): ("AWS::S3::Bucket", "BucketEncryption", "Bucket", "BucketName"),
+        ("S3", "putBucketLogging"): ("AWS::S3::Bucket", "LoggingConfiguration", "Bucket", "BucketName"),
+        ("CloudWatchLogs", "associateKmsKey"): ("AWS::Logs::LogGroup", "KmsKeyId", "logGroupName", "LogGroupName"),
+    }
+    # aws-sdk-js-v3's client names (what AwsCustomResource's `service` takes) as botocore's.
+    BOTOCORE = {"S3": "s3", "CloudWatchLogs": "logs"}
+
+    def __init__(self, s):
+        from infra import cfn_schema
+
+        self.s = s
+        self.adopted: dict[tuple[str, str], dict] = {}  # (stack, lid) -> its actual properties
+        for suffix, template in s.templates.items():
+            for lid in _retained(template):
+                resource = template["Resources"][lid]
+                schema = cfn_schema.resource(resource["Type"])
+                keys = [p.rsplit("/", 1)[-1] for p in schema.get("primaryIdentifier", [])]
+                if keys and all(isinstance(resource["Properties"].get(k), str) for k in keys) and "read" in schema.get("handlers", {}):
+                    self.adopted[(suffix, lid)] = self._resolved(suffix, resource["Properties"], "earlier")
+        self.set_by: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for suffix, template in s.templates.items():
+            for lid, r in template["Resources"].items():
+                if r["Type"] == "Custom::AWS":
+                    self._run(suffix, lid, r)
+
+    def identity(self, suffix: str, value, generation: str):
+        """What `value` (a Ref, GetAtt or ImportValue, imports followed) names, adopted
+        resources keeping their earlier identity; anything else as it is."""
+        if isinstance(value, dict) and len(value) == 1:
+            (fn, arg), = value.items()
+            if fn == "Fn::ImportValue":
+                producer, exported = self.s.exported(arg)
+                return self.identity(producer, exported, generation)
+            if fn in ("Ref", "Fn::GetAtt"):
+                lid = arg if fn == "Ref" else arg[0]
+                if lid in self.s.templates[suffix]["Resources"]:
+                    kept = (suffix, lid) in self.adopted
+                    return ("earlier" if kept else generation, suffix, lid)
+        return value
+
+    def _resolved(self, suffix: str, value, generation: str):
+        named = self.identity(suffix, value, generation)
+        if named is not value:
+            return named
+        if isinstance(value, dict):
+            return {k: self._resolved(suffix, v, generation) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._resolved(suffix, v, generation) for v in value]
+        return value
+
+    def _run(self, suffix: str, lid: str, resource: dict) -> None:
+        import botocore.session
+        from botocore.validate import ParamValidator
+
+        call, tokens = _placeholders(resource["Properties"]["Create"])
+        assert resource["Properties"].get("Update") == resource["Properties"]["Create"], lid  # on every update too
+        params = call["parameters"]
+        if (call["service"], call["action"]) not in self.SETTERS:
+            return
+        # The call is one the service takes: botocore's model of the same API.
+        model = botocore.session.get_session().get_service_model(self.BOTOCORE[call["service"]])
+        operation = model.operation_model(call["action"][0].upper() + call["action"][1:])
+        report = ParamValidator().validate(params, operation.input_shape)
+        assert not report.has_errors(), report.generate_report()
+        type_, prop, by, name_prop = self.SETTERS[(call["service"], call["action"])]
+        target = _restore(params[by], tokens)
+        matches = [
+            key for key in self.adopted
+            if self.s.templates[key[0]]["Resources"][key[1]]["Type"] == type_
+            and (self.identity(suffix, target, "new") == ("earlier", *key)
+                 or self.s.templates[key[0]]["Resources"][key[1]]["Properties"].get(name_prop) == target)
+        ]
+        assert len(matches) == 1, (lid, target)
+        (key,) = matches
+        value = self._resolved(suffix, _restore(params, tokens), "new")
+        self.adopted[key][prop] = self._as_property(prop, value)
+        self.set_by.setdefault(key, []).append((suffix, lid))
+
+    @staticmethod
+    def _as_property(prop: str, params: dict):
+        """The API's parameters as the CloudFormation property they set (the same settings in
+        the S3 API reference's and the AWS::S3::Bucket schema's shapes)."""
+        if prop == "BucketEncryption":
+            return {"ServerSideEncryptionConfiguration": [
+                {"ServerSideEncryptionByDefault": rule["ApplyServerSideEncryptionByDefault"], "BucketKeyEnabled": rule["BucketKeyEnabled"]}
+                for rule in params["ServerSideEncryptionConfiguration"]["Rules"]]}
+        if prop == "LoggingConfiguration":
+            enabled = params["BucketLoggingStatus"]["LoggingEnabled"]
+            return {"DestinationBucketName": enabled["TargetBucket"], "LogFilePrefix": enabled["TargetPrefix"]}
+        return params["kmsKeyId"]
+
+    def stale(self, key: tuple[str, str]) -> list:
+        """What the adopted resource still names of the earlier deploy that the redeploy replaced."""
+        found = []
+
+        def walk(value):
+            if isinstance(value, tuple):
+                if value[0] == "earlier" and value[1:] not in self.adopted:
+                    found.append(value)
+            elif isinstance(value, dict):
+                for v in value.values():
+                    walk(v)
+            elif isinstance(value, list):
+                for v in value:
+                    walk(v)
+
+        walk(self.adopted[key])
+        return found
+
+    def policies(self):
+        """(stack, lid, its statements resolved, new generation) of every IAM policy the new deploy makes."""
+        for suffix, template in self.s.templates.items():
+            for lid, r in template["Resources"].items():
+                if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+                    statements = r["Properties"]["PolicyDocument"]["Statement"]
+                    yield suffix, lid, [self._resolved(suffix, st, "new") for st in statements]
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def fnmatch_arn(text: str, pattern: str) -> bool:
+    """IAM's wildcard match (`*` and `?`), case-sensitive."""
+    import fnmatch
+
+    return fnmatch.fnmatchcase(text, pattern)
+
+
+def _allows(statements: list[dict], action: str, key, *, via_s3_for: str | None = None) -> bool:
+    """Whether `statements` allow `action` on the key `key` (an identity, or an ARN in this
+    account), where the call comes through S3 for an object of bucket `via_s3_for`."""
+    import fnmatch
+
+    for st in statements:
+        if st.get("Effect") != "Allow" or not any(fnmatch.fnmatchcase(action, a) for a in _listed(st["Action"])):
+            continue
+        for resource in _listed(st["Resource"]):
+            if resource == key or (isinstance(resource, str) and isinstance(key, str) and fnmatch.fnmatchcase(key, resource)):
+                conditions = st.get("Condition", {})
+                if not conditions:
+                    return True
+                if via_s3_for and set(conditions) <= {"StringEquals", "StringLike"}:
+                    service = conditions.get("StringEquals", {}).get("kms:ViaService")
+                    context = _listed(conditions.get("StringLike", {}).get("kms:EncryptionContext:aws:s3:arn", []))
+                    region = key.split(":")[3]
+                    if service == f"s3.{region}.amazonaws.com" and any(fnmatch.fnmatchcase(via_s3_for, c) for c in context):
+                        return True
+    return False
+
+
+def _names_bucket(value, bucket: tuple, bucket_name: str) -> bool:
+    text = json.dumps(value, default=list)
+    return json.dumps(list(bucket)) in text or f":::{bucket_name}/" in text or f':::{bucket_name}"' in text
+
+
+@pytest.mark.parametrize("env", [*ENVIRONMENTS, "closed-network"])
+def test_what_a_redeploy_adopts_is_usable_by_the_stacks_that_adopt_it(synth, env):
+    # FACTS (imports adopt what is there): CloudFormation's import keeps each adopted resource's
+    # actual configuration ("Import AWS resources into a CloudFormation stack automatically":
+    # drift detection "after the import is complete"). What prod keeps under a fixed name comes
+    # back naming the earlier deploy's keys and log bucket; its keys and workspace cannot come
+    # back at all: their primary identifiers are read-only (cfn-lint's schemas), so no template
+    # fixes them and the redeploy makes new ones. Follow each adopted resource to what the new
+    # templates grant on what it actually uses.
+    from infra import cfn_schema
+
+    s = synth(env)
+    redeploy = _Redeploy(s)
+    assert bool(redeploy.adopted) == s.settings.protection.retain_data
+    for type_ in ("AWS::KMS::Key", "AWS::APS::Workspace"):
+        schema = cfn_schema.resource(type_)
+        assert {p.rsplit("/", 1)[-1] for p in schema["primaryIdentifier"]} <= {p.rsplit("/", 1)[-1] for p in schema["readOnlyProperties"]}
+    account, region = s.settings.account, s.settings.region
+    for (suffix, lid), actual in redeploy.adopted.items():
+        template = s.templates[suffix]["Resources"][lid]
+        # Once the new deploy's calls have run, nothing it names is of the replaced earlier deploy.
+        assert redeploy.stale((suffix, lid)) == [], (suffix, lid, redeploy.set_by.get((suffix, lid)))
+        if template["Type"] == "AWS::S3::Bucket":
+            name = template["Properties"]["BucketName"]
+            (rule,) = actual["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+            key = rule["ServerSideEncryptionByDefault"]["KMSMasterKeyID"]
+            # Whatever writes or reads the bucket's objects in the new deploy may use the key new
+            # objects go under (S3 user guide, SSE-KMS: PUT needs kms:GenerateDataKey, GET kms:Decrypt) ...
+            def does(statements, action):
+                return any(st.get("Effect") == "Allow" and _names_bucket(st.get("Resource"), ("earlier", suffix, lid), name)
+                           and any(fnmatch_arn(action, a) for a in _listed(st["Action"])) for st in statements)
+
+            # aws-cdk-lib's upload (BucketDeployment) reads no object of its destination: its handler
+            # runs `aws s3 sync` from the extracted asset to it, which lists the destination only.
+            upload = cdk_lib_source("aws-s3-deployment/bucket-deployment-handler/index.py")
+            assert 's3_command = ["s3", "sync"]' in upload and "s3_command.extend([contents_dir, s3_dest])" in upload
+            users = [(plid, statements) for _, plid, statements in redeploy.policies()
+                     if does(statements, "s3:GetObject") or does(statements, "s3:PutObject")]
+            assert users, (suffix, lid)
+            for plid, statements in users:
+                if does(statements, "s3:PutObject"):
+                    assert _allows(statements, "kms:GenerateDataKey", key), (plid, key)
+                if does(statements, "s3:GetObject") and not plid.startswith("CustomCDKBucketDeployment"):
+                    assert _allows(statements, "kms:Decrypt", key), (plid, key)
+                    # ... and its readers the key an earlier deploy wrote under: kept, its id unknown to
+                    # the template, so any key of the account, through S3, for this bucket's objects.
+                    earlier = f"arn:aws:kms:{region}:{account}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+                    assert _allows(statements, "kms:Decrypt", earlier, via_s3_for=f"arn:aws:s3:::{name}"), plid
+            # What writes them waits for the new default encryption: the upload, and the job.
+            setters = {setter for _, setter in redeploy.set_by[(suffix, lid)]}
+            for wlid, w in s.templates[suffix]["Resources"].items():
+                if w["Type"] in ("Custom::CDKBucketDeployment", "Custom::AWSCDK-EKS-KubernetesResource") and (
+                    {"Ref": lid} == w["Properties"].get("DestinationBucketName") or f"s3://{name}/" in json.dumps(w["Properties"])
+                ):
+                    assert setters <= set(w.get("DependsOn", [])), (wlid, setters)
+            # That kept key lets IAM policies of the account grant it (its key policy as created).
+            kept_key = redeploy.identity(suffix, template["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+                                         ["ServerSideEncryptionByDefault"]["KMSMasterKeyID"], "earlier")
+            key_resource = s.templates[kept_key[1]]["Resources"][kept_key[2]]
+            assert key_resource["DeletionPolicy"] == "Retain"
+            assert any(st["Principal"] == {"AWS": f"arn:aws:iam::{account}:root"} and st["Action"] == "kms:*"
+                       for st in key_resource["Properties"]["KeyPolicy"]["Statement"]), kept_key
+            # Its access logs go to the new deploy's log bucket, which admits them.
+            target = actual["LoggingConfiguration"]["DestinationBucketName"]
+            assert target[0] == "new"
+        elif template["Type"] == "AWS::Logs::LogGroup":
+            # New events go under the new deploy's logs key; CloudWatch Logs decrypts earlier ones with
+            # the key they were written under (AssociateKmsKey's API reference), which is kept and
+            # still lets CloudWatch Logs use it for this group.
+            name = template["Properties"]["LogGroupName"]
+            for generation, key in (("new", actual["KmsKeyId"]), ("earlier", redeploy.identity(suffix, template["Properties"]["KmsKeyId"], "earlier"))):
+                assert key[0] == generation, (lid, key)
+                key_resource = s.templates[key[1]]["Resources"][key[2]]
+                if generation == "earlier":
+                    assert key_resource["DeletionPolicy"] == "Retain"
+                logs = [st for st in key_resource["Properties"]["KeyPolicy"]["Statement"]
+                        if st["Principal"] == {"Service": f"logs.{region}.amazonaws.com"} and "kms:Decrypt*" in st["Action"]]
+                assert logs and all(
+                    fnmatch_arn(f"arn:aws:logs:{region}:{account}:log-group:{name}", st["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"])
+                    for st in logs
+                ), lid
+        else:
+            pytest.fail(f"{template['Type']} {lid} is adopted by a redeploy and not followed here")

@@ -9,8 +9,9 @@ One module per concern: `base` (the line a check reports, the clients it asks), 
 takes, and what an earlier one kept), `resources` (what config hands in: AMIs, alarms, a
 topic, a volume key, a lifecycle bucket, an execution role), `existing_cluster` (the EKS
 cluster eks.existing_cluster names, and what the deploy would put on it), `drift` (the
-deployed cluster against config). This module runs them in order and prints the table;
-import from `cli.preflight`.
+deployed cluster against config), `session` (whether the credentials outlast the deploy
+plan's minutes). This module runs them in order and prints the table; import from
+`cli.preflight`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from cli.preflight.account import (
     check_bootstrap,
     check_eks_version,
     check_quotas,
+    check_resource_types,
     client,
     credentials_problem,
     failure_line,
@@ -43,6 +45,7 @@ from cli.preflight.resources import (
     check_operations_topic,
     check_volume_key,
 )
+from cli.preflight.session import DeployTime, check_session, deploy_time
 from infra.config import Settings
 
 DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check_drift_chart)
@@ -50,6 +53,7 @@ DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check
 CHECKS = (
     check_account,
     check_zones,
+    check_resource_types,
     check_quotas,
     check_eks_name,
     check_existing_cluster,
@@ -71,7 +75,10 @@ CHECKS = (
 )
 
 
-def run(settings: Settings, *, region: str | None = None, profile: str | None = None, session=None, clients: dict | None = None) -> list[Result]:
+def run(settings: Settings, *, region: str | None = None, profile: str | None = None, session=None, clients: dict | None = None,
+        deploy=None) -> list[Result]:
+    """Every check in order. `deploy`: a callable that gives the deploy's DeployTime, asked once the
+    credentials are known good (after the account check), for the session check; None: no session check."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -92,6 +99,11 @@ def run(settings: Settings, *, region: str | None = None, profile: str | None = 
             if problem:
                 raise NoCredentials(problem) from None
             results.append(Result(check.__name__.removeprefix("check_"), "fail", f"could not check: {err}", "check credentials and permissions"))
+        if check is check_account and deploy is not None:
+            try:
+                results.append(check_session(session.get_credentials(), deploy()))
+            except BotoCoreError as err:  # a refresh refused
+                results.append(Result("session", "fail", f"could not read the credentials' expiry: {err}", "renew the credentials"))
     return results
 
 
@@ -113,11 +125,11 @@ def table(results: list[Result]) -> str:
 
 __all__ = [
     "CDK_TOOLKIT_STACK", "CHECKS", "DRIFT", "DRIFT_CHECKS", "IMAGE_STATUS", "QUICK_SETUP_CHART_OUTPUT", "REFUSED_CREDENTIALS",
-    "STACK_TAG", "Clients", "NoCredentials", "PreflightStop", "Result", "check_account", "check_addon_versions", "check_admins",
+    "STACK_TAG", "Clients", "DeployTime", "NoCredentials", "PreflightStop", "Result", "check_account", "check_addon_versions", "check_admins",
     "check_bootstrap", "check_drift_addons", "check_drift_chart", "check_drift_images", "check_drift_nodes",
     "check_eks_name", "check_eks_version", "check_existing_cluster", "check_existing_execution_role",
     "check_existing_lifecycle_bucket", "check_existing_security_group", "check_existing_subnets",
     "check_existing_vpc_endpoints", "check_hyperpod_name", "check_named_resources", "check_operations_topic",
-    "check_quotas", "check_retained_names", "check_volume_key", "check_zones", "client", "credentials_problem",
-    "error_code", "failure_line", "quota_name", "retained_names", "run", "table",
+    "check_quotas", "check_resource_types", "check_retained_names", "check_session", "check_volume_key", "check_zones", "client",
+    "credentials_problem", "deploy_time", "error_code", "failure_line", "quota_name", "retained_names", "run", "table",
 ]

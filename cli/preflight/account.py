@@ -44,7 +44,10 @@ def check_quotas(settings: Settings, aws: Clients) -> list[Result]:
     for itype, needed in sorted(settings.capacity().items()):
         name = quota_name(itype)
         if name not in quotas:
-            results.append(Result(f"quota {itype}", "warn", f"no SageMaker quota named '{name}' found", "check Service Quotas > Amazon SageMaker"))
+            # SageMaker has no API that lists the types HyperPod offers in a region; its quota per
+            # type is its answer (a type it does not offer there has none).
+            results.append(Result(f"quota {itype}", "warn", f"no SageMaker quota named '{name}' in {aws.region}: HyperPod may not offer "
+                                  f"{itype} here", "check Service Quotas > Amazon SageMaker, and HyperPod's instance types per region"))
         elif quotas[name] < needed:
             results.append(
                 Result(
@@ -68,6 +71,29 @@ def check_eks_version(settings: Settings, aws: Clients) -> list[Result]:
     if status in ("STANDARD_SUPPORT", "standard-support"):
         return [Result("EKS version", "pass", f"{version} is in standard support")]
     return [Result("EKS version", "warn", f"{version} is offered ({status})", "extended support costs extra per cluster-hour")]
+
+
+def check_resource_types(settings: Settings, aws: Clients) -> list[Result]:
+    """Whether this region's CloudFormation offers each type whose offer varies by region
+    (Settings.regional_resource_types): its own answer (DescribeType), which validate's
+    offline region lists (cfn-lint's, CDK's bundled validator's) can only guess at."""
+    results = []
+    for type_name in settings.regional_resource_types:
+        check = f"type {type_name}"
+        try:
+            found = aws("cloudformation").describe_type(Type="RESOURCE", TypeName=type_name)
+        except Exception as err:  # noqa: BLE001
+            if error_code(err) != "TypeNotFoundException":
+                raise
+            results.append(Result(check, "fail", f"CloudFormation in {aws.region} does not offer it",
+                                  "deploy to a region that offers it (HyperPod's supported regions), or turn off what creates it"))
+            continue
+        if found.get("DeprecatedStatus") == "DEPRECATED" or found.get("ProvisioningType") == "NON_PROVISIONABLE":
+            results.append(Result(check, "fail", f"CloudFormation in {aws.region} lists it {found.get('DeprecatedStatus', '')} "
+                                  f"{found.get('ProvisioningType', '')}".rstrip(), "deploy to a region where it is LIVE and provisionable"))
+        else:
+            results.append(Result(check, "pass", f"offered by CloudFormation in {aws.region}"))
+    return results
 
 
 def _addons_to_create(settings: Settings) -> dict[str, str | None]:

@@ -15,10 +15,10 @@ infra.config.reference`). This module is the public face: import from `infra.con
 """
 
 from infra.config.acceptance import AcceptanceSettings
-from infra.config.addons import AddonsSettings, AddonSwitch, GrafanaSettings, ObservabilityAddon, ObservabilityMetrics
+from infra.config.addons import EKS_ADDON_NAMES, AddonsSettings, AddonSwitch, GrafanaSettings, ObservabilityAddon, ObservabilityMetrics
 from infra.config.base import ConfigError
 from infra.config.delivery import DeliverySettings, DeliverySource
-from infra.config.eks import LOG_TYPES, CoreAddon, CoreAddons, EksSettings
+from infra.config.eks import CORE_ADDON_NAMES, LOG_TYPES, CoreAddon, CoreAddons, EksSettings
 from infra.config.governance import TOPOLOGY_LEVELS, GovernanceSettings, PriorityClass, QuotaResource, Team, TopologySettings
 from infra.config.hyperpod import AutoPatch, HelmChartSource, HyperPodSettings, InstanceGroup, RollingBatch, ScheduledUpdate, Taint, VolumeEncryption
 from infra.config.loading import (
@@ -34,18 +34,19 @@ from infra.config.loading import (
 )
 from infra.config.operations import Alerts, Notifications, OperationsSettings
 from infra.config.network import ENDPOINT_SERVICES, ExistingVpc, HyperPodSubnet, NetworkSettings
-from infra.config.sample_job import DatasetSettings, SampleJobSettings
+from infra.config.sample_job import TRAINING_IMAGE_PLATFORM, DatasetSettings, SampleJobSettings, memory_note
 from infra.config.settings import ProtectionSettings, Settings
 from infra.config.storage import FSX_THROUGHPUTS, ExistingFileSystem, FsxSettings
 
 __all__ = [
     "AcceptanceSettings", "Alerts", "Notifications", "OperationsSettings",
-    "DEFAULT_ENV", "ENDPOINT_SERVICES", "FSX_THROUGHPUTS", "LOG_TYPES", "TOPOLOGY_LEVELS",
-    "AddonSwitch", "AddonsSettings", "ConfigError", "DeliverySettings", "DeliverySource", "CoreAddon", "CoreAddons", "DatasetSettings", "EksSettings",
+    "CORE_ADDON_NAMES", "DEFAULT_ENV", "EKS_ADDON_NAMES", "ENDPOINT_SERVICES", "FSX_THROUGHPUTS", "LOG_TYPES", "TOPOLOGY_LEVELS",
+    "AddonSwitch", "AddonsSettings", "ConfigError", "DeliverySettings", "DeliverySource", "CoreAddon", "CoreAddons",
+    "DatasetSettings", "EksSettings",
     "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",
     "HyperPodSettings", "HyperPodSubnet", "InstanceGroup", "NetworkSettings", "ObservabilityAddon",
     "ObservabilityMetrics", "PriorityClass", "ProtectionSettings", "QuotaResource", "RollingBatch", "SampleJobSettings",
-    "ScheduledUpdate", "Settings", "Taint", "Team", "TopologySettings", "AutoPatch", "VolumeEncryption",
+    "ScheduledUpdate", "Settings", "TRAINING_IMAGE_PLATFORM", "Taint", "Team", "TopologySettings", "AutoPatch", "VolumeEncryption",
     "check", "context_from_cdk_cli", "deep_merge", "environment_names", "field_paths", "load_settings",
     "merged_environment", "override",
 ]

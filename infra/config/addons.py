@@ -14,6 +14,16 @@ if TYPE_CHECKING:
     from infra.config.settings import Settings
 
 
+# Each block under `addons` -> the EKS add-on it installs (addons/*.py build them by these names).
+EKS_ADDON_NAMES = {
+    "cert_manager": "cert-manager",
+    "training_operator": "amazon-sagemaker-hyperpod-training-operator",
+    "observability": "amazon-sagemaker-hyperpod-observability",
+    "task_governance": "amazon-sagemaker-hyperpod-taskgovernance",
+    "fsx_csi": "aws-fsx-csi-driver",
+}
+
+
 class AddonSwitch(Model):
     enabled: bool = Field(default=True, description="Install the add-on.")
     existing: bool = Field(
@@ -114,10 +124,34 @@ def check_addons(s: Settings, p: Problems):
             )
     for key in AddonsSettings.model_fields:
         _check_existing(s, key, getattr(a, key), p)
+    for path, name, pinned in s.addon_pins:
+        for off in versions.pins_off_version(s.eks.version, {name: pinned}):
+            if off.known:
+                p.error(path, pinned, off.reason)
+            else:
+                p.warn(f"{path}: {pinned} {off.reason}")
     for floor in version_floors(s):
         pinned = getattr(a, floor.key).version
         if pinned and not versions.addon_version_at_least(pinned, floor.minimum):
             p.error(f"addons.{floor.key}.version", pinned, f"is older than {floor.minimum}, which {floor.needed_by} needs; use it or newer")
+    unpinned = [path for path, switch in tenancy_addons(s) if switch.version is None]
+    if unpinned and s.governance.teams and s.protection.termination_protection:
+        p.warn(
+            f"{', '.join(f'{u}.version' for u in unpinned)}: unset, so each new environment gets EKS's default of the day of "
+            "what keeps its teams apart; pin them: hyperpod-cdk upgrade-plan --to "
+            f"{s.eks.version} -c env={s.env_name} --from-account --write-pins"
+        )
+
+
+def tenancy_addons(s: Settings) -> list[tuple[str, "AddonSwitch"]]:
+    """(config path, switch) of each add-on this deploy installs that tenancy rests on: the VPC
+    CNI (its network policy agent), the Pod Identity agent (the jobs' roles, not the node's),
+    task governance (Kueue and its webhook: the queues) and observability (its collectors reach
+    into team namespaces)."""
+    core = [(f"eks.core_addons.{k}", getattr(s.eks.core_addons, k)) for k in ("vpc_cni", "pod_identity_agent")
+            if k in s.core_addons_installed]
+    return core + [(f"addons.{k}", getattr(s.addons, k)) for k in ("task_governance", "observability")
+                   if getattr(s.addons, k).enabled and not getattr(s.addons, k).existing]
 
 
 def _check_existing(s: Settings, key: str, switch: AddonSwitch, p: Problems) -> None:

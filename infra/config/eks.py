@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 
 
+# Each block under `eks.core_addons` -> the EKS add-on it installs (stacks/cluster.py).
+CORE_ADDON_NAMES = {
+    "vpc_cni": "vpc-cni",
+    "kube_proxy": "kube-proxy",
+    "coredns": "coredns",
+    "pod_identity_agent": "eks-pod-identity-agent",
+}
+
+
 class CoreAddon(Model):
     version: Optional[str] = Field(
         default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",

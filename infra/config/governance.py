@@ -113,10 +113,12 @@ class Team(Model):
     fair_share_weight: int = Field(default=50, description="Its weight in fair-share scheduling.")
     active: bool = Field(default=True, description="The quota is enabled.")
     pod_security: Literal["baseline", "restricted"] = Field(
-        default="baseline",
-        description="The Pod Security Standard its namespace enforces (warn and audit are always `restricted`): `baseline` "
-        "refuses privileged pods, host namespaces, hostPath and added capabilities; `restricted` also requires non-root, no "
-        "privilege escalation, seccomp and no capabilities.",
+        default="restricted",
+        description="The Pod Security Standard its namespace enforces (warn and audit are always `restricted`): `restricted` "
+        "requires non-root, no privilege escalation, an explicit seccomp profile and every capability dropped (the sample "
+        "job and the acceptance probes meet it); `baseline`, the opt-out for images that must run as root, refuses only "
+        "privileged pods, host namespaces, hostPath and added capabilities, and its warnings and audit events name what "
+        "restricted would refuse.",
     )
 
 
@@ -126,7 +128,11 @@ class GovernanceSettings(Model):
         description="Priority classes: a job labelled `kueue.x-k8s.io/priority-class: <name>-priority` may preempt lower ones.",
     )
     fair_share: bool = Field(default=True, description="Fair-share scheduling between teams.")
-    idle_resource_sharing: bool = Field(default=True, description="Teams may use idle capacity of others.")
+    idle_resource_sharing: bool = Field(
+        default=True,
+        description="Capacity no team's quota holds is borrowable by the teams that borrow, within their borrow limits "
+        "(SchedulerConfig.IdleResourceSharing); what a team lends of its own quota is its sharing.",
+    )
     allow_oversubscription: bool = Field(
         default=False, description="Team quotas may add up to more than the cluster has (a warning names the teams)."
     )
@@ -198,6 +204,13 @@ def check_governance(s: Settings, p: Problems):
                 p.errors.append(line + "; set governance.allow_oversubscription to intend it")
             break
     _check_queue_policy(s, p)
+    if not g.fair_share:
+        for i, team in enumerate(g.teams):
+            if "fair_share_weight" in team.model_fields_set:
+                # SageMaker API reference, ComputeQuotaTarget.FairShareWeight: "only used when FairShare is enabled".
+                p.warn(f"governance.teams[{i}].fair_share_weight: {team.fair_share_weight} is used only when FairShare is enabled "
+                       "(SageMaker API reference, ComputeQuotaTarget); with governance.fair_share false, teams borrow idle compute "
+                       "first come, first served")
     t = s.topology
     if t.level not in TOPOLOGY_LEVELS:
         p.error("topology.level", t.level, f"is not a topology level; allowed: {', '.join(TOPOLOGY_LEVELS)}")
@@ -217,7 +230,8 @@ def check_governance(s: Settings, p: Problems):
                 p.error(
                     "topology.mode",
                     "required",
-                    f"but hyperpod.instance_groups[{i}] ({grp.instance_type}) has no EC2 topology labels; use 'preferred'",
+                    f"but hyperpod.instance_groups[{i}] ({grp.instance_type}) has no EC2 topology labels (its exact type is not in "
+                    "EC2's instance topology prerequisites), so its pods never schedule; use 'preferred'",
                 )
 
 

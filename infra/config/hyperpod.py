@@ -286,6 +286,21 @@ class HyperPodSettings(Model):
 # or would overwrite what schedulers and the health agent read.
 HYPERPOD_NAMESPACE = "sagemaker.amazonaws.com/"
 RESERVED_WORDS = f"is in HyperPod's own {HYPERPOD_NAMESPACE} namespace, where it keeps its nodes' health; choose another prefix"
+# "The kubernetes.io/ and k8s.io/ prefixes are reserved for Kubernetes core components"
+# (Kubernetes docs, Labels and Selectors, Syntax and character set; the same keys serve taints):
+# node.kubernetes.io/not-ready, unreachable, unschedulable and the rest are set and cleared by the
+# node lifecycle controller, node-role.kubernetes.io/ by cluster tooling.
+KUBERNETES_RESERVED_DOMAINS = ("kubernetes.io", "k8s.io")
+KUBERNETES_RESERVED_WORDS = (
+    "has a prefix Kubernetes reserves for its core components (kubernetes.io/, k8s.io/ and their subdomains, such as "
+    "node.kubernetes.io/, whose taints the node lifecycle controller sets and clears); choose a prefix of your own"
+)
+
+
+def kubernetes_reserved(key: str) -> bool:
+    """Whether a label or taint key's prefix is one Kubernetes reserves."""
+    prefix = key.rpartition("/")[0] if "/" in key else ""
+    return any(prefix == d or prefix.endswith("." + d) for d in KUBERNETES_RESERVED_DOMAINS)
 
 
 def check_instance_groups(s: Settings, p: Problems):
@@ -336,6 +351,8 @@ def check_instance_groups(s: Settings, p: Problems):
         for j, t in enumerate(g.taints):
             if t.key.startswith(HYPERPOD_NAMESPACE):
                 p.error(f"{path}.taints[{j}].key", t.key, RESERVED_WORDS)
+            elif kubernetes_reserved(t.key):
+                p.error(f"{path}.taints[{j}].key", t.key, KUBERNETES_RESERVED_WORDS)
             elif not k8s_qualified_name(t.key, taint["Key"]):
                 p.error(f"{path}.taints[{j}].key", t.key, QUALIFIED_NAME_WORDS)
             if t.value is not None and not cfn_schema.matches(taint["Value"], t.value):
@@ -452,7 +469,10 @@ def check_volume_encryption(s: Settings, p: Problems) -> None:
         found = re.fullmatch(r"arn:(aws[a-z-]*):kms:([a-z0-9-]+):(\d{12}):key/[a-zA-Z0-9-]+", arn)
         if found is None:
             p.error("hyperpod.volume_encryption.kms_key_arn", arn, "must be a KMS key ARN, arn:aws:kms:<region>:<account>:key/<key-id> (not an alias)")
-        elif (found[1], found[2]) != (naming.partition(s.region), s.region):
+        elif found[1] != naming.partition(s.region):
+            p.error("hyperpod.volume_encryption.kms_key_arn", arn,
+                    f"is a key of partition {found[1]}; {s.region} is in partition {naming.partition(s.region)}, whose EBS takes only its own keys")
+        elif found[2] != s.region:
             p.error("hyperpod.volume_encryption.kms_key_arn", arn, f"is in {found[2]}; EBS volumes in {s.region} take a key of that region")
 
 

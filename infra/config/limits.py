@@ -148,6 +148,11 @@ FIELDS: dict[str, Limit] = {
     "hyperpod.volume_encryption.kms_key_arn": Limit(
         Cfn(_CLUSTER, "InstanceGroups.[].InstanceStorageConfigs.[].EbsVolumeConfig.VolumeKmsKeyId")
     ),
+    # ARNs as the API that receives them reads them, beside IAM's grammar (infra/identity.py):
+    # SageMaker's and Lambda's RoleArn take fewer path characters than IAM does (no ~ or !).
+    "hyperpod.existing_execution_role_arn": Limit(Api("sagemaker", "RoleArn"), note="which CreateCluster takes as InstanceGroups[].ExecutionRole"),
+    "eks.existing_cluster.kubectl_role_arn": Limit(Api("lambda", "RoleArn"), note="which CreateFunction takes as Role: the kubectl Lambda runs as it"),
+    f"{_GROUP}.training_plan_arn": Limit(Api("sagemaker", "TrainingPlanArn"), note="which CreateCluster takes as InstanceGroups[].TrainingPlanArn"),
     "eks.cluster_name": Limit(Cfn("AWS::EKS::Cluster", "Name")),
     "governance.priority_classes": Limit(Cfn("AWS::SageMaker::ClusterSchedulerConfig", "SchedulerConfig.PriorityClasses")),
     "governance.priority_classes[].name": Limit(Cfn("AWS::SageMaker::ClusterSchedulerConfig", "SchedulerConfig.PriorityClasses.[].Name")),

@@ -70,7 +70,7 @@ class NetworkSettings(Model):
         default=None, ge=0, le=6,
         description="NAT gateways, at most one per AZ; unset: 1 in a new VPC. 0 is a closed network: no NAT and no internet "
         "route, which needs an interface endpoint for each service of what is turned on (all of `\"all\"` but `aps-workspaces` "
-        "where observability is off). Leave it out with `existing_vpc`, which brings its own routes.",
+        "where observability is off and `secretsmanager` where the job reads no token). Leave it out with `existing_vpc`, which brings its own routes.",
     )
     hyperpod_subnets: tuple[HyperPodSubnet, ...] = Field(
         min_length=1,
@@ -80,7 +80,7 @@ class NetworkSettings(Model):
         default=False,
         description="`true`: endpoints for `sagemaker.api` and `eks-auth`, so the nodes need no NAT for them; `\"all\"`: every "
         "service the nodes and the kubectl Lambda call (`ENDPOINT_SERVICES` in infra/config/network.py: also eks, ec2, "
-        "ecr.api, ecr.dkr, sts, logs, monitoring, ssm, ssmmessages, ec2messages, lambda and aps-workspaces), admitting HTTPS "
+        "ecr.api, ecr.dkr, sts, logs, monitoring, ssm, ssmmessages, ec2messages, lambda, aps-workspaces and secretsmanager), admitting HTTPS "
         "from every VPC block; `\"none\"` or `false`: none; or a list of those names (an existing VPC that has some already: "
         "`preflight` names them).",
     )
@@ -130,7 +130,7 @@ class NetworkSettings(Model):
 # A network without NAT needs those of what is turned on (infra/prerequisites.py ENDPOINTS).
 ENDPOINT_SERVICES = (
     "sagemaker.api", "eks", "eks-auth", "ec2", "ecr.api", "ecr.dkr", "sts", "logs", "monitoring",
-    "ssm", "ssmmessages", "ec2messages", "lambda", "aps-workspaces",
+    "ssm", "ssmmessages", "ec2messages", "lambda", "aps-workspaces", "secretsmanager",
 )
 
 

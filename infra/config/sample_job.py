@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
 from infra import catalogue, cfn_schema, naming
 from infra.config.base import Model, Problems
+from training.model_shape import CUDA_CONTEXT_BYTES, FIT_SHARE, NCCL_GROUP_BYTES, RESERVED_PER_ESTIMATE, projected_per_gpu
 
 if TYPE_CHECKING:
     from infra.config.settings import Settings
@@ -44,8 +46,8 @@ class SampleJobSettings(Model):
     )
     model: Optional[Literal["llama3.1-8b", "tiny"]] = Field(
         default=None,
-        description="Unset: `llama3.1-8b` where it fits the group's GPUs, else `tiny`. A model that cannot fit is refused with "
-        "the estimate (docs/sample-job.md, Memory) against 90% of the GPU's memory.",
+        description="Unset: `llama3.1-8b` where it fits the group's GPUs with a 5% margin, else `tiny`. A model that cannot fit "
+        "is refused, one without the margin warned of, with the projection (docs/sample-job.md, Memory) against the GPU's memory.",
     )
     image_uri: Optional[str] = Field(
         default=None,
@@ -90,6 +92,12 @@ class SampleJobSettings(Model):
     )
 
 
+# The platform `cdk deploy` builds `training/` for (stacks/sample_job.py): its base image and
+# wheels are amd64 builds, so a host of another architecture cannot exec it.
+TRAINING_IMAGE_PLATFORM = "linux/amd64"
+_PLATFORM_ARCHITECTURE = {"linux/amd64": "x86_64", "linux/arm64": "arm64"}
+
+
 def check_sample_job(s: Settings, p: Problems):
     job = s.sample_job
     if not job.enabled:
@@ -116,6 +124,11 @@ def check_sample_job(s: Settings, p: Problems):
             p.error("sample_job.gpus_per_node", job.gpus_per_node, f"does not match {spec.name}, which has {spec.accelerators}")
         if job.efa_per_node is not None and job.efa_per_node != spec.efa_interfaces:
             p.error("sample_job.efa_per_node", job.efa_per_node, f"does not match {spec.name}, which has {spec.efa_interfaces} EFA interfaces")
+        if job.image_uri is None and spec.architecture not in (None, _PLATFORM_ARCHITECTURE[TRAINING_IMAGE_PLATFORM]):
+            p.error("sample_job.instance_group", job.instance_group,
+                    f"is {spec.name}, whose hosts are {spec.architecture} (infra/catalogue.py); the training image is built for "
+                    f"{TRAINING_IMAGE_PLATFORM} and every rank would fail with an exec format error: use a group of "
+                    f"{_PLATFORM_ARCHITECTURE[TRAINING_IMAGE_PLATFORM]} hosts, or set sample_job.image_uri to an image built for {spec.architecture}")
     if job.gpu_partition is not None and group is not None and catalogue.figures(group.instance_type):
         _check_partition(job, group, p)
     if job.max_nodes is not None:
@@ -123,6 +136,9 @@ def check_sample_job(s: Settings, p: Problems):
     problem = memory_problem(s, job_model(s))
     if problem:
         p.error("sample_job.model", job_model(s), problem)
+    caution = memory_caution(s, job_model(s))
+    if caution:
+        p.warn(caution)
     team_names = [t.name for t in s.governance.teams]
     if job.team is not None and job.team not in team_names:
         p.error("sample_job.team", job.team, f"is not a team; teams: {', '.join(team_names) or '(none)'}")
@@ -203,27 +219,63 @@ def check_admission(s: Settings, p: Problems) -> None:
         )
 
 
-# The share of a GPU's memory the estimate may fill: the rest is for what
-# model_shape.memory_per_gpu leaves out, the CUDA context, NCCL's buffers, what the driver keeps
-# and what the caching allocator holds beyond the tensors (tests/training/test_memory.py holds
-# this against their sources and against the estimate measured on a GPU). Compared in bytes:
-# the GPU's MiB from the catalogue, the estimate's bytes; shown to people in GiB.
-# Headroom: the 8B on one ml.p4d.24xlarge estimates 33.6 GiB of the A100's 40 (36.0 allowed); allocator 1.7, NCCL 0.6, CUDA context 0.4 and driver 0.4 GiB leave 3.3 GiB free: it fits.
-FIT_MARGIN = 0.9
+# What one GPU must hold: training/model_shape.py projected_per_gpu, from the estimate by parts to
+# what the allocator holds on eight ranks (torchtitan's published 8-GPU figure), with the CUDA
+# context and NCCL beside it; within FIT_SHARE of the GPU's memory (the MiB DescribeInstanceTypes
+# states) a job fits with its margin, between that and the whole GPU it is tight (an explicit
+# model gets a warning, an unset one the tiny model), over the whole GPU it is refused.
 MIB, GIB = 2**20, 2**30
 
 
+@dataclass(frozen=True)
+class MemoryFit:
+    """What `model` needs of one of the job's GPUs, projected (see RESERVED_PER_ESTIMATE), and
+    the verdict: fits (within FIT_SHARE), tight (within the GPU) or never."""
+
+    model: str
+    where: str  # "ml.p4d.24xlarge's A100", "a 1g.10gb slice"
+    ranks: int
+    seq_len: int
+    batch: int
+    parts: dict
+    projected: float
+    memory: float
+
+    @property
+    def verdict(self) -> str:
+        if self.projected <= FIT_SHARE * self.memory:
+            return "fits"
+        return "tight" if self.projected <= self.memory else "never"
+
+    @property
+    def margin(self) -> str:
+        """The projection against the GPU, in words: what validate and render-job print."""
+        return (f"{self.model} needs about {_gib(self.projected)} of {self.where}'s {_gib(self.memory)} per GPU over {self.ranks} "
+                f"rank{'s' * (self.ranks > 1)} ({self.projected / self.memory:.0%}, margin {_gib(self.memory - self.projected)})")
+
+    @property
+    def reasoning(self) -> str:
+        estimate = sum(self.parts.values())
+        return (
+            f"at sequence {self.seq_len} x batch {self.batch}: an estimate of {_gib(estimate)} (weights, gradients and Adam states "
+            f"{_gib(self.parts['state'])} sharded, gathered FSDP units {_gib(self.parts['gathered'])}, activations "
+            f"{_gib(self.parts['activations'])}) x{RESERVED_PER_ESTIMATE} for what the allocator holds on eight ranks "
+            f"(torchtitan's published 8-GPU figure), with the CUDA context{' and NCCL' if self.ranks > 1 else ''} beside it"
+        )
+
+
 def job_model(s: Settings) -> str:
-    """sample_job.model, or where unset the 8B where it fits the job's GPUs, else tiny."""
+    """sample_job.model, or where unset the 8B where it fits the job's GPUs with the margin, else tiny."""
     if s.sample_job.model:
         return s.sample_job.model
-    return "tiny" if memory_problem(s, "llama3.1-8b") else "llama3.1-8b"
+    fit = memory_fit(s, "llama3.1-8b")
+    return "llama3.1-8b" if fit is None or fit.verdict == "fits" else "tiny"
 
 
-def memory_problem(s: Settings, model: str) -> str | None:
-    """Why `model` does not fit the memory of the job's GPU (or MIG slice) as train.py runs it,
-    sharded over the job's ranks at its fewest nodes: the estimate, by parts, in words. None
-    where it fits, or where the group or its GPU is not known (other checks say so)."""
+def memory_fit(s: Settings, model: str) -> MemoryFit | None:
+    """What `model` needs of the memory of the job's GPU (or MIG slice) as train.py runs it,
+    sharded over the job's ranks at its fewest nodes. None where the group or its GPU is not
+    known (other checks say so)."""
     from training import model_shape
 
     job = s.sample_job
@@ -242,15 +294,32 @@ def memory_problem(s: Settings, model: str) -> str | None:
     preset = model_shape.PRESETS[model]
     seq_len, batch = model_shape.JOB_SEQ_LEN[model], model_shape.JOB_BATCH
     parts = model_shape.memory_per_gpu(preset, preset.vocab, seq_len=seq_len, batch=batch, ranks=ranks)
-    needed, memory = sum(parts.values()), mib * MIB
-    if needed <= FIT_MARGIN * memory:
+    projected = projected_per_gpu(parts, ranks)
+    return MemoryFit(model, where, ranks, seq_len, batch, parts, projected, mib * MIB)
+
+
+def memory_note(s: Settings) -> str:
+    """The sample job's memory margin, for validate's and render-job's lines ("" without a job or a known GPU)."""
+    fit = memory_fit(s, job_model(s)) if s.sample_job.enabled else None
+    return f"sample job: {fit.margin}" if fit else ""
+
+
+def memory_problem(s: Settings, model: str) -> str | None:
+    """Why `model` can never fit the job's GPU, in one line; None where it can."""
+    fit = memory_fit(s, model)
+    if fit is None or fit.verdict != "never":
         return None
-    return (
-        f"needs about {_gib(needed)} per GPU at sequence {seq_len} x batch {batch} over {ranks} rank{'s' * (ranks > 1)} "
-        f"(weights, gradients and Adam states {_gib(parts['state'])} sharded, gathered FSDP units {_gib(parts['gathered'])}, "
-        f"activations {_gib(parts['activations'])}), more than {FIT_MARGIN:.0%} ({_gib(FIT_MARGIN * memory)}) of {where}'s "
-        f"{_gib(memory)}; use model tiny, or more nodes or GPUs with more memory"
-    )
+    return (f"needs about {_gib(fit.projected)} per GPU over {fit.ranks} rank{'s' * (fit.ranks > 1)} {fit.reasoning}, more than "
+            f"{fit.where}'s {_gib(fit.memory)}; use model tiny, or more nodes or GPUs with more memory")
+
+
+def memory_caution(s: Settings, model: str) -> str | None:
+    """A job that fits its GPU without the margin FIT_SHARE keeps: the warning, with the margin."""
+    fit = memory_fit(s, model)
+    if fit is None or fit.verdict != "tight":
+        return None
+    return (f"sample_job.model: {fit.margin}, over the {FIT_SHARE:.0%} an honest margin allows ({fit.reasoning}): it may run out "
+            "of memory; more nodes shard the state further")
 
 
 def _gib(n: float) -> str:

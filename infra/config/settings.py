@@ -40,7 +40,8 @@ class Settings(Model):
     )
     region: str = Field(
         pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
-        description="AWS region; it must offer HyperPod and (for task governance) `AWS::SageMaker::ClusterSchedulerConfig`.",
+        description="AWS region; it must offer HyperPod and every type the config creates (task governance's scheduler "
+        "config and quotas among them): `validate` warns of one cfn-lint's region list lacks, `preflight` asks CloudFormation.",
     )
     availability_zones: tuple[str, ...] = Field(
         min_length=2, max_length=6, description="Zones of `region`, given explicitly so synth needs no lookups."
@@ -194,6 +195,41 @@ class Settings(Model):
             return ("vpc_cni", "kube_proxy", "coredns", "pod_identity_agent")
         return ("pod_identity_agent",) if ec.install_pod_identity_agent else ()
 
+    @property
+    def regional_resource_types(self) -> list[str]:
+        """The CloudFormation types this config creates whose offer varies by region (the
+        clusters, task governance's two, the Prometheus and Grafana workspaces, FSx): what
+        validate checks against cfn-lint's region lists, and `preflight` asks CloudFormation for."""
+        wanted = ["AWS::SageMaker::Cluster"]
+        if not self.uses_existing_cluster:
+            wanted.insert(0, "AWS::EKS::Cluster")
+        if self.governance.teams:
+            wanted += ["AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"]
+        obs = self.addons.observability
+        if obs.enabled and not obs.existing:
+            wanted.append("AWS::APS::Workspace")
+            if obs.grafana.enabled:
+                wanted.append("AWS::Grafana::Workspace")
+        if self.fsx.enabled and self.fsx.existing is None:
+            wanted.append("AWS::FSx::FileSystem")
+        return wanted
+
+    @property
+    def addon_pins(self) -> list[tuple[str, str, str]]:
+        """(config path of the pin, EKS add-on name, pinned version) of every add-on this deploy
+        installs with a pinned version: the core ones it installs and the enabled add-ons it creates."""
+        from infra.config.addons import EKS_ADDON_NAMES
+        from infra.config.eks import CORE_ADDON_NAMES
+
+        core = self.eks.core_addons
+        out = [(f"eks.core_addons.{key}.version", CORE_ADDON_NAMES[key], getattr(core, key).version)
+               for key in self.core_addons_installed]
+        for key, name in EKS_ADDON_NAMES.items():
+            switch = getattr(self.addons, key)
+            if switch.enabled and not switch.existing and (key != "fsx_csi" or self.fsx.enabled):
+                out.append((f"addons.{key}.version", name, switch.version))
+        return [pin for pin in out if pin[2]]
+
     def pulls_without_nat(self, image: str) -> bool:
         """Whether a network without NAT can pull `image`: only from a private ECR registry of
         this region, which its ecr.api and ecr.dkr interface endpoints serve (ECR user guide,
@@ -266,19 +302,15 @@ def check_mirror_names(s: Settings, p: Problems):
 
 
 def check_region(s: Settings, p: Problems):
-    """Every resource type this config creates must exist in the region (cfn-lint's
-    per-region CloudFormation schemas)."""
+    """The region must be one CloudFormation has (cfn-lint's region list). Whether each type
+    this config creates exists there no offline file settles: cfn-lint's per-region lists are a
+    snapshot (in 1.58, us-west-2 lacks ClusterSchedulerConfig and ap-northeast-1 ComputeQuota,
+    though task governance ships both together). A type missing from the snapshot is a warning,
+    and `preflight` asks the account (CloudFormation DescribeType)."""
     if not cfn_schema.known_region(s.region):
         p.error("region", s.region, "is not an AWS region CloudFormation knows (per cfn-lint's region list)")
         return
-    wanted = ["AWS::EKS::Cluster", "AWS::SageMaker::Cluster"]
-    if s.governance.teams:
-        wanted += ["AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"]
-    if s.addons.observability.enabled and not s.addons.observability.existing:
-        wanted.append("AWS::APS::Workspace")
-        if s.addons.observability.grafana.enabled:
-            wanted.append("AWS::Grafana::Workspace")
-    missing = [t for t in wanted if not cfn_schema.region_has(s.region, t)]
+    missing = [t for t in s.regional_resource_types if not cfn_schema.region_has(s.region, t)]
     if missing:
-        p.error("region", s.region, f"has no {', '.join(missing)} in CloudFormation (cfn-lint's region schemas); the regions "
-                f"with every type this config creates: {', '.join(cfn_schema.regions_with(wanted))}")
+        p.warn(f"region: {s.region} is missing {', '.join(missing)} in cfn-lint's region list, an offline snapshot that "
+               "lags CloudFormation; `hyperpod-cdk preflight` asks the account's CloudFormation (DescribeType)")

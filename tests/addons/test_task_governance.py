@@ -90,3 +90,26 @@ def test_turning_task_governance_off_removes_kueue_the_scheduler_config_and_the_
     assert not s.resources("addons", "AWS::SageMaker::ComputeQuota")
     assert not [r for r in s.resources("addons", "AWS::EKS::Addon").values()
                 if r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-taskgovernance"]
+
+
+def test_gang_admission_has_no_field_in_the_scheduler_config_and_the_docs_say_how_to_turn_it_on():
+    # HyperPod's gang scheduling page: task governance implements it with Kueue's waitForPodsReady,
+    # turned on in the console or with kubectl. Neither the CloudFormation type the project creates
+    # (cfn-lint's schema) nor SageMaker's SchedulerConfig (botocore) has a field for it: when one
+    # appears, this fails and the scheduler config should take it.
+    import re
+    from pathlib import Path
+
+    import botocore.session
+
+    from infra import cfn_schema
+
+    gang = re.compile(r"gang|podsready|pods_ready|requeu|backoff", re.I)
+    schema = json.dumps(cfn_schema.resource("AWS::SageMaker::ClusterSchedulerConfig"))
+    assert not gang.search(schema)
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    assert set(model.shape_for("SchedulerConfig").members) == {"PriorityClasses", "FairShare", "IdleResourceSharing"}
+    for op in ("CreateClusterSchedulerConfig", "UpdateClusterSchedulerConfig"):
+        assert not gang.search(" ".join(model.operation_model(op).input_shape.members))
+    page = (Path(__file__).resolve().parents[2] / "docs" / "governance.md").read_text()
+    assert "## Gang admission" in page and "sagemaker-hyperpod-eks-operate-console-ui-governance-tasks-gang-scheduling" in page

@@ -22,7 +22,7 @@ LAUNCHED = datetime.datetime(2026, 11, 30, 8, 0, tzinfo=datetime.timezone.utc)
 OLD_CHART = "40eb213" + "0" * 33
 
 # The karpenter capability, with two add-on pins, as a deployed cluster's config.
-PATCH = {**CAPABILITIES["karpenter"], "eks": {"core_addons": {"coredns": {"version": "v1.11.4-eksbuild.33"}}},
+PATCH = {**CAPABILITIES["karpenter"], "eks": {"core_addons": {"coredns": {"version": "v1.13.1-eksbuild.1"}}},
          "addons": {"training_operator": {"version": "v1.2.1-eksbuild.1"}}}
 
 
@@ -140,7 +140,7 @@ def test_ami_status_per_group_with_the_nodes_behind(results):
 
 def test_an_add_on_past_its_pin_fails_the_next_deploy_and_a_missing_one_is_reinstalled(results):
     coredns = results["drift add-on coredns"]
-    assert coredns.status == "fail" and "newer than the pin v1.11.4-eksbuild.33" in coredns.detail
+    assert coredns.status == "fail" and "newer than the pin v1.13.1-eksbuild.1" in coredns.detail
     assert "eks.core_addons.coredns.version" in coredns.action
     assert results["drift add-on amazon-sagemaker-hyperpod-training-operator"].status == "pass"
     cert_manager = results["drift add-on cert-manager"]

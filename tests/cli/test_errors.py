@@ -76,18 +76,31 @@ CONFIG_COMMANDS = [["render-job", "--image", "x"], ["team", "ml-research"], ["va
                    ["dashboards"], ["upgrade-plan", "--to", "1.35"]]
 
 
-@pytest.mark.parametrize("command", CONFIG_COMMANDS, ids=lambda c: c[0])
-@pytest.mark.parametrize("given, says", [
-    (["-c", "prod"], "-c prod: give key=value, as cdk takes it (-c env=NAME)"),  # cdk reads it as no env: dev, silently
-    (["-c", "env=prod", "--env", "dev"], "-c env and --env name dev and prod; give one environment"),
-    (["-c", "foo=bar"], "-c foo=bar: unknown context key 'foo'; hyperpod-cdk takes only -c env=NAME"),
-    (["-c", "env="], "-c env=: give the environment's name"),
-], ids=["no-key", "two-envs", "unknown-key", "empty-env"])
+# The commands that take several environments (cli.fleet): there two names are two environments.
+FLEET_COMMANDS = ("validate", "review", "upgrade-plan")
+GUESSES = {
+    "no-key": (["-c", "prod"], "-c prod: give key=value, as cdk takes it (-c env=NAME)"),  # cdk reads it as no env: dev, silently
+    "two-envs": (["-c", "env=prod", "--env", "dev"], "-c env and --env name dev and prod; give one environment"),
+    "unknown-key": (["-c", "foo=bar"], "-c foo=bar: unknown context key 'foo'; hyperpod-cdk takes only -c env=NAME"),
+    "empty-env": (["-c", "env="], "-c env=: give the environment's name"),
+}
+
+
+@pytest.mark.parametrize("command, given, says", [
+    pytest.param(command, given, says, id=f"{name}-{command[0]}")
+    for name, (given, says) in GUESSES.items() for command in CONFIG_COMMANDS
+    if not (name == "two-envs" and command[0] in FLEET_COMMANDS)
+])
 def test_a_context_flag_that_would_be_a_guess_is_refused_in_one_line(command, given, says, capsys):
     assert cli.main([*command, *given]) == 2
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert "Traceback" not in err and len(errors) == 1 and errors[0].startswith(f"error: {says}"), err
+
+
+def test_two_names_in_a_fleet_command_are_both_run(capsys):
+    assert cli.main(["validate", "-c", "env=prod", "--env", "dev"]) == 0
+    assert [line.split(" (")[0] for line in capsys.readouterr().out.splitlines()[:2]] == ["ok: prod", "ok: dev"]
 
 
 @pytest.mark.parametrize("command", CONFIG_COMMANDS, ids=lambda c: c[0])

@@ -83,6 +83,13 @@ def test_a_short_quota_fails_and_an_unnamed_one_warns():
     assert results["quota ml.g5.8xlarge"].status == "fail"
     assert "request an increase of 'ml.g5.8xlarge for cluster usage' to 1" in results["quota ml.g5.8xlarge"].action
     assert results["quota ml.m5.4xlarge"].status == "warn"
+    # SageMaker lists no HyperPod types per region (no such operation in botocore's sagemaker model):
+    # a type without its quota in the region is said as one HyperPod may not offer there.
+    import botocore.session
+
+    operations = botocore.session.get_session().get_service_model("sagemaker").operation_names
+    assert not [op for op in operations if "InstanceType" in op and op.startswith(("List", "Describe"))]
+    assert "HyperPod may not offer ml.m5.4xlarge here" in results["quota ml.m5.4xlarge"].detail
 
 
 def _eks_cluster(aws, tags):
@@ -186,12 +193,18 @@ def test_missing_bootstrap_fails_with_the_command(aws):
 
 
 def test_run_reports_a_table_and_turns_api_errors_into_failures(aws):
+    # moto serves CloudFormation's stacks but not DescribeType: that one call answers in its model's shape.
+    from botocore.awsrequest import AWSResponse
+
+    aws("cloudformation").meta.events.register("before-call.cloudformation.DescribeType", lambda params, **_: (
+        AWSResponse(None, 200, {}, None), {"TypeName": params["body"]["TypeName"], "DeprecatedStatus": "LIVE"}))
     results = preflight.run(_settings(), session=aws.session, clients={"service-quotas": _quota_client({"ml.m5.4xlarge": 1, "ml.g5.8xlarge": 1}),
-                                                                        "eks": aws("eks")})
+                                                                        "eks": aws("eks"), "cloudformation": aws("cloudformation")})
     text = preflight.table(results)
     assert "checks:" in text.splitlines()[-1]
     (version,) = [r for r in results if r.check == "eks_version"]
     assert version.status == "fail" and "could not check" in version.detail  # moto has no DescribeClusterVersions
+    assert {r.status for r in results if r.check.startswith("type AWS::")} == {"pass"}
 
 
 def _addon_versions_client(offered: dict[str, list[str]]):
@@ -285,3 +298,39 @@ def test_an_endpoint_the_existing_vpc_already_has_is_named_before_the_deploy_fai
     assert set(failed) == {"endpoint s3", "endpoint ecr.dkr"}
     assert failed["endpoint s3"].action == "set network.existing_vpc.s3_gateway_endpoint to false"
     assert failed["endpoint ecr.dkr"].action == "list network.interface_endpoints without ecr.dkr"
+
+
+def _describe_type_client(region: str, types: list[str], absent: set[str] = frozenset()):
+    """CloudFormation's DescribeType in its real shapes (botocore's Stubber checks both the
+    request and the answer against the cloudformation model): a live type, or its
+    TypeNotFoundException (an error the model lists for DescribeType)."""
+    client = boto3.client("cloudformation", region_name=region, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    for name in types:
+        params = {"Type": "RESOURCE", "TypeName": name}
+        if name in absent:
+            stub.add_client_error("describe_type", "TypeNotFoundException", f"The type '{name}' cannot be found.", 404, expected_params=params)
+        else:
+            stub.add_response("describe_type", {"Type": "RESOURCE", "TypeName": name, "DeprecatedStatus": "LIVE",
+                                                "ProvisioningType": "FULLY_MUTABLE", "Visibility": "PUBLIC"}, params)
+    stub.activate()
+    return client, stub
+
+
+def test_each_type_the_region_lists_may_lack_is_asked_of_the_accounts_cloudformation():
+    # validate only warns where cfn-lint's region list lacks a type (us-west-2: ClusterSchedulerConfig);
+    # the region's CloudFormation answers, and its answer decides.
+    from infra import cfn_schema
+
+    region, zones = "us-west-2", ["us-west-2a", "us-west-2b", "us-west-2c"]
+    s = _settings({"region": region, "availability_zones": zones,
+                   "network": {"hyperpod_subnets": [{"availability_zone": zones[0], "cidr": "10.1.0.0/16"}]}}, env="prod")
+    types = s.regional_resource_types
+    assert [t for t in types if not cfn_schema.region_has(region, t)] == ["AWS::SageMaker::ClusterSchedulerConfig"]
+    client, stub = _describe_type_client(region, types)
+    results = preflight.check_resource_types(s, preflight.Clients(None, region, {"cloudformation": client}))
+    stub.assert_no_pending_responses()
+    assert [(r.check, r.status) for r in results] == [(f"type {t}", "pass") for t in types]
+    client, _ = _describe_type_client(region, types, absent={"AWS::SageMaker::ComputeQuota"})
+    failed = [r for r in preflight.check_resource_types(s, preflight.Clients(None, region, {"cloudformation": client})) if r.status == "fail"]
+    assert [(r.check, r.detail) for r in failed] == [("type AWS::SageMaker::ComputeQuota", "CloudFormation in us-west-2 does not offer it")]

@@ -348,3 +348,21 @@ def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypat
     assert same.this_checkout and same.description.startswith("main (") and "the same revision as this checkout" in same.description
     (clone / "cdk.json").write_text((clone / "cdk.json").read_text().replace('"count": 2', '"count": 3', 1))
     assert not revision.is_this_checkout(clone, revision.resolve(clone, "main"))
+
+
+def test_a_type_missing_from_cfn_lints_region_list_is_an_accepted_warning_not_an_error(tmp_path):
+    # cfn-lint's E3006 for a type it lists elsewhere but not in the template's region (its
+    # us-west-2 list lacks ClusterSchedulerConfig): the review says it as validate does, a warning
+    # whose answer is preflight's DescribeType; a type no region has stays an error.
+    template = {"Resources": {
+        "Scheduler": {"Type": "AWS::SageMaker::ClusterSchedulerConfig", "Properties": {
+            "Name": "s", "ClusterArn": "arn:aws:sagemaker:us-west-2:111111111111:cluster/abcdefghij12",
+            "SchedulerConfig": {"PriorityClasses": [{"Name": "training", "Weight": 70}], "FairShare": "Enabled"}}},
+        "Nothing": {"Type": "AWS::SageMaker::NoSuchThing", "Properties": {}}}}
+    path = tmp_path / "t.template.json"
+    path.write_text(json.dumps(template))
+    found = {(r, m) for r, m, _ in review._lint_one(path, "us-west-2") if r == "E3006"}
+    findings = [review.LintFinding(rule=r, level=review._level(r, m), message=m, stack="s", path="") for r, m in found]
+    regional = [f for f in findings if "ClusterSchedulerConfig" in f.message]
+    assert [(f.level, f.accepted) for f in regional] == [("warning", True)]
+    assert [(f.level, f.accepted) for f in findings if "NoSuchThing" in f.message] == [("error", False)]

@@ -27,7 +27,7 @@ PULL_REQUEST = {
     "governance": {"teams": [
         {"name": "ml-research", "quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}],
          "sharing": "LendAndBorrow", "borrow_limit": 100, "fair_share_weight": 50,
-         "absolute_borrow_limits": [{"instance_type": "ml.p5.48xlarge", "accelerators": 16}], "principals": [RESEARCHERS]},
+         "absolute_borrow_limits": [{"instance_type": "ml.p5.48xlarge", "accelerators": 8}], "principals": [RESEARCHERS]},
         {"name": "ml-inference", "quotas": [{"instance_type": "ml.p5.48xlarge", "count": 1}], "sharing": "Lend",
          "principals": [INFERENCE]},
     ]},
@@ -44,18 +44,18 @@ CALLOUTS = [
     "TEAM REMOVED: team ml-production: its compute quota (2 instances of ml.p5.48xlarge; sharing LendAndBorrow up to 50% of its "
     "quota); its namespace hyperpod-ns-ml-production and queue hyperpod-ns-ml-production-localqueue (task governance makes them of "
     f"the quota); its {TEAM_OBJECTS}; access entries for 1 principal(s) go; its jobs lose their guarantee",
-    "TEAM QUOTA: team ml-research: guaranteed ml.p5.48xlarge: 2 instances -> 1 instance; may borrow at most ml.p5.48xlarge: 8 GPUs "
-    "-> 16 GPUs",
+    "TEAM QUOTA: team ml-research: guaranteed ml.p5.48xlarge: 2 instances -> 1 instance",
     f"ACCESS GAINED: {INFERENCE} -> namespace hyperpod-ns-ml-inference",
     f"ACCESS LOST: {PRODUCTION} -> namespace hyperpod-ns-ml-production",
     f"ACCESS GAINED: {ONCALL} -> cluster admin",
     # ml-research held 2 nodes and borrowed at most 8 GPUs (1 node) of what ml-production lent (2 nodes): 3 at most.
-    # Now it holds 1 and may borrow 16 GPUs, but only ml-inference lends, 1 node: 2 at most.
+    # Now it holds 1 and still borrows at most 8 GPUs, of what ml-inference lends (1 node) and the 3 nodes no team's
+    # quota holds (idle resource sharing, on in prod): 2 at most.
     "JOBS INADMISSIBLE: team ml-research's jobs of 3 nodes on group gpu (ml.p5.48xlarge) can never be admitted now: the most it "
     "can hold, borrowing all it may, goes from 3 to 2 (guaranteed 2 -> 1); such jobs wait in its queue forever",
     "JOB BORROWS: the sample job llama3-1-8b-fsdp was guaranteed and is admitted only by borrowing now: sample_job.nodes: 2 nodes "
     "of ml.p5.48xlarge (16 GPUs) are admitted for team ml-research only by borrowing: 8 guaranteed + 8 of at most 8 borrowed "
-    "(all ml-inference lends); the job waits while the lenders use their quota, and is preempted when they reclaim it",
+    "(absolute_borrow_limits); the job waits while the lenders use their quota, and is preempted when they reclaim it",
 ]
 
 

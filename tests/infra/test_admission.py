@@ -108,6 +108,65 @@ def test_absolute_borrow_limits_replace_the_percentage_for_their_type_either_way
         assert (share.guaranteed, share.borrowable, share.limit) == (8, 4, "absolute_borrow_limits")
 
 
+# ------------------------------------------------------------------ idle resource sharing
+
+
+def test_idle_resource_sharing_is_what_the_api_reference_says_it_is():
+    # SageMaker API reference, SchedulerConfig.IdleResourceSharing (botocore's model): "When
+    # enabled, unallocated resources are automatically calculated and made available for
+    # entities to borrow." And the project's default is on.
+    shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("SchedulerConfig")
+    text = re.sub(r"\s+", " ", re.sub("<[^>]+>", "", shape.members["IdleResourceSharing"].documentation))
+    assert "When enabled, unallocated resources are automatically calculated and made available for entities to borrow" in text
+    assert config.load_settings(CONTEXT, "prod")[0].governance.idle_resource_sharing
+
+
+def test_a_cohorts_own_quota_is_borrowed_within_the_borrowing_limit():
+    # Kueue's potentialAvailable: a cohort's own quota adds to what its queues may borrow, and the
+    # queue's borrowingLimit still caps it.
+    a, b = QueueQuota(2, borrowing_limit=10), QueueQuota(2, lending_limit=0)
+    assert cluster_queue_maximum(a, [b], cohort_own=4) == 6
+    assert cluster_queue_maximum(QueueQuota(2, borrowing_limit=1), [b], cohort_own=4) == 3
+
+
+# 4 ml.g5.8xlarge of which team-a's quota holds 2 and team-b's 1 (which it keeps: DontLend);
+# the fourth is in no team's quota.
+IDLE = lambda sharing=True, borrow_limit=100: {  # noqa: E731
+    "hyperpod": {"instance_groups": GPU_GROUPS(4)},
+    "governance": {"idle_resource_sharing": sharing, "teams": [
+        {"name": "team-a", "quotas": [{"instance_type": "ml.g5.8xlarge", "count": 2}], "borrow_limit": borrow_limit},
+        {"name": "team-b", "quotas": [{"instance_type": "ml.g5.8xlarge", "count": 1}], "sharing": "DontLend"}]},
+    "sample_job": {"team": "team-a", "nodes": 3}}
+
+
+def test_a_job_that_fits_only_by_idle_capacity_is_admitted_with_a_warning_that_it_borrows():
+    s = _settings(IDLE())
+    share = admission.team_shares(s, s.governance.teams[0], "ml.g5.8xlarge")["accelerators"]
+    assert (share.guaranteed, share.borrowable, share.idle) == (2, 1, 1)
+    assert admission.sample_job(s).verdict == "borrowing"
+    (line,) = [w for w in _warnings(IDLE()) if w.startswith("dev: sample_job.nodes")]
+    assert ("3 nodes of ml.g5.8xlarge (3 GPUs) are admitted for team team-a only by borrowing: 2 guaranteed + 1 of at most 1 "
+            "borrowed (the 1 no team's quota holds), 1 of them from capacity no team's quota holds (governance.idle_resource_sharing)") in line
+
+
+def test_with_idle_resource_sharing_off_the_same_job_is_refused():
+    (line,) = [l for l in _problems(IDLE(sharing=False)) if "sample_job" in l]
+    assert line == ("dev: sample_job.nodes: 3 nodes of ml.g5.8xlarge (3 GPUs) can never be admitted for team team-a: "
+                    "2 guaranteed + at most 0 borrowed (no other team lends any) = 2 GPUs; at most 2 nodes")
+
+
+def test_the_borrow_limit_caps_what_idle_capacity_gives():
+    # 4 nodes: team-b's one stays its own, and 50% of team-a's 2 lets it borrow 1 of the idle 1.
+    patch = IDLE(borrow_limit=50)
+    patch["hyperpod"]["instance_groups"] = GPU_GROUPS(6)  # 3 idle now
+    s = _settings(patch)
+    share = admission.team_shares(s, s.governance.teams[0], "ml.g5.8xlarge")["accelerators"]
+    assert (share.guaranteed, share.borrowable) == (2, 1)
+    patch["sample_job"]["nodes"] = 4
+    (line,) = [l for l in _problems(patch) if "sample_job" in l]
+    assert "2 guaranteed + at most 1 borrowed (borrow_limit 50% of its quota) = 3 GPUs; at most 3 nodes" in line
+
+
 # ------------------------------------------------------------------ HyperPod's own example
 
 

@@ -48,7 +48,7 @@ def test_gpu_memory_is_the_mib_ec2_states_and_a_slice_its_eighths_of_it():
             assert spec.accelerator_memory_mib == gpus[0]["MemoryInfo"]["SizeInMiB"], name
     # NVIDIA's MIG user guide, "Getting Started with MIG", on an A100-SXM4-40GB: `nvidia-smi mig
     # -lgipp` places each profile on this many of the GPU's eight memory slices, and `-lgip` shows
-    # what the driver leaves of each (GiB): at most 5% under the share, which FIT_MARGIN covers.
+    # what the driver leaves of each (GiB): at most 5% under the share, which FIT_SHARE's margin covers.
     lgipp = {"1g.5gb": 1, "1g.10gb": 2, "2g.10gb": 2, "3g.20gb": 4, "4g.20gb": 4, "7g.40gb": 8}
     lgip = {"1g.5gb": 4.75, "1g.10gb": 9.62, "2g.10gb": 9.62, "3g.20gb": 19.50, "4g.20gb": 19.50, "7g.40gb": 39.25}
     p4d = catalogue.lookup("ml.p4d.24xlarge")
@@ -128,3 +128,15 @@ def test_a_type_without_figures_is_accepted_with_a_warning_and_counted_where_it_
     with pytest.raises(config.ConfigError) as err:
         config.load_settings(patched_context("dev", job), "dev")
     assert any(p.startswith("dev: sample_job.instance_group: 'new' is ml.g6e.2xlarge, whose vCPUs") for p in err.value.problems)
+
+
+def test_each_types_architecture_is_what_ec2_describes_and_gb200_hosts_are_arm():
+    # EC2 DescribeInstanceTypes' ProcessorInfo.SupportedArchitectures (moto's copy), read here; GB200,
+    # which that data lacks, runs NVIDIA Grace (Arm) CPUs: the image mirror copies whole indexes for it.
+    _, ec2, _ = catalogue.sources()
+    for name, spec in catalogue.CATALOGUE.items():
+        described = ec2.get(name.removeprefix("ml."))
+        if described is not None:
+            assert spec.architecture == ("arm64" if described["ProcessorInfo"]["SupportedArchitectures"] == ["arm64"] else "x86_64"), name
+    assert catalogue.lookup("ml.p6e-gb200.36xlarge").architecture == "arm64"
+    assert catalogue.lookup("ml.p5.48xlarge").architecture == "x86_64"

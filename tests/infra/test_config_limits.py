@@ -122,3 +122,28 @@ def test_zone_ids_name_their_region_as_aws_writes_them():
     documented = {"us-east-1": "use1", "us-west-2": "usw2", "eu-central-1": "euc1", "ap-southeast-2": "apse2",
                   "ap-northeast-1": "apne1", "us-gov-west-1": "usgw1", "cn-north-1": "cnn1"}
     assert {region: zone_id_prefix(region) for region in documented} == documented
+
+
+@pytest.mark.parametrize("field, service, operation, member", [
+    ("hyperpod.existing_execution_role_arn", "sagemaker", "CreateCluster", ("InstanceGroups", "ExecutionRole")),
+    ("eks.existing_cluster.kubectl_role_arn", "lambda", "CreateFunction", ("Role",)),
+    ("hyperpod.instance_groups[].training_plan_arn", "sagemaker", "CreateCluster", ("InstanceGroups", "TrainingPlanArn")),
+])
+def test_an_arn_field_is_held_to_the_pattern_of_the_api_that_receives_it(field, service, operation, member):
+    # botocore's own model of the call that takes the value: the shape it names, and its pattern.
+    import botocore.session
+
+    shape = botocore.session.get_session().get_service_model(service).operation_model(operation).input_shape
+    for name in member:
+        shape = shape.members[name]
+        shape = shape.member if shape.type_name == "list" else shape
+    assert limits.FIELDS[field].source == limits.Api(service, shape.name)
+    rules = limits.constraints(limits.FIELDS[field].source)
+    assert rules["pattern"] == f"^(?:{shape.metadata['pattern']})$"
+    if shape.name == "RoleArn":
+        # IAM's path grammar takes any printable ASCII between slashes (botocore's IAM pathType);
+        # the receiving API does not take ~ or !, nor a name IAM would refuse anyway.
+        assert re.fullmatch(botocore.session.get_session().get_service_model("iam").shape_for("pathType").metadata["pattern"], "/~ml/")
+        for arn, refused in (("arn:aws:iam::111111111111:role/~ml/exec", True), ("arn:aws:iam::111111111111:role/ops!/exec", True),
+                             ("arn:aws:iam::111111111111:role/ml/exec", False), ("arn:aws-us-gov:iam::111111111111:role/exec", False)):
+            assert (limits.violation(arn, rules) is not None) is refused, arn

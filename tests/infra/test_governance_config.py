@@ -95,3 +95,39 @@ def test_borrow_limit_only_with_lend_and_borrow():
 def test_teams_without_task_governance():
     lines = problems({"addons": {"task_governance": {"enabled": False}}})
     assert any(l.startswith("dev: addons.task_governance.enabled: False must be true") for l in lines)
+
+
+def test_topology_is_judged_by_the_exact_type_as_ec2_lists_them():
+    # EC2's instance topology prerequisites list types, not families (recorded as published in
+    # tests/fixtures/published): p5.48xlarge has a topology, p5.4xlarge has none.
+    from pathlib import Path
+
+    from infra import catalogue
+
+    page = (Path(__file__).parents[1] / "fixtures" / "published" / "ec2_instance_topology_instance_types.txt").read_text()
+    listed = {t.strip() for line in page.splitlines() if "|" in line and not line.startswith("#") for t in line.split("|")}
+    assert catalogue.TOPOLOGY_TYPES == listed
+    for name in catalogue.CATALOGUE:
+        assert catalogue.lookup(name).topology == (name.removeprefix("ml.") in listed), name
+    assert not catalogue.lookup("ml.p5.4xlarge").topology and catalogue.lookup("ml.p5.48xlarge").topology
+    groups = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.p5.4xlarge", "count": 1}]
+    lines = problems({"topology": {"mode": "required"}, "hyperpod": {"instance_groups": groups},
+                      "governance": {"teams": [_team("ml-research", itype="ml.p5.4xlarge")]}})
+    assert any("topology.mode: 'required' but hyperpod.instance_groups[1] (ml.p5.4xlarge) has no EC2 topology labels" in l for l in lines), lines
+
+
+def test_a_fair_share_weight_given_with_fair_share_off_is_a_warning_as_the_api_reference_says():
+    # botocore's sagemaker model documents the weight: "only used when FairShare is enabled".
+    import botocore.session
+
+    doc = botocore.session.get_session().get_service_model("sagemaker").shape_for("ComputeQuotaTarget").members["FairShareWeight"].documentation
+    assert "only used when <code>FairShare</code> is enabled" in doc
+    team = _team("ml-research", fair_share_weight=80)
+    _, warnings = config.load_settings(patched_context("dev", {"governance": {"fair_share": False, "teams": [team]}}), "dev")
+    assert [w for w in warnings if "fair_share_weight" in w] == [
+        "dev: governance.teams[0].fair_share_weight: 80 is used only when FairShare is enabled (SageMaker API reference, "
+        "ComputeQuotaTarget); with governance.fair_share false, teams borrow idle compute first come, first served"]
+    # Left at its default, or with fair share on, nothing is said.
+    for patch in ({"fair_share": False, "teams": [_team("ml-research")]}, {"teams": [team]}):
+        _, warnings = config.load_settings(patched_context("dev", {"governance": patch}), "dev")
+        assert not [w for w in warnings if "fair_share_weight" in w]

@@ -95,13 +95,44 @@ def test_a_closed_network_needs_exactly_the_endpoints_of_what_is_turned_on():
     # service the cluster calls, Managed Prometheus only where it is used (observability).
     assert list(prerequisites.ENDPOINTS) == list(config.ENDPOINT_SERVICES)  # each endpoint the stack makes has its reason
     closed = CAPABILITIES["closed-network"]
-    without_prometheus = [s for s in config.ENDPOINT_SERVICES if s != "aps-workspaces"]
+    assert not _load(closed)[0].sample_job.hf_token_secret  # the job reads no token: Secrets Manager is not called
+    without_prometheus = [s for s in config.ENDPOINT_SERVICES if s not in ("aps-workspaces", "secretsmanager")]
     off = config.deep_merge(closed, {"network": {"interface_endpoints": without_prometheus}, "addons": {"observability": {"enabled": False}}})
     settings, _ = _load(off)
     assert prerequisites.needed_endpoints(settings) == without_prometheus
     on = config.deep_merge(closed, {"network": {"interface_endpoints": without_prometheus}})
     (line,) = [p for p in _problems(on) if p.startswith("dev: network.nat_gateways: 0 needs")]
     assert "missing: aps-workspaces (the observability add-on's collector" in line and "sts" not in line.split("missing:")[1]
+    # A job that reads its Hugging Face token calls Secrets Manager, whose interface endpoint
+    # (Secrets Manager user guide, "Using an AWS Secrets Manager VPC endpoint") a network without NAT needs.
+    token = config.deep_merge(off, {"sample_job": {"hf_token_secret": "hf-token"}})
+    (line,) = [p for p in _problems(token) if p.startswith("dev: network.nat_gateways: 0 needs")]
+    assert line.split("missing: ")[1].startswith("secretsmanager (the job reading its Hugging Face token at start")
+
+
+# ECR user guide, "Amazon ECR interface VPC endpoints (AWS PrivateLink)": the ecr.api and ecr.dkr
+# endpoints serve private registries of their region; ECR Public and other regions' ECR are not
+# behind them, so a network without NAT pulls only from this region's private ECR.
+@pytest.mark.parametrize("image", ["public.ecr.aws/pytorch/pytorch:2.7.1", "111111111111.dkr.ecr.us-west-2.amazonaws.com/train:1",
+                                   "nvcr.io/nvidia/pytorch:25.01-py3"])
+def test_a_closed_network_refuses_a_job_image_it_cannot_pull(image):
+    patch = config.deep_merge(CAPABILITIES["closed-network"], {"sample_job": {"image_uri": image}})
+    (line,) = [p for p in _problems(patch) if p.startswith("dev: sample_job.image_uri:")]
+    assert f"'{image}' needs a copy in a private ECR registry of us-east-1" in line
+    ok = config.deep_merge(CAPABILITIES["closed-network"], {"sample_job": {"image_uri": "222222222222.dkr.ecr.us-east-1.amazonaws.com/train:1"}})
+    _load(ok)
+
+
+def test_mirror_images_false_in_a_closed_network_is_refused_naming_what_cannot_be_pulled():
+    from infra import hyperpod_chart
+
+    patch = config.deep_merge(CAPABILITIES["closed-network"], {"hyperpod": {"helm_chart": {"mirror_images": False, "docker_hub_secret": None}}})
+    (line,) = [p for p in _problems(patch) if p.startswith("dev: hyperpod.helm_chart.mirror_images:")]
+    rendered = hyperpod_chart.rendered_images({}, "us-east-1")
+    assert rendered["training-operators"] in line and rendered["nvidia-device-plugin"] in line
+    assert rendered["health-monitoring-agent"] not in line  # AWS's own, in this region's ECR
+    # With a NAT gateway the same choice stands.
+    _load({"hyperpod": {"helm_chart": {"mirror_images": False}}})
 
 
 def test_the_charts_training_operator_takes_no_toleration_so_a_group_without_deep_checks_is_needed():

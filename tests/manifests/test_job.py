@@ -130,6 +130,16 @@ def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
     assert pod["containers"][0]["command"][0] == "hyperpodrun"
 
 
+def test_the_allocator_grows_segments_as_torchtitans_launcher_sets_it():
+    # pytorch/torchtitan @ 01424cb2, run_train.sh line 24: PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"
+    # before torchrun (its newer launcher writes PYTORCH_ALLOC_CONF, PyTorch 2.9's name; the image's
+    # 2.7 reads the one set here, as training/Dockerfile's base tag says).
+    _, job = _job("prod")
+    env = {e["name"]: e["value"] for e in job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert "pytorch-training:2.7" in (ROOT / "training" / "Dockerfile").read_text()
+
+
 def test_run_policy_restarts_partially_first_and_watches_the_logs():
     _, manifest = _job("dev")
     run = manifest["spec"]["runPolicy"]
@@ -294,3 +304,15 @@ def test_render_job_overrides_are_validated_by_the_same_rules(capsys, args, mess
 def test_render_job_needs_an_image(capsys):
     rc, _, err = _render(capsys, "-c", "env=dev")
     assert rc == 2 and "--image is required" in err
+
+
+def test_validate_and_render_job_print_the_jobs_memory_margin(capsys):
+    # The one projection the config admits the job with (infra/config/sample_job.py memory_fit):
+    # prod's 8B over 16 H100, what it needs of each GPU and the margin left.
+    margin = ("sample job: llama3.1-8b needs about 30.5 GiB of ml.p5.48xlarge's H100's 80.0 GiB per GPU over 16 ranks "
+              "(38%, margin 49.5 GiB)")
+    assert config.memory_note(_job("prod")[0]) == margin
+    _, _, err = _render(capsys, "-c", "env=prod", "--image", IMAGE)
+    assert f"note: {margin}" in err.splitlines()
+    assert cli.main(["validate", "-c", "env=prod"]) == 0
+    assert f"ok: prod ({margin})" in capsys.readouterr().out.splitlines()
