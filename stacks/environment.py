@@ -65,6 +65,8 @@ def compose(scope: Construct, settings: Settings) -> list[PlatformStack]:
     compliance.adopt_log_groups(
         stacks, network.logs_key, settings.protection.log_retention_days, network.data_removal_policy
     )
+    # Whether the region offers these types is preflight's question (DescribeType), not CDK's snapshot's.
+    compliance.acknowledge_regional_snapshots(stacks, settings.regional_resource_types)
     for stack in stacks:
         keep_app_logical_ids(stack)  # nothing where `scope` is the App
     return stacks

@@ -5,14 +5,11 @@ validates, is a rule across environments: addons/registry.py's `pipeline` reads 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from pydantic import Field
 
 from infra.config.base import Model, Problems, duplicates
-
-if TYPE_CHECKING:
-    from infra.config.settings import Settings
 
 # GitHub's owner/name (GitHub: "Repository names can contain ASCII letters, digits, and the characters ., -, and _";
 # an owner is letters, digits and single hyphens); CodePipeline's CodeStarSourceConnection action takes it as FullRepositoryId.
@@ -56,9 +53,9 @@ class DeliverySettings(Model):
         return tuple(name for wave in self.waves for name in wave)
 
 
-def check_delivery(s: Settings, p: Problems) -> None:
-    """The waves' own shape; whether each name is an environment that validates is the pipeline's rule."""
-    d = s.delivery
+def check_delivery(d: DeliverySettings | None, p: Problems) -> None:
+    """The waves' own shape (it reads the block alone, so this module needs nothing of the root
+    Settings); whether each name is an environment that validates is the pipeline's rule."""
     if d is None:
         return
     for i, wave in enumerate(d.waves):

@@ -229,7 +229,7 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_admission(s, p)
     check_acceptance(s, p)
     check_operations(s, p)
-    check_delivery(s, p)
+    check_delivery(s.delivery, p)
     # What each feature needs beside it, from one table (after the areas' own rules, so a
     # field they named keeps their line).
     prerequisites.check(s, p)
