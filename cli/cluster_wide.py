@@ -11,7 +11,19 @@ cluster behaves from then on:
   running on the GPUs being configured": NVIDIA GPU Operator docs, GPU Operator with MIG);
 - PROVISIONING MODE: the cluster's NodeProvisioningMode changes (Karpenter needs Continuous):
   SageMaker's UpdateCluster takes only `Continuous` (botocore's SageMaker model), so no update
-  sets it back.
+  sets it back;
+- NODE RECOVERY OFF / ON: the cluster's NodeRecovery changes: with `None` a faulty node is only
+  labelled and stays as it is, so the jobs on it are not resumed on a replacement ("When set to
+  None, cluster administrators will need to manually manage any faulty cluster instances":
+  SageMaker API, CreateCluster NodeRecovery);
+- INTERNET PATH LOST / GAINED: the VPC's NAT gateways go to 0 or its internet gateway goes (or
+  back): the private subnets lose (or gain) their way out, and with it every public registry;
+- CONTROL PLANE UPGRADE: the EKS cluster's Kubernetes version moves up, which EKS cannot undo
+  ("Once you upgrade a cluster, you can't downgrade": EKS user guide, Update existing cluster to
+  new Kubernetes version), with what the version leaves behind: HyperPod's documented range, the
+  nodes' AMI, the add-on pins with no build known for it, and `upgrade-plan`; a downgrade, or a
+  move of more than one minor version ("Control plane version upgrades must be done for one
+  minor version at a time": EKS's eksctl guide, Cluster upgrades), is REFUSED.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from __future__ import annotations
 import json
 
 from cli.assembly import StackSummary, manifest_text, of_type
+from infra import versions
 
 DEVICE_PLUGIN = "nvidia-device-plugin.devicePlugin.enabled"
 GPU_OPERATOR = "gpu-operator.enabled"
@@ -39,6 +52,8 @@ def _json(value) -> dict:
 
 
 def _flat(value, prefix: str = "") -> dict[str, object]:
+    if value == {} and not prefix:
+        return {}
     if isinstance(value, dict) and value:
         out = {}
         for key, item in value.items():
@@ -74,10 +89,11 @@ def _groups(stacks: list[StackSummary]) -> dict[tuple[str, str], dict]:
     }
 
 
-def compare(before: list[StackSummary], after: list[StackSummary]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """(lines, [(callout, the config fields it may come from)])."""
+def compare(before: list[StackSummary], after: list[StackSummary], env: str | None = None) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(lines, [(callout, the config fields it may come from)]); `env` the environment, where
+    known, for the commands a callout names."""
     lines: list[str] = []
-    callouts: list[tuple[str, list[str]]] = []
+    callouts: list[tuple[str, list[str]]] = _control_plane(before, after, env) + _network(before, after, lines)
     old_groups, new_groups = _groups(before), _groups(after)
     mig_moved = []
     for key in sorted(old_groups.keys() & new_groups.keys()):
@@ -151,6 +167,19 @@ def compare(before: list[StackSummary], after: list[StackSummary]) -> tuple[list
                 "for them); SageMaker's UpdateCluster takes only Continuous, so no update sets it back",
                 ["hyperpod.autoscaling", "hyperpod.continuous_provisioning"],
             ))
+        recovery_a, recovery_b = a.get("NodeRecovery"), b.get("NodeRecovery")
+        if recovery_a != recovery_b and "None" in (recovery_a, recovery_b):
+            moved = f"NodeRecovery {recovery_a or '(unset)'} -> {recovery_b or '(unset)'}"
+            if recovery_b == "None":
+                text = (f"NODE RECOVERY OFF: the HyperPod cluster in {stack} stops recovering faulty nodes ({moved}): a node that "
+                        "fails a health check is only labelled and stays as it is, and the jobs on it are not resumed on a "
+                        "replacement until someone reboots or replaces it by hand (SageMaker API, CreateCluster NodeRecovery: "
+                        f"\"{NODE_RECOVERY_NONE}\")")
+            else:
+                text = (f"NODE RECOVERY ON: the HyperPod cluster in {stack} recovers faulty nodes itself from now on ({moved}): "
+                        "HyperPod reboots or replaces a node that fails a health check, and the jobs on it restart on the "
+                        "replacement (SageMaker API, CreateCluster NodeRecovery)")
+            callouts.append((text, ["hyperpod.node_recovery"]))
         scaling_a, scaling_b = a.get("AutoScaling") or {}, b.get("AutoScaling") or {}
         if scaling_a != scaling_b:
             lines.append(f"Autoscaling of the HyperPod cluster in {stack}: {_scaling(scaling_a)} -> {_scaling(scaling_b)}")
@@ -163,3 +192,110 @@ def _taints(taints: list) -> str:
 
 def _scaling(config: dict) -> str:
     return f"{config.get('AutoScalerType', '?')} {config.get('Mode', '?')}" if config else "none"
+
+
+# botocore's SageMaker model, CreateCluster's NodeRecovery (a test reads it there).
+NODE_RECOVERY_NONE = "When set to None, cluster administrators will need to manually manage any faulty cluster instances"
+
+
+def _count(stacks: list[StackSummary], type_: str) -> int:
+    return sum(1 for _ in of_type(stacks, type_))
+
+
+def _network(before: list[StackSummary], after: list[StackSummary], lines: list[str]) -> list[tuple[str, list[str]]]:
+    """The VPC's way out: its NAT gateways (the private subnets' route to the internet) and its
+    internet gateway (the public subnets', and the NAT gateways' own)."""
+    nat_a, nat_b = _count(before, "AWS::EC2::NatGateway"), _count(after, "AWS::EC2::NatGateway")
+    igw_a, igw_b = _count(before, "AWS::EC2::InternetGateway"), _count(after, "AWS::EC2::InternetGateway")
+    if (nat_a, igw_a) == (nat_b, igw_b):
+        return []
+    moved = [f"NAT gateways {nat_a} -> {nat_b}"] if nat_a != nat_b else []
+    moved += [f"internet gateway {'removed' if igw_a > igw_b else 'added'}"] if bool(igw_a) != bool(igw_b) else []
+    fields = ["network.nat_gateways", "network.existing_vpc"]
+    if (nat_a and not nat_b) or (igw_a and not igw_b):
+        return [(
+            f"INTERNET PATH LOST: the VPC loses its way to the internet ({', '.join(moved)}): nodes and pods reach no public "
+            "registry or endpoint from then on (an image not copied into ECR is never pulled, an AWS service without a VPC "
+            "endpoint is unreachable); a job or add-on that pulls or calls out fails where it worked",
+            fields,
+        )]
+    if (nat_b and not nat_a) or (igw_b and not igw_a):
+        return [(
+            f"INTERNET PATH GAINED: the VPC gains a way to the internet ({', '.join(moved)}): nodes and pods can reach any "
+            "public address from then on (egress to 0.0.0.0/0 through NAT), which a closed network was chosen to prevent",
+            fields,
+        )]
+    lines.append(f"Network: {', '.join(moved)} (fewer NAT gateways: an AZ's private subnets route through another AZ's)"
+                 if nat_b < nat_a else f"Network: {', '.join(moved)}")
+    return []
+
+
+def _eks_versions(stacks: list[StackSummary]) -> dict[str, str]:
+    """stack/cluster name (its logical id where the name is not literal) -> Kubernetes version."""
+    return {f"{stack.name}/{name if isinstance(name := res['Properties'].get('Name'), str) else lid}": res["Properties"]["Version"]
+            for stack, lid, res in of_type(stacks, "AWS::EKS::Cluster") if isinstance(res.get("Properties", {}).get("Version"), str)}
+
+
+def _addon_pins(stacks: list[StackSummary]) -> dict[str, str]:
+    """EKS add-on name -> the version a template pins (those left to EKS are not here)."""
+    return {str(res["Properties"]["AddonName"]): res["Properties"]["AddonVersion"] for _, _, res in of_type(stacks, "AWS::EKS::Addon")
+            if isinstance(res.get("Properties", {}).get("AddonVersion"), str)}
+
+
+def _control_plane(before: list[StackSummary], after: list[StackSummary], env: str | None) -> list[tuple[str, list[str]]]:
+    old, new = _eks_versions(before), _eks_versions(after)
+    callouts = []
+    for key in sorted(old.keys() & new.keys()):
+        a, b = old[key], new[key]
+        if a == b:
+            continue
+        stack, resource = key.split("/", 1)
+        try:
+            va, vb = versions.parse(a), versions.parse(b)
+        except ValueError:
+            continue
+        if vb < va:
+            callouts.append((f"REFUSED: the EKS cluster `{resource}` in {stack} would go from Kubernetes {a} down to {b}: EKS "
+                             f"cannot downgrade a cluster (\"{ONE_WAY}\": EKS user guide, {UPDATE_PAGE})", ["eks.version"]))
+            continue
+        if vb[0] != va[0] or vb[1] > va[1] + 1:
+            callouts.append((f"REFUSED: the EKS cluster `{resource}` in {stack} would go from Kubernetes {a} to {b} in one "
+                             f"update: \"{ONE_MINOR}\" (EKS's eksctl guide, Cluster upgrades); `{_upgrade_plan(b, env)}` lists "
+                             "each step", ["eks.version"]))
+            continue
+        parts = [f"CONTROL PLANE UPGRADE: the EKS cluster `{resource}` in {stack} goes from Kubernetes {a} to {b}, which cannot "
+                 f"be undone (\"{ONE_WAY}\": EKS user guide, {UPDATE_PAGE})"]
+        parts += [f"{b} is outside the documented range of {r.component} ({versions.fmt(r.oldest)}-{versions.fmt(r.newest)})"
+                  for r in versions.COMPONENT_RANGES if not r.oldest <= vb <= r.newest]
+        clusters = [res["Properties"].get("ClusterName") for _, _, res in of_type(after, "AWS::SageMaker::Cluster")]
+        named = " ".join(f"--cluster-name {c}" for c in clusters if isinstance(c, str)) or "--cluster-name <hyperpod cluster>"
+        if clusters:
+            parts.append(f"the HyperPod nodes keep their AMI, and its kubelet, until `aws sagemaker update-cluster-software {named}` "
+                         "rolls each instance group onto the AMI release for the new version")
+        off = pins_off(_addon_pins(after), b)
+        if off:
+            parts.append(f"add-on pins with no build known for {b}: {'; '.join(off)}")
+        parts.append(f"`{_upgrade_plan(b, env)}` lists each step")
+        callouts.append(("; ".join(parts), ["eks.version"]))
+    return callouts
+
+
+ONE_WAY = "Once you upgrade a cluster, you can't downgrade to a previous version"
+ONE_MINOR = "Control plane version upgrades must be done for one minor version at a time"
+UPDATE_PAGE = "Update existing cluster to new Kubernetes version (update-cluster.html)"
+
+
+def _upgrade_plan(version: str, env: str | None) -> str:
+    return f"hyperpod-cdk upgrade-plan --to {version} -c env={env or 'NAME'}"
+
+
+def pins_off(pins: dict[str, str], kubernetes: str) -> list[str]:
+    """The add-on pins no offline source publishes for `kubernetes`, each with the build it
+    publishes instead, where one does (infra/versions.py's dated table)."""
+    out = []
+    for addon, pinned in sorted(pins.items()):
+        if any(r.addon == addon and r.version == pinned and kubernetes in r.kubernetes for r in versions.ADDON_RELEASES):
+            continue
+        known = versions.offline_addon_release(addon, kubernetes)
+        out.append(f"{addon} {pinned} ({f'the build for {kubernetes}: {known.version}' if known else 'none known offline'})")
+    return out

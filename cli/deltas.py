@@ -48,7 +48,7 @@ def compare(before: list[StackSummary], after: list[StackSummary], region: str, 
     iam_lines, iam_callouts, levels = _iam(before, after)
     exposure_lines, exposure_callouts = _exposure(before, after)
     job_lines, job_callouts = _job(before, after, replaced_groups)
-    cluster_lines, cluster_callouts = cluster_wide.compare(before, after)
+    cluster_lines, cluster_callouts = cluster_wide.compare(before, after, settings[1].env_name if settings else None)
     admitted_lines, admitted_callouts = people.jobs(*settings) if settings else ([], [])
     anchored = people.compare(before, after) + cluster_callouts + job_callouts + admitted_callouts
     lines = {

@@ -56,6 +56,9 @@ class LintFinding:
         return self.level == "warning" and pattern is not None and re.search(pattern, self.message) is not None
 
 
+# The callouts of nodes starting, which a refused update never gets to.
+ROLL_KINDS = ("NODES REPLACED", "NODES ROLL", "NEW NODES ONLY", "JOB RESTARTS")
+
 # Template findings kept in the lint cache (the least recently used beyond these are removed).
 LINT_CACHE_KEEP = 200
 
@@ -262,10 +265,14 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups, settings)
         report["changes"]["callouts"] += report["changes"]["deltas"].pop("callouts")
         report["changes"]["anchors"] = report["changes"]["deltas"].pop("anchors")
-        update = deploy_plan.update_plan(before, stacks, report["changes"]["changes"])
+        refused = any(c.startswith("REFUSED:") for c in report["changes"]["callouts"])
+        if refused:  # nothing rolls where the update is refused (the callouts of what it would do would mislead)
+            report["changes"]["callouts"] = [c for c in report["changes"]["callouts"] if c.split(":")[0] not in ROLL_KINDS]
+        update = deploy_plan.update_plan(before, stacks, report["changes"]["changes"], refused)
         report["changes"]["update_plan"] = update
         report["changes"]["deltas"]["lines"]["plan"] = [
-            f"Deploy: about {update['minutes']} minute(s) for this update" + (f": {'; '.join(update['waits'])}" if update["waits"] else "")
+            f"Deploy: {deploy_plan.in_words(update)}" + ("" if refused else " for this update")
+            + (f": {'; '.join(update['waits'])}" if update["waits"] else "")
         ] if report["changes"]["changes"] else []
         if diffed is not None:
             report["changes"]["cdk_diff"] = diffed.result()
@@ -329,7 +336,8 @@ def _callout_lines(changes: dict) -> list[str]:
             "Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost, "
             "no add-on update that needs a migration first, no new instance type's quota, no new Write or Permissions "
             "management on `*`, no added or widened exposure, no team added, removed or re-quoted, no access gained or lost, "
-            "no cluster-wide change to running work, no restart of the running job."
+            "no cluster-wide change to running work, no restart of the running job, no Kubernetes version change, no change to "
+            "node recovery or to the network's way to the internet, no team guarantee left unbacked."
         ]
     return [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
 

@@ -121,7 +121,7 @@ def test_this_updates_plan_waits_for_the_new_nodes_deep_health_checks_and_the_ga
     assert ("Custom::HyperPodNodesReady", nodes) in path and ("AWS::SageMaker::Cluster", 3.0) in path
     assert nodes < plan["minutes"] < pull_request["deploy_plan"]["minutes"]  # not the first deploy's
     (line,) = pull_request["changes"]["deltas"]["lines"]["plan"]
-    assert line.startswith(f"Deploy: about {plan['minutes']} minute(s) for this update: nodes added: 1 x ml.p5.48xlarge")
+    assert line.startswith(f"Deploy: about {plan['minutes']} minutes for this update: nodes added: 1 x ml.p5.48xlarge")
     text = review.to_markdown(pull_request)
     assert "This update waits on (the plan at the end is a first deploy's):" in text and "## Estimated deploy plan (a first deploy)" in text
 

@@ -56,10 +56,7 @@ def test_cutting_gpus_into_mig_slices_is_called_out_cluster_wide_and_the_job_cou
     report = _review(synth, WHOLE_GPUS, "mig")
     profile = CAPABILITIES["mig"]["hyperpod"]["instance_groups"][1]["mig_profile"]
     assert report["changes"]["callouts"] == [
-        # The label is one of what the node gate carries as rolling the nodes (stacks/hyperpod.py ROLLS_NODES).
-        "NODES ROLL: instance group gpu in hyperpod-dev-hyperpod changes what its nodes are made with (KubernetesConfig None -> "
-        f'{{"Labels": {{"nvidia.com/mig.config": "{profile}"}}}}): HyperPod rolls them, or nodes take it as they are replaced; '
-        "the node and accelerator gates wait for the group again before the add-ons and the job",
+        # The label is reconciled on the running nodes (cli/replacement.py): no roll; the MIG callout says what it does.
         "TEAM QUOTA: team inference: guaranteed ml.m5.4xlarge: 8 vCPUs -> none; guaranteed ml.p5.48xlarge: none -> 8 mig-4g.40gb "
         "slices; guaranteed ml.p5.48xlarge: none -> 64 vCPUs; guaranteed ml.p5.48xlarge: none -> 512 GiB of memory",
         "TEAM QUOTA: team research: guaranteed ml.p5.48xlarge: 1 instance -> none; guaranteed ml.p5.48xlarge: none -> 16 "
@@ -80,7 +77,7 @@ def test_cutting_gpus_into_mig_slices_is_called_out_cluster_wide_and_the_job_cou
     assert any(line.startswith("Chart hyperpod-dependencies values: nvidia-device-plugin.devicePlugin.enabled true -> false; "
                                "gpu-operator.enabled (unset) -> true") for line in report["changes"]["deltas"]["lines"]["cluster"])
     places = _places(report, CAPABILITIES["mig"], tmp_path)
-    assert places == {"NODES ROLL": f'"mig_profile": "{profile}"', "TEAM QUOTA": places["TEAM QUOTA"], "MIG": f'"mig_profile": "{profile}"',
+    assert places == {"TEAM QUOTA": places["TEAM QUOTA"], "MIG": f'"mig_profile": "{profile}"',
                       "GPU OPERATOR": f'"mig_profile": "{profile}"',
                       "JOB RESTARTS": '"gpu_partition": "1g.10gb"'}
     assert places["TEAM QUOTA"].startswith('"quotas": [{"instance_type": "ml.p5.48xlarge", "accelerator_partition"')
