@@ -8,6 +8,7 @@ stop at an add-on update that needs a step of its own first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # The newest version that HyperPod and every add-on here document (see COMPONENT_RANGES).
@@ -300,3 +301,60 @@ NO_OFFLINE_VERSION = {
 def offline_addon_release(addon: str, kubernetes: str) -> AddonRelease | None:
     """The row of ADDON_RELEASES for `addon` on Kubernetes `kubernetes`, if any."""
     return next((r for r in ADDON_RELEASES if r.addon == addon and kubernetes in r.kubernetes), None)
+
+
+# ------------------------------------------------------------------ pins held to the cluster's version
+# Kubernetes' version-skew policy: kube-proxy must not be newer than kube-apiserver (and at most
+# three minors older); EKS's kube-proxy table pairs each Kubernetes version with a build of that
+# same minor (v1.34.x for 1.34), and each EKS build names the minor it was built for.
+_SKEW_POLICY = "https://kubernetes.io/releases/version-skew-policy/ (kube-proxy)"
+
+
+@dataclass(frozen=True)
+class PinOffVersion:
+    addon: str  # EKS add-on name
+    pinned: str
+    kubernetes: str
+    known: bool  # True: a source says it does not go with `kubernetes` (an error); False: no offline source says
+    reason: str
+
+
+def _line(version: str) -> tuple[int, ...]:
+    """v1.13.2-eksbuild.4 -> (1, 13): an add-on's release line."""
+    return tuple(int(p) for p in version.lstrip("v").split("-", 1)[0].split(".")[:2])
+
+
+def pins_off_version(kubernetes: str, pins: Mapping[str, str]) -> list[PinOffVersion]:
+    """Each pinned add-on version (`pins`: EKS add-on name -> version) that does not go with
+    Kubernetes `kubernetes`, or that no offline source pairs with it. A kube-proxy build is for the
+    minor its version names (EKS's kube-proxy table; the version-skew policy); a pin another add-on's
+    row in ADDON_RELEASES names (CoreDNS by its release line, as EKS's table lists them) goes with
+    that row's versions. Whatever no row settles is unknown here: `preflight` asks the account
+    (DescribeAddonVersions), as CreateAddon refuses a version not published for the cluster's."""
+    out = []
+    for addon, pinned in sorted(pins.items()):
+        if addon == "kube-proxy":
+            built_for = ".".join(map(str, _line(pinned)))
+            if built_for != kubernetes:
+                row = offline_addon_release(addon, kubernetes)
+                pair = f"; the table's build for {kubernetes} is {row.version}" if row else ""
+                out.append(PinOffVersion(addon, pinned, kubernetes, True,
+                                         f"is built for Kubernetes {built_for}, not {kubernetes} (sources: {_KUBE_PROXY_PAGE}{pair}; {_SKEW_POLICY})"))
+            continue
+        rows = [r for r in ADDON_RELEASES if r.addon == addon and (r.version == pinned or (addon == "coredns" and _line(r.version) == _line(pinned)))]
+        if rows and any(kubernetes in r.kubernetes for r in rows):
+            continue
+        listed = sorted({k for r in rows for k in r.kubernetes}, key=parse)
+        # A table that lists every Kubernetes version (CoreDNS's) settles it; a row that only says
+        # where a reference ran the pin (cert-manager), or none at all, does not.
+        settles = addon == "coredns" and rows and offline_addon_release(addon, kubernetes) is not None
+        if settles:
+            out.append(PinOffVersion(addon, pinned, kubernetes, True,
+                                     f"is for Kubernetes {', '.join(listed)}, not {kubernetes}; the table's build for {kubernetes} is "
+                                     f"{offline_addon_release(addon, kubernetes).version} (source: {rows[0].source})"))
+        else:
+            where = f"its source lists it for {', '.join(listed)} only" if listed else "no offline source pairs it with any version"
+            out.append(PinOffVersion(addon, pinned, kubernetes, False,
+                                     f"cannot be known offline to go with Kubernetes {kubernetes} ({where}); preflight asks the account "
+                                     "(DescribeAddonVersions)"))
+    return out

@@ -87,3 +87,31 @@ def test_prod_pins_every_add_on_it_installs_to_the_version_a_dated_source_publis
         else:
             assert addon.pinned is None and addon.name in versions.NO_OFFLINE_VERSION, addon.name
     assert set(versions.NO_OFFLINE_VERSION) <= {a.name for a in addons_of(prod)} | {"aws-fsx-csi-driver"}
+
+
+def test_each_kube_proxy_row_is_the_build_of_its_own_minor_as_the_eks_table_pairs_them():
+    # EKS's kube-proxy table (managing-kube-proxy) pairs each Kubernetes version with a build of
+    # that minor; the rule below reads the minor from the build's own version.
+    rows = [r for r in versions.ADDON_RELEASES if r.addon == "kube-proxy"]
+    assert rows and all(r.kubernetes == (".".join(r.version.lstrip("v").split(".")[:2]),) for r in rows)
+
+
+@pytest.mark.parametrize("pinned", ["v1.35.3-eksbuild.2", "v1.30.14-eksbuild.28", "v1.33.10-eksbuild.2"])
+def test_a_kube_proxy_built_for_another_minor_is_off_the_clusters_version(pinned):
+    # Kubernetes' version-skew policy: kube-proxy never newer than the API server; EKS's table: the
+    # build of the cluster's own minor. 1.35 is newer, 1.30 four minors older, 1.33 not EKS's pair.
+    (off,) = versions.pins_off_version("1.34", {"kube-proxy": pinned})
+    assert off.known and f"is built for Kubernetes {pinned[1:5]}, not 1.34" in off.reason
+    assert "the table's build for 1.34 is v1.34.6-eksbuild.2" in off.reason and "version-skew-policy" in off.reason
+    assert versions.pins_off_version("1.34", {"kube-proxy": "v1.34.1-eksbuild.1"}) == []
+
+
+def test_coredns_is_held_to_its_release_lines_versions_and_what_no_row_settles_is_unknown():
+    assert versions.pins_off_version("1.34", {"coredns": "v1.13.2-eksbuild.4", "cert-manager": "v1.18.2-eksbuild.2"}) == []
+    (off,) = versions.pins_off_version("1.34", {"coredns": "v1.11.4-eksbuild.2"})
+    assert off.known and "is for Kubernetes 1.30, 1.31, 1.32, not 1.34" in off.reason
+    # No row for 1.36; a cert-manager row says where references ran it, not where it is published.
+    unknown = versions.pins_off_version("1.36", {"coredns": "v1.13.2-eksbuild.4", "cert-manager": "v1.18.2-eksbuild.2",
+                                                 "vpc-cni": "v1.20.1-eksbuild.3"})
+    assert [(o.addon, o.known) for o in unknown] == [("cert-manager", False), ("coredns", False), ("vpc-cni", False)]
+    assert all("cannot be known offline" in o.reason and "DescribeAddonVersions" in o.reason for o in unknown)
