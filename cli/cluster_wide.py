@@ -290,12 +290,13 @@ def _upgrade_plan(version: str, env: str | None) -> str:
 
 
 def pins_off(pins: dict[str, str], kubernetes: str) -> list[str]:
-    """The add-on pins no offline source publishes for `kubernetes`, each with the build it
-    publishes instead, where one does (infra/versions.py's dated table)."""
+    """The add-on pins that do not go with `kubernetes`, or that no offline source pairs with it
+    (infra/versions.py pins_off_version: the one rule validate reads too), each in a few words."""
     out = []
-    for addon, pinned in sorted(pins.items()):
-        if any(r.addon == addon and r.version == pinned and kubernetes in r.kubernetes for r in versions.ADDON_RELEASES):
-            continue
-        known = versions.offline_addon_release(addon, kubernetes)
-        out.append(f"{addon} {pinned} ({f'the build for {kubernetes}: {known.version}' if known else 'none known offline'})")
+    for off in versions.pins_off_version(kubernetes, pins):
+        row = versions.offline_addon_release(off.addon, kubernetes)
+        if off.known:
+            out.append(f"{off.addon} {off.pinned} (not for {kubernetes}" + (f"; the build for {kubernetes}: {row.version})" if row else ")"))
+        else:
+            out.append(f"{off.addon} {off.pinned} (no build known offline for {kubernetes}: preflight asks the account)")
     return out

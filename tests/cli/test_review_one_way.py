@@ -60,12 +60,12 @@ def test_a_kubernetes_downgrade_is_refused_and_has_no_deploy_time(synth, tmp_pat
 
 
 def test_the_add_on_pins_with_no_build_known_for_the_new_version_are_named():
-    # The EKS user guide's version tables as infra/versions.py records them: kube-proxy is built per Kubernetes minor
-    # version, CoreDNS v1.13.2-eksbuild.4 is listed for 1.33 to 1.35, cert-manager's pin is known for 1.33 and 1.34 only.
+    # infra/versions.py pins_off_version (EKS's version tables, Kubernetes' version-skew policy): kube-proxy is built per
+    # minor version, CoreDNS v1.13.2-eksbuild.4 is listed for 1.33 to 1.35, cert-manager's pin is seen run on 1.33 and 1.34 only.
     pins = {"kube-proxy": "v1.34.6-eksbuild.2", "coredns": "v1.13.2-eksbuild.4", "cert-manager": "v1.18.2-eksbuild.2"}
     assert cluster_wide.pins_off(pins, "1.35") == [
-        "cert-manager v1.18.2-eksbuild.2 (none known offline)",
-        "kube-proxy v1.34.6-eksbuild.2 (the build for 1.35: v1.35.3-eksbuild.2)",
+        "cert-manager v1.18.2-eksbuild.2 (no build known offline for 1.35: preflight asks the account)",
+        "kube-proxy v1.34.6-eksbuild.2 (not for 1.35; the build for 1.35: v1.35.3-eksbuild.2)",
     ]
     assert cluster_wide.pins_off(pins, "1.34") == []
 
