@@ -97,7 +97,10 @@ def load_context(path: Path | None = None) -> dict:
     path = path or find_cdk_json()
     print(f"config: {path}", file=sys.stderr)
     try:
-        doc = json.loads(path.read_text())
+        # A key written twice is refused (config.ConfigError, one line each), as the app refuses it.
+        doc = config.read_cdk_json(path.read_text(), str(path))
+    except config.ConfigError:
+        raise
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise CliError(f"{path} is not valid JSON: {err}") from None
     if not isinstance(doc, dict):

@@ -36,6 +36,40 @@ def test_bad_config_exits_non_zero_with_one_line_per_problem_and_no_traceback(tm
 
 
 
+@pytest.mark.parametrize("command", [("synth", "--quiet"), ("deploy", "--all", "--require-approval", "never")])
+def test_a_context_argument_naming_an_environment_without_env_stops_before_anything_is_built(tmp_path, command):
+    # The pinned CLI passes nothing of `-c prod` to the app (it warns "Context argument is not an assignment (key=value):
+    # prod"), so the app would build dev; it reads what the CLI was told and stops with one line, before jsii starts.
+    result = run_cdk(*command, "-o", str(tmp_path / "out"), "-c", "prod")
+    assert "Context argument is not an assignment (key=value): prod" in result.stderr  # what the CDK CLI itself does
+    assert result.returncode != 0
+    assert ("error: -c prod: 'prod' is an environment, but the CDK CLI passes no context for an argument without '=', so "
+            "this would build the default environment; write -c env=prod (environments: dev, prod)") in result.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists() and "Traceback" not in result.stderr
+
+
+def test_a_key_written_twice_in_cdk_json_is_refused_by_cdk_synth_and_validate_with_both_lines(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, cdk_project
+
+    project = cdk_project(CONTEXT, tmp_path / "project")
+    text = json.dumps(json.loads((project / "cdk.json").read_text()), indent=1)
+    # The region written twice in defaults: Python and the CDK CLI keep the last, silently.
+    text = text.replace('"defaults": {', '"defaults": {\n  "region": "us-west-2",', 1)
+    (project / "cdk.json").write_text(text)
+    first = next(i for i, l in enumerate(text.splitlines(), 1) if '"region": "us-west-2"' in l)
+    second = next(i for i, l in enumerate(text.splitlines(), 1) if '"region": "us-east-1"' in l)
+    line = (f'"region" is written twice in context.defaults, at line {first} and line {second}: JSON leaves which one counts '
+            "to the reader (RFC 8259; the CDK CLI takes the last), so neither is taken; remove one")
+    synthesized = run_cdk("synth", "--quiet", "-c", "env=dev", cwd=project)
+    assert synthesized.returncode != 0 and f"error: cdk.json: {line}" in synthesized.stderr
+    validated = subprocess.run([sys.executable, "-m", "cli.main", "validate", "-c", "env=dev"], cwd=project,
+                               capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert validated.returncode == 2 and f"error: {project / 'cdk.json'}: {line}" in validated.stderr
+
+
 # Flags set to something other than the pinned CLI's recommendation, each with its reason
 # (the README lists them too).
 FLAGS_NOT_AS_RECOMMENDED = {
