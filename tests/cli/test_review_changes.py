@@ -187,7 +187,8 @@ def test_a_narrowed_public_cidr_is_information_and_updates_the_cluster_in_place(
     report = _review(synth, None, NAMED_CIDR, cdk_diff=True)
     assert report["changes"]["callouts"] == []
     assert _lines(report, "exposure") == [
-        f"Exposure narrowed: the public Kubernetes API endpoint `{ENDPOINT}` admits 203.0.113.0/24 (was 0.0.0.0/0)"
+        f"Exposure narrowed: the public Kubernetes API endpoint `{ENDPOINT}` admits 203.0.113.0/24 (was 0.0.0.0/0): kubectl of "
+        "arn:aws:iam::111111111111:role/Admin from outside 203.0.113.0/24 loses the API"  # dev's one access entry: its admin
     ]
     assert [e["cidrs"] for e in report["risk"]["public_endpoints"]] == [["203.0.113.0/24"]]
     (eks,) = [c for c in report["changes"]["changes"] if c["type"] == "AWS::EKS::Cluster"]
@@ -442,7 +443,8 @@ def test_a_private_endpoint_made_public_is_called_out_and_made_private_is_inform
     assert opened["callouts"] == ["EXPOSURE: the Kubernetes API endpoint `c/Cluster` becomes public, admitting 198.51.100.0/24"]
     closed = deltas.compare(stacks(True), stacks(False), "us-east-1", {})
     assert closed["callouts"] == [] and closed["lines"]["exposure"] == [
-        "Exposure narrowed: the Kubernetes API endpoint `c/Cluster` is no longer public (admitted 198.51.100.0/24)"
+        "Exposure narrowed: the Kubernetes API endpoint `c/Cluster` is no longer public (admitted 198.51.100.0/24): kubectl "
+        "from outside the VPC loses the API"
     ]
 
 

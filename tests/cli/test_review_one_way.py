@@ -179,3 +179,21 @@ def test_what_each_instance_group_property_does_to_running_nodes_is_a_table_held
     assert deploy_plan.cluster_update(cluster(group_before), cluster(labelled)).minutes == 0
     assert deploy_plan.cluster_update(cluster(group_before), cluster(script)).minutes == 0
     assert deploy_plan.cluster_update(cluster(group_before), cluster(retyped)).minutes == deploy_plan.group_minutes(retyped)
+
+
+def test_a_new_alert_address_is_named_and_one_removed_too():
+    # stacks/operations.py: one SNS e-mail subscription per operations.notifications.emails address.
+    from cli import deltas
+    from cli.assembly import StackSummary
+
+    def stacks(*emails):
+        subs = {f"S{i}": {"Type": "AWS::SNS::Subscription", "Properties": {"Protocol": "email", "Endpoint": e, "TopicArn": "t"}}
+                for i, e in enumerate(emails)}
+        return [StackSummary("ops", {"Resources": subs}, [])]
+
+    found = deltas.compare(stacks("ops@example.com"), stacks("oncall@example.com"), "us-east-1", {})
+    assert found["lines"]["exposure"] == [
+        "Alerts: e-mailed to oncall@example.com from now on (a new subscriber: SNS sends it a confirmation first, and nothing "
+        "reaches it until it confirms)",
+        "Alerts: no longer e-mailed to ops@example.com",
+    ]

@@ -97,6 +97,9 @@ def test_karpenter_switches_the_cluster_to_continuous_provisioning_and_costs_a_r
     # The autoscaled group from 0 to the nodes its NodePool's limit admits (the template's NodePool: GPUs over 1 GPU a node).
     pool = next(o for o in synth("karpenter").manifests("hyperpod") if o["kind"] == "NodePool")
     most = int(pool["spec"]["limits"]["nvidia.com/gpu"]) // 1
+    # The quota it asks for is that number, not a pointer to the config.
+    assert (f"Quota: ml.g5.8xlarge for cluster usage: 1 -> 0 node(s) at deploy (autoscaled from 0 by Karpenter: the quota "
+            f"must cover {most} node(s), the most its NodePool admits)") in report["changes"]["deltas"]["lines"]["quotas"]
     rate = prices.SAGEMAKER_RATE["ml.g5.8xlarge"]
     (gpu,) = [line for line in report["cost"]["lines"] if "(gpu" in line["item"]]
     assert gpu["item"] == f"0 to {most} x ml.g5.8xlarge (gpu, autoscaled by Karpenter)"

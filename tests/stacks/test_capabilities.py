@@ -435,7 +435,7 @@ def test_the_review_shows_the_new_resources(synth):
     assert any("AutoscalerRole" in r["role"] for r in karpenter["iam"]["detail"])
     assert [q["line"] for q in karpenter["risk"]["quotas"]] == [
         "1 x ml.m5.4xlarge for cluster usage",
-        "ml.g5.8xlarge for cluster usage: autoscaled from 0 by Karpenter; cover the group's max_count",
+        "ml.g5.8xlarge for cluster usage: autoscaled from 0 by Karpenter; cover the most its NodePool admits, 4 node(s)",  # max_count 4
     ]
     closed = review.build(synth("closed-network").outdir, with_lint=False)
     # Which images are copied from where, and how: Docker Hub's with the credentials config names.
