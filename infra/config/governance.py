@@ -227,10 +227,20 @@ def _check_team_name(s: Settings, team: Team, path: str, p: Problems) -> None:
                 "(1-63 letters, digits and hyphens)")
 
 
+def _meant_by_a_misspelt_group(s: Settings, instance_type: str) -> bool:
+    """Whether a group's type is no type HyperPod takes and reads like `instance_type` misspelt:
+    the group's line (with its "did you mean") is the one problem, not every quota of the type."""
+    import difflib
+
+    unknown = [g.instance_type for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) is None]
+    return any(difflib.get_close_matches(t, [instance_type], n=1, cutoff=0.8) for t in unknown)
+
+
 def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict, p: Problems) -> bool:
     """One entry against its type's groups: whether it is sound."""
     if q.instance_type not in capacity:
-        p.error(f"{path}.instance_type", q.instance_type, f"is provided by no instance group; groups have: {', '.join(sorted(capacity))}")
+        if not _meant_by_a_misspelt_group(s, q.instance_type):  # else the group's own line says it, once
+            p.error(f"{path}.instance_type", q.instance_type, f"is provided by no instance group; groups have: {', '.join(sorted(capacity))}")
         return False
     given = q.given()
     shown = q.model_dump(exclude_none=True, exclude={"instance_type"})

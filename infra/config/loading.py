@@ -4,6 +4,7 @@ strict parsing, the cross-field checks of every area, and the one-line error tex
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import re
 import types
@@ -244,7 +245,11 @@ def _pydantic_lines(exc: ValidationError) -> list[str]:
         if err["type"] == "too_short" and any(other[: len(loc)] == loc and len(other) > len(loc) for other in locs):
             continue  # pydantic counts only the items that passed: the failed item's own line says it
         if err["type"] == "extra_forbidden":
-            lines.append(f"{path}: unknown field; allowed here: {', '.join(_allowed_keys(loc))}")
+            allowed = _allowed_keys(loc)
+            given = str(loc[-1]) if loc else ""
+            # The closest field by spelling, else one the given name begins (endpoint -> endpoint_access).
+            near = difflib.get_close_matches(given, allowed, n=1, cutoff=0.75) or [k for k in allowed if k.startswith(f"{given}_")][:1]
+            lines.append(f"{path}: unknown field;" + (f" did you mean {near[0]}?" if near else "") + f" allowed here: {', '.join(allowed)}")
         elif err["type"] == "missing":
             lines.append(f"{path}: required field is missing")
         elif err["type"] == "string_pattern_mismatch":
