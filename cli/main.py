@@ -142,26 +142,10 @@ def _settings(env: str) -> tuple[config.Settings, list[str]]:
 
 
 def cmd_render_job(args) -> int:
-    from manifests import job as job_manifest
+    from cli import render_job
 
     deployed, _ = _settings(env_from(args))
-    overrides = {
-        k: v
-        for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps,
-                     "image_uri": args.image}.items()
-        if v is not None
-    }
-    patch: dict = {"sample_job": {**overrides, "enabled": True}}
-    if args.preferred_topology or args.required_topology:
-        mode = "preferred" if args.preferred_topology else "required"
-        patch["topology"] = {"mode": mode, "level": args.preferred_topology or args.required_topology}
-    settings, warnings = config.override(deployed, patch)  # the same rules as cdk synth
-    for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings.sample_job.team)])]:
-        print(f"warning: {line}", file=sys.stderr)
-    image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
-    if not image:
-        raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
-    sys.stdout.write(job_manifest.to_yaml(job_manifest.objects(settings, image=image)))
+    sys.stdout.write(render_job.render(deployed, args))
     return 0
 
 
