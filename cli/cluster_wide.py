@@ -114,6 +114,14 @@ def compare(before: list[StackSummary], after: list[StackSummary], env: str | No
         taints_a, taints_b = ((g.get("KubernetesConfig") or {}).get("Taints") or [] for g in (old_groups[key], new_groups[key]))
         if taints_a != taints_b:
             lines.append(f"Node taints of instance group {name}: {_taints(taints_a)} -> {_taints(taints_b)}")
+            evicting = [t for t in taints_b if t.get("Effect") == "NoExecute" and t not in taints_a]
+            if evicting:
+                # Kubernetes, Taints and Tolerations: NoExecute evicts the pods already running that do not tolerate it.
+                callouts.append((
+                    f"PODS EVICTED: instance group {name} in {stack} gets a NoExecute taint ({_taints(evicting)}), reconciled onto "
+                    "its running nodes: every pod there that does not tolerate it is evicted at once, the running job's included",
+                    [f"hyperpod.instance_groups[{name}].taints"],
+                ))
     mig_fields = [f"hyperpod.instance_groups[{g}].mig_profile" for g in mig_moved] or ["hyperpod.instance_groups"]
 
     old_charts = _by_key(before, "Custom::AWSCDK-EKS-HelmChart", lambda s, lid, r: r.get("Properties", {}).get("Release", lid))

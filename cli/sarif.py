@@ -125,6 +125,8 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
                            "the VPC reaches a public registry or endpoint."),
     "INTERNET PATH GAINED": ("The network gains a way to the internet", "A NAT or internet gateway is added to a closed "
                              "network."),
+    "PODS EVICTED": ("A NoExecute taint reaches running nodes", "Pods that do not tolerate the new taint are evicted from "
+                     "the group's running nodes."),
     "GUARANTEE UNBACKED": ("A team's guarantee is no longer backed by nodes", "The teams' quotas of a type add up past "
                            "what the cluster holds (allowed by governance.allow_oversubscription)."),
 }

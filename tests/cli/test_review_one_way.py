@@ -197,3 +197,24 @@ def test_a_new_alert_address_is_named_and_one_removed_too():
         "reaches it until it confirms)",
         "Alerts: no longer e-mailed to ops@example.com",
     ]
+
+
+def test_a_no_execute_taint_reaching_running_nodes_evicts_what_does_not_tolerate_it():
+    # Kubernetes, Taints and Tolerations: NoExecute evicts running pods that do not tolerate it; HyperPod reconciles
+    # KubernetesConfig onto the running nodes (cli/replacement.py), so the taint lands on them at this deploy.
+    from cli.assembly import StackSummary
+
+    def stacks(*taints):
+        group = {"InstanceGroupName": "gpu", "InstanceType": "ml.g5.8xlarge", "InstanceCount": 1,
+                 "KubernetesConfig": {"Taints": list(taints)}}
+        return [StackSummary("hp", {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": [group]}}}}, [])]
+
+    schedule = {"Key": "reserved", "Value": "a", "Effect": "NoSchedule"}
+    execute = {"Key": "drain", "Value": "now", "Effect": "NoExecute"}
+    lines, callouts = cluster_wide.compare(stacks(schedule), stacks(schedule, execute))
+    assert callouts == [(
+        "PODS EVICTED: instance group gpu in hp gets a NoExecute taint (drain=now:NoExecute), reconciled onto its running nodes: "
+        "every pod there that does not tolerate it is evicted at once, the running job's included",
+        ["hyperpod.instance_groups[gpu].taints"],
+    )]
+    assert cluster_wide.compare(stacks(), stacks(schedule))[1] == []  # NoSchedule keeps what runs
