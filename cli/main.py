@@ -207,7 +207,9 @@ def _overlaps(a: Path, b: Path) -> bool:
 def cmd_review(args) -> int:
     from dataclasses import replace
 
-    from cli import changes, review, revision
+    from cli import revision
+    from cli.review import report as review
+    from cli.review import changes
     from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()

@@ -15,7 +15,7 @@ import from `cli.preflight`.
 
 from __future__ import annotations
 
-from cli.exposure import quota_name
+from cli.review.exposure import quota_name
 from cli.preflight.account import (
     CDK_TOOLKIT_STACK,
     REFUSED_CREDENTIALS,

@@ -14,7 +14,7 @@ import re
 
 import botocore
 
-from cli import cluster_wide, deploy_plan, replacement
+from cli.review import cluster_wide, deploy_plan, replacement
 from infra import cfn_schema, config, timing
 from tests.cli.test_review_changes import GROUPS, GROWN
 from tests.cli.test_review_update import _places, _review
@@ -183,8 +183,8 @@ def test_what_each_instance_group_property_does_to_running_nodes_is_a_table_held
 
 def test_a_new_alert_address_is_named_and_one_removed_too():
     # stacks/operations.py: one SNS e-mail subscription per operations.notifications.emails address.
-    from cli import deltas
-    from cli.assembly import StackSummary
+    from cli.review import deltas
+    from cli.review.assembly import StackSummary
 
     def stacks(*emails):
         subs = {f"S{i}": {"Type": "AWS::SNS::Subscription", "Properties": {"Protocol": "email", "Endpoint": e, "TopicArn": "t"}}
@@ -201,8 +201,8 @@ def test_a_new_alert_address_is_named_and_one_removed_too():
 
 def test_a_no_execute_taint_reaching_running_nodes_evicts_what_does_not_tolerate_it():
     # Kubernetes, Taints and Tolerations: NoExecute evicts running pods that do not tolerate it; HyperPod reconciles
-    # KubernetesConfig onto the running nodes (cli/replacement.py), so the taint lands on them at this deploy.
-    from cli.assembly import StackSummary
+    # KubernetesConfig onto the running nodes (cli/review/replacement.py), so the taint lands on them at this deploy.
+    from cli.review.assembly import StackSummary
 
     def stacks(*taints):
         group = {"InstanceGroupName": "gpu", "InstanceType": "ml.g5.8xlarge", "InstanceCount": 1,

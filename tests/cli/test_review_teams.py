@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from cli import changes, people, review, sarif
+from cli.review import report as review
+from cli.review import changes, people, sarif
 from infra import timing
 from tests.cli.test_sarif import _field_text, _project
 

@@ -10,8 +10,9 @@ import copy
 
 import pytest
 
-from cli import changes, cost, prices, review, sarif
-from cli.assembly import load_stacks
+from cli.review import report as review
+from cli.review import changes, cost, prices, sarif
+from cli.review.assembly import load_stacks
 from tests.cli.test_review_changes import GROWN, GROWN_JOB_ON_TWO
 from tests.cli.test_sarif import CHANGES, _field_text, _project
 from tests.conftest import CAPABILITIES
@@ -56,7 +57,7 @@ def test_cutting_gpus_into_mig_slices_is_called_out_cluster_wide_and_the_job_cou
     report = _review(synth, WHOLE_GPUS, "mig")
     profile = CAPABILITIES["mig"]["hyperpod"]["instance_groups"][1]["mig_profile"]
     assert report["changes"]["callouts"] == [
-        # The label is reconciled on the running nodes (cli/replacement.py): no roll; the MIG callout says what it does.
+        # The label is reconciled on the running nodes (cli/review/replacement.py): no roll; the MIG callout says what it does.
         "TEAM QUOTA: team inference: guaranteed ml.m5.4xlarge: 8 vCPUs -> none; guaranteed ml.p5.48xlarge: none -> 8 mig-4g.40gb "
         "slices; guaranteed ml.p5.48xlarge: none -> 64 vCPUs; guaranteed ml.p5.48xlarge: none -> 512 GiB of memory",
         "TEAM QUOTA: team research: guaranteed ml.p5.48xlarge: 1 instance -> none; guaranteed ml.p5.48xlarge: none -> 16 "
@@ -119,7 +120,7 @@ UNPRICED = {
 
 
 def test_a_type_without_a_price_is_never_0_dollars_and_the_change_says_its_known_part(synth, tmp_path):
-    # Neither a SageMaker rate nor an EC2 floor of its family, and no priced type it holds (cli/prices.py).
+    # Neither a SageMaker rate nor an EC2 floor of its family, and no priced type it holds (cli/review/prices.py).
     assert prices.instance_rate("ml.g7e.8xlarge") == (None, "unpriced")
     report = _review(synth, None, UNPRICED)
     assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODES REPLACED", "NEW QUOTA", "TEAM QUOTA", "JOB RESTARTS"]

@@ -18,7 +18,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from cli import changes, review, sarif
+from cli.review import report as review
+from cli.review import changes, sarif
 from tests.conftest import ROOT, patched_context
 
 GROUPS = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}]

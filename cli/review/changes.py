@@ -26,15 +26,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cli import config_diff, diff_text, replacement, revision
-from cli.assembly import StackSummary, import_names, load_stacks
+from cli import revision
+from cli.review import config_diff, diff_text, replacement
+from cli.review.assembly import StackSummary, import_names, load_stacks
 from cli.synth import cdk_cli
 from infra import versions
 
 # Losing one of these loses a GPU cluster, or data.
 CRITICAL_TYPES = ("AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::FSx::FileSystem")
 # Instance-group fields whose change makes HyperPod replace every node of the group (the table of
-# what each property does to running nodes, with its sources: cli/replacement.py).
+# what each property does to running nodes, with its sources: cli/review/replacement.py).
 NODE_REPLACING_FIELDS = tuple(k for k, (effect, _) in replacement.GROUP_PROPERTY_EFFECTS.items() if effect == replacement.REPLACE)
 # Not deployed infrastructure: CDK's version-reporting resource.
 IGNORED_TYPES = ("AWS::CDK::Metadata",)
@@ -488,7 +489,7 @@ def _line(version: str) -> str:
 
 
 def _short(value) -> str:
-    from cli.iam_audit import readable
+    from cli.review.iam_audit import readable
 
     return str(value) if isinstance(value, (str, int)) or value is None else readable(value)
 

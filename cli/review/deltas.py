@@ -3,14 +3,14 @@ bill, to the quotas a deploy needs, to IAM access, to what the internet can reac
 running job and to what holds data.
 
 Each section yields plain lines (information, shown beside the totals) and callouts (what a
-reviewer must stop at), in the `KIND: detail` form of cli/changes.py:
+reviewer must stop at), in the `KIND: detail` form of cli/review/changes.py:
 - NEW QUOTA: an instance type the environment did not use (a new type's quota is often 0);
 - IAM ON ANY RESOURCE: a role gains a Write or Permissions management action on `*`;
 - EXPOSURE: a public endpoint, a public endpoint CIDR or an open security-group rule is added
   or widened (narrowed is information);
 - JOB RESTARTS: the job's object changes, or its instance group's nodes are replaced;
-- the teams' and people's callouts, and the jobs a change makes inadmissible (cli/people.py), and
-  the cluster-wide ones (cli/cluster_wide.py).
+- the teams' and people's callouts, and the jobs a change makes inadmissible (cli/review/people.py), and
+  the cluster-wide ones (cli/review/cluster_wide.py).
 Callouts that know the config field behind them say so (`anchors`: callout -> field paths),
 for the SARIF result's place.
 """
@@ -22,8 +22,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from cli import cluster_wide, cost, exposure, iam_audit, people
-from cli.assembly import StackSummary, group_instance_type, manifest_text, of_type
+from cli.review import cluster_wide, cost, exposure, iam_audit, people
+from cli.review.assembly import StackSummary, group_instance_type, manifest_text, of_type
 from infra import catalogue
 
 LAMBDA_LOG_GROUP = "/LogGroup/Resource"  # aws-cdk-lib's own Lambdas' log groups: counted, not named
@@ -42,7 +42,7 @@ def compare(before: list[StackSummary], after: list[StackSummary], region: str, 
     """{"lines": {section: [line]}, "callouts": [callout], "cost": {...}, "iam_levels": {...},
     "new_quotas": [quota]}. replaced_groups: stack -> instance groups whose nodes are replaced;
     settings: (baseline's, this change's) Settings where both configs are known and load, for
-    what the admission model says of the jobs (cli/people.py)."""
+    what the admission model says of the jobs (cli/review/people.py)."""
     cost_change = cost.delta(cost.estimate(before, region), cost.estimate(after, region))
     quota_lines, new_quotas = _quotas(before, after)
     iam_lines, iam_callouts, levels = _iam(before, after)
@@ -238,7 +238,7 @@ def _exposure(before: list[StackSummary], after: list[StackSummary]) -> tuple[li
 
 
 def _who_loses_kubectl(stacks: list[StackSummary]) -> str:
-    """The principals with an access entry (cli/people.py): who runs kubectl, wherever they are."""
+    """The principals with an access entry (cli/review/people.py): who runs kubectl, wherever they are."""
     principals = sorted(people.access(stacks))
     return f"kubectl of {', '.join(principals)}" if principals else "kubectl"
 

@@ -14,8 +14,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from cli.assembly import group_instance_type
-from cli import replacement
+from cli.review.assembly import group_instance_type
+from cli.review import replacement
 from infra import catalogue, timing
 
 # Typical creation minutes per resource type. Anything not listed: DEFAULT_MINUTES.
@@ -126,7 +126,7 @@ def _first_link(resource: dict) -> bool:
 
 
 def plan(stacks) -> tuple[float, list[Step]]:
-    """stacks: cli.review.StackSummary in deploy order. (total minutes, critical path)."""
+    """stacks: cli.review.assembly.StackSummary in deploy order. (total minutes, critical path)."""
     done = _schedule(stacks)
     longest = max(done.values(), key=_end, default=[])
     return _end(longest), longest
@@ -192,7 +192,7 @@ def _checks(group: dict) -> str:
 
 def cluster_update(old: dict, new: dict) -> Update:
     """The nodes an update of AWS::SageMaker::Cluster starts, as the table of what each
-    instance-group property does to running nodes says (cli/replacement.py): a new group's, every
+    instance-group property does to running nodes says (cli/review/replacement.py): a new group's, every
     node of a group a change replaces or rolls, the nodes a count adds. A change that reaches
     running nodes in place (labels, taints) or only the nodes made later (the lifecycle script)
     starts none and takes no node time."""

@@ -1,5 +1,5 @@
 """What the environment costs to keep standing, per hour and per month, from the
-resources in the assembly and the dated table in cli/prices.py.
+resources in the assembly and the dated table in cli/review/prices.py.
 
 The instance groups dominate and are counted at their configured size. Usage-based
 charges (data through NAT, samples into Prometheus, storage) are shown with the
@@ -8,8 +8,8 @@ assumption they rest on, never hidden inside a total.
 
 from __future__ import annotations
 
-from cli import prices
-from cli.assembly import StackSummary, group_instance_type, manifest_objects, of_type
+from cli.review import prices
+from cli.review.assembly import StackSummary, group_instance_type, manifest_objects, of_type
 from infra import catalogue, versions
 
 # An assumption, named: active series a node sends to Prometheus (node exporter, DCGM,
@@ -252,7 +252,7 @@ def markdown(cost: dict, change: dict | None = None) -> list[str]:
     out = [
         "## Estimated cost",
         "",
-        f"An estimate from the dated table in cli/prices.py ({where}), instances at {cost['rates']}: {total} while everything "
+        f"An estimate from the dated table in cli/review/prices.py ({where}), instances at {cost['rates']}: {total} while everything "
         "stands, before data transfer and storage.",
         "",
         "| item | per hour | per month | note |",

@@ -10,7 +10,7 @@ Read from the templates, so a deployed template is a baseline as good as a synth
   cluster admin). Only principals named by ARN count: the stack's own roles (a handler's, the
   kubectl provider's) are the deployment's, not people's.
 
-Each callout names the config field it comes from, where the review shows it (cli/sarif.py).
+Each callout names the config field it comes from, where the review shows it (cli/review/sarif.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cli.assembly import StackSummary, manifest_objects, of_type
+from cli.review.assembly import StackSummary, manifest_objects, of_type
 from infra import admission, catalogue, naming
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def _team_grant(team: str) -> str:
 
 
 def _policy_name(arn) -> str:
-    from cli.iam_audit import readable
+    from cli.review.iam_audit import readable
 
     return readable(arn).rsplit("/", 1)[-1]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 
-from cli.assembly import StackSummary, manifest_text, of_type
+from cli.review.assembly import StackSummary, manifest_text, of_type
 from infra import versions
 
 DEVICE_PLUGIN = "nvidia-device-plugin.devicePlugin.enabled"

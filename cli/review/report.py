@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from cli.assembly import PACK_NAMES, StackSummary, load_nag, load_refusals, load_stacks, region_of
+from cli.review.assembly import PACK_NAMES, StackSummary, load_nag, load_refusals, load_stacks, region_of
 
 # cfn-lint warnings we accept on purpose, with why, and the message each must match.
 # Anything else is shown as a finding.
@@ -168,7 +168,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None;
     `cache` a folder where lint findings of templates seen before are kept; `config` the
     (cdk.json context, environment) the assembly was made of, where it does not say itself."""
-    from cli import changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
+    from cli.review import changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -407,7 +407,7 @@ def to_markdown(report: dict) -> str:
     out += ["", "Exports between the stacks (a solid edge carries exports; a dotted one orders only):", ""]
     out += stack_graph(report) + [""]
     out += _copies_markdown(report.get("image_copies", []))
-    from cli import cost, exposure
+    from cli.review import cost, exposure
 
     found = (report["changes"] or {}).get("deltas") or {}
     out += cost.markdown(report["cost"], found.get("cost")) + [""]
@@ -460,7 +460,7 @@ def to_markdown(report: dict) -> str:
         "## Estimated deploy plan" + (" (a first deploy)" if report["changes"] is not None else ""),
         "",
         f"From nothing, about {plan['minutes']} minutes of wall-clock time, {plan['hyperpod_nodes_minutes']} of them for the "
-        "HyperPod nodes (by instance type, count and deep health checks; typical figures in cli/deploy_plan.py). It waits on:",
+        "HyperPod nodes (by instance type, count and deep health checks; typical figures in cli/review/deploy_plan.py). It waits on:",
         "",
     ]
     for st in plan["critical_path"]:
@@ -475,7 +475,7 @@ def to_markdown(report: dict) -> str:
 
 def write(report: dict, base: Path) -> tuple[Path, Path, Path]:
     """review.md, .json and .sarif beside the assembly (`base` without suffix)."""
-    from cli import sarif
+    from cli.review import sarif
 
     md, js, sa = base.with_suffix(".md"), base.with_suffix(".json"), base.with_suffix(".sarif")
     md.write_text(to_markdown(report))

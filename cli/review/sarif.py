@@ -250,7 +250,7 @@ class CdkJson:
     """cdk.json's text and where each of an environment's fields is written in it."""
 
     def __init__(self, path: Path, env: str):
-        from cli.config_diff import merged
+        from cli.review.config_diff import merged
 
         self.path, self.env = path, env
         self.text = path.read_text()
@@ -484,7 +484,7 @@ def _rule(rule_id: str, nag: dict[str, str], lint: dict[str, tuple[str, str]]) -
         short, full, help_ = RULES[rule_id]
     elif family == "cfn-lint":
         short, full = lint.get(name, (f"cfn-lint rule {name}", f"cfn-lint rule {name} on a synthesized template."))
-        help_ = f"Fix the template's construct, or accept the rule in cli/review.py with the reason. cfn-lint's rule list: {name}."
+        help_ = f"Fix the template's construct, or accept the rule in cli/review/report.py with the reason. cfn-lint's rule list: {name}."
     elif family == "change":
         words = name.replace("-", " ")
         short, full = CHANGE_KINDS.get(words.upper(), (f"A change the review calls out: {words}", ""))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 
-from cli.assembly import StackSummary, group_instance_type, of_type, path_of
+from cli.review.assembly import StackSummary, group_instance_type, of_type, path_of
 from infra import naming
 
 # Types whose loss loses data or a running cluster.
@@ -97,7 +97,7 @@ def quotas(stacks: list[StackSummary]) -> list[dict]:
     """The SageMaker "<type> for cluster usage" quotas the deploy needs: the nodes at deploy, and
     for a type Karpenter scales from 0 the most its NodePools admit (cli.cost.autoscaled_ceilings),
     which the quota must cover before Karpenter can get there."""
-    from cli.cost import autoscaled_ceilings
+    from cli.review.cost import autoscaled_ceilings
 
     needed: Counter = Counter()
     autoscaled: dict[str, int | None] = {}
