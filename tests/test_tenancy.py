@@ -375,11 +375,15 @@ def test_every_node_runs_the_metadata_guard_that_waits_for_the_lock_and_holds_ku
     assert f"Requires={script.IMDS_UNIT}" in script._dropin(env) and f"After={script.IMDS_UNIT}" in script._dropin(env)
 
 
-def test_prod_pins_every_add_on_or_says_which_float_and_how_to_pin_them(synth):
-    # An add-on without AddonVersion gets the version DescribeAddonVersions marks default for the
-    # cluster's version that day (botocore's EKS model: Compatibility.defaultVersion). Every one
-    # prod installs is pinned where an offline source names a version (infra/versions.py), and
-    # the rest, which only the account can name, are warned of with the command that pins them.
+def test_prod_pins_every_add_on_a_source_versions_for_its_kubernetes_and_names_the_rest_with_the_command(synth):
+    """Every AWS::EKS::Addon in prod's templates carries the AddonVersion that infra/versions.py's
+    ADDON_RELEASES lists for prod's Kubernetes version; each row names its source and the day it
+    was read (EKS's kube-proxy, CoreDNS and VPC CNI tables; awsome PR 1076 for the training
+    operator; the quick setup and the awsome Terraform for cert-manager). An add-on no offline
+    source versions for it is in NO_OFFLINE_VERSION with what was searched, and validate names it
+    with the command that pins it from the account (upgrade-plan --from-account --write-pins)."""
+    # Without AddonVersion, CreateAddon installs the version DescribeAddonVersions marks default for
+    # the cluster's version that day (botocore's EKS model: Compatibility.defaultVersion).
     import botocore.session
 
     from cli import upgrade_plan
@@ -389,20 +393,27 @@ def test_prod_pins_every_add_on_or_says_which_float_and_how_to_pin_them(synth):
     eks = botocore.session.get_session().get_service_model("eks")
     assert "defaultVersion" in eks.shape_for("Compatibility").members
     s = synth("prod")
+    kubernetes = s.settings.eks.version
     addons = {r["Properties"]["AddonName"]: r["Properties"] for suffix in s.templates for r in s.resources(suffix, "AWS::EKS::Addon").values()}
     assert set(addons) == {a.name for a in upgrade_plan.addons_of(s.settings)}
-    floating = {name for name, props in addons.items() if not props.get("AddonVersion")}
-    for name in floating:
-        assert versions.offline_addon_release(name, s.settings.eks.version) is None, f"{name}: an offline source names a version: pin it"
-        assert name in versions.NO_OFFLINE_VERSION, name
+    pinned = {name: props["AddonVersion"] for name, props in addons.items() if props.get("AddonVersion")}
+    for name, version in pinned.items():
+        row = versions.offline_addon_release(name, kubernetes)
+        assert row is not None and row.version == version and row.source and row.seen, (name, version)
+    floating = set(addons) - set(pinned)
+    assert floating == set(versions.NO_OFFLINE_VERSION) & set(addons)
+    assert all(versions.offline_addon_release(name, kubernetes) is None for name in floating)
+    # The network-policy agent rides in the VPC CNI: pinned from EKS's table.
+    assert pinned["vpc-cni"] == versions.offline_addon_release("vpc-cni", kubernetes).version
     _, warnings = config.load_settings(patched_context("prod", {}), "prod")
     (warning,) = [w for w in warnings if "--write-pins" in w]
     paths = {a.name: a.path for a in upgrade_plan.addons_of(s.settings)}
     assert all(f"{paths[name]}.version" in warning for name in floating), warning
+    assert all(f"{paths[name]}.version" not in warning for name in pinned), warning
     # What tenancy rests on is pinned or among them: never left to the day's default unsaid.
     assert {p for p, _ in tenancy_addons(s.settings)} == {"eks.core_addons.vpc_cni", "eks.core_addons.pod_identity_agent",
                                                          "addons.task_governance", "addons.observability"}
-    assert all(f"{p}.version" in warning or getattr(sw, "version") for p, sw in tenancy_addons(s.settings))
+    assert all((f"{p}.version" in warning) != bool(sw.version) for p, sw in tenancy_addons(s.settings))
 
 
 @pytest.mark.parametrize("name", ["prod", "mig"])
