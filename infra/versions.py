@@ -294,6 +294,18 @@ ADDON_RELEASES: tuple[AddonRelease, ...] = (
         _PR_1076,
         "2026-12-04",
     ),
+    # The newest task governance the upgrade page names (v1.6.0-eksbuild.1, Kueue v0.19.2; the page
+    # gives no Kubernetes versions), running on a 1.34 cluster in an account read back read-only
+    # (EKS keeps an add-on only at a version it publishes for the cluster's version).
+    AddonRelease(
+        "amazon-sagemaker-hyperpod-taskgovernance",
+        ("1.34",),
+        "v1.6.0-eksbuild.1",
+        f"{TASK_GOVERNANCE_UPGRADE_PAGE} (Upgrade from v1.5 to v1.6); ACTIVE on EKS Kubernetes 1.34 in the read-only "
+        "account survey of hi-space/aws-physical-ai-recipes docs/designs/2026-09-16-physical-ai-dashboard.md (commit "
+        "f6092cd, 2026-09-16), with Kueue v0.19.2 in its docs/reports/evidence/2026-09-18-ui-infra-audit/hyperpod-review.json",
+        "2026-12-06",
+    ),
     # What both references deploy on Kubernetes 1.34 and 1.33: the quick setup's
     # cert-manager-template.yaml (CertManagerAddonVersion) beside its eks-template.yaml
     # (KubernetesVersion '1.34'); the awsome Terraform's hyperpod_cluster cert_manager_version,
@@ -317,10 +329,6 @@ NO_OFFLINE_VERSION = {
         "the EKS Pod Identity agent pages (pod-id-agent-setup, add-ons-pod-id) publish no version table, and neither "
         "reference pins it; aws/containers-roadmap issue 2684 (2025-11-24) names v1.3.10-eksbuild.1 the default "
         "'in all regions' without the Kubernetes versions it is for"
-    ),
-    "amazon-sagemaker-hyperpod-taskgovernance": (
-        "the task governance upgrade page names v1.6.0-eksbuild.1 as the newest but no Kubernetes versions for it, "
-        "and the quick setup's task-governance templates take the version as a parameter without a default"
     ),
     "amazon-sagemaker-hyperpod-observability": (
         "no page or reference read here names a version of it (the quick setup's observability-template.yaml and "

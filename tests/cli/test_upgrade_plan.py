@@ -286,8 +286,8 @@ def test_every_step_deploys_whatever_task_governances_version_turns_out_to_be():
 
 
 def test_write_pins_pins_every_unpinned_add_on_with_the_accounts_default_and_the_config_validates(tmp_path, capsys, monkeypatch):
-    # prod: what tenancy rests on and no offline table versions for 1.34 (task governance's Kueue,
-    # the Pod Identity agent, observability; the VPC CNI is pinned from EKS's table): the account's
+    # prod: what tenancy rests on and no offline table versions for 1.34 (the Pod Identity agent,
+    # observability; the VPC CNI and task governance are pinned from the table): the account's
     # DescribeAddonVersions default for the cluster's version is what gets pinned.
     import json
 
@@ -295,8 +295,8 @@ def test_write_pins_pins_every_unpinned_add_on_with_the_accounts_default_and_the
 
     settings = _settings("prod")
     unpinned = [a for a in upgrade_plan.addons_of(settings) if not a.pinned]
-    assert {a.name for a in unpinned} >= {"amazon-sagemaker-hyperpod-taskgovernance", "eks-pod-identity-agent"}
-    assert "vpc-cni" not in {a.name for a in unpinned}
+    assert {a.name for a in unpinned} >= {"amazon-sagemaker-hyperpod-observability", "eks-pod-identity-agent"}
+    assert not {"vpc-cni", "amazon-sagemaker-hyperpod-taskgovernance"} & {a.name for a in unpinned}
     cluster = settings.eks_cluster_name
     created = datetime.datetime(2026, 6, 1, tzinfo=datetime.timezone.utc)
     responses = [("describe_cluster", {"cluster": {"name": cluster, "version": "1.34", "status": "ACTIVE", "createdAt": created}}, {"name": cluster})]
@@ -320,7 +320,8 @@ def test_write_pins_pins_every_unpinned_add_on_with_the_accounts_default_and_the
     assert not [a.name for a in upgrade_plan.addons_of(pinned) if not a.pinned]
     assert pinned.eks.core_addons.pod_identity_agent.version == "v1.3.10-eksbuild.1"
     assert pinned.eks.core_addons.vpc_cni.version == settings.eks.core_addons.vpc_cni.version == "v1.21.1-eksbuild.7"
-    assert pinned.addons.task_governance.version == f"v2.1.{len('amazon-sagemaker-hyperpod-taskgovernance')}-eksbuild.1"
+    assert pinned.addons.observability.version == f"v2.1.{len('amazon-sagemaker-hyperpod-observability')}-eksbuild.1"
+    assert pinned.addons.task_governance.version == settings.addons.task_governance.version == "v1.6.0-eksbuild.1"
     # What was pinned before stays as it was; every new pin is named with its source.
     assert pinned.addons.training_operator.version == settings.addons.training_operator.version
     assert out.count("DescribeAddonVersions, the default") == len(unpinned) - 1 and out.count("the version the cluster runs") == 1
