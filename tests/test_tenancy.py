@@ -177,11 +177,17 @@ def test_no_team_writes_workload_status_and_on_workloads_only_what_stops_one(syn
                 assert verbs <= KUEUE_BATCH_USER.get((g, r), set()), (r, verbs)
 
 
+# prod at 1.29 with the kube-proxy of 1.29: validation refuses prod's own build for 1.34 there
+# (versions.pins_off_version); v1.29.15-eksbuild.16 is the row for 1.29 in a copy of EKS's kube-proxy
+# table (docs.amazonaws.cn/eks/latest/userguide/managing-kube-proxy.html).
+AT_1_29 = {"eks": {"version": "1.29", "core_addons": {"kube_proxy": {"version": "v1.29.15-eksbuild.16"}}}}
+
+
 def test_below_kubernetes_1_30_teams_may_not_patch_workloads():
     # No policy to hold the patch to spec.active, so no patch (the addon grants it as the policy is made).
     from manifests import teams as team_rbac
 
-    settings, _ = config.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
+    settings, _ = config.load_settings(patched_context("prod", AT_1_29), "prod")
     assert tenancy.queue_label_policy(settings) == []
     from infra.config.governance import queue_label_enforced
 
@@ -243,7 +249,7 @@ def test_baseline_is_an_opt_out_whose_warnings_and_audit_stay_restricted():
 
 
 def test_below_kubernetes_1_30_no_queue_policy_is_made_and_validation_says_so():
-    settings, warnings = config.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
+    settings, warnings = config.load_settings(patched_context("prod", AT_1_29), "prod")
     assert tenancy.queue_label_policy(settings) == []
     assert any("1.29 has no ValidatingAdmissionPolicy (GA in 1.30)" in w for w in warnings), warnings
 
