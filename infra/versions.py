@@ -328,7 +328,8 @@ NO_OFFLINE_VERSION = {
     "eks-pod-identity-agent": (
         "the EKS Pod Identity agent pages (pod-id-agent-setup, add-ons-pod-id) publish no version table, and neither "
         "reference pins it; aws/containers-roadmap issue 2684 (2025-11-24) names v1.3.10-eksbuild.1 the default "
-        "'in all regions' without the Kubernetes versions it is for"
+        "'in all regions' without the Kubernetes versions it is for, and a third party's Terraform (piksel-ina/terraform-iac "
+        "staging/main.tf) sets v1.3.10-eksbuild.2 beside eks-version 1.34, which shows a config, not what EKS accepted"
     ),
     "amazon-sagemaker-hyperpod-observability": (
         "no page or reference read here names a version of it (the quick setup's observability-template.yaml and "
