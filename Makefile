@@ -75,7 +75,7 @@ synth: install-synth
 	@$(CDK) synth --quiet -c env=$(ENV)
 	@$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --assembly cdk.out $(if $(AGAINST),--against $(AGAINST)) > cdk.out/review-$(ENV).txt; \
 	  status=$$?; tail -n 3 cdk.out/review-$(ENV).txt; \
-	  if [ $$status -eq 0 ]; then echo "review: PASS (cdk.out/review-$(ENV).md). Next: make hyperpod-chart ENV=$(ENV), then bin/cdk deploy --all -c env=$(ENV)"; \
+	  if [ $$status -eq 0 ]; then echo "review: PASS (cdk.out/review-$(ENV).md). Next: bin/cdk bootstrap aws://<account>/<region> (once per account and region), $(VENV)/bin/hyperpod-cdk preflight -c env=$(ENV), make hyperpod-chart ENV=$(ENV), then bin/cdk deploy --all -c env=$(ENV)"; \
 	  else echo "review: FAIL, see cdk.out/review-$(ENV).md"; fi; exit $$status
 
 ## Fetch the pinned HyperPod dependencies chart and build its dependencies (needs git, helm).

@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from addons import registry
-from infra.config import ConfigError, Settings, context_from_cdk_cli
+from infra.config import ConfigError, Settings, context_from_cdk_cli, read_cdk_json
 
 if TYPE_CHECKING:
     import aws_cdk as cdk
@@ -50,6 +50,52 @@ def _refuse(problems: list[str], warnings: list[str] = ()) -> int:
     return 2
 
 
+def _cdk_cli_arguments() -> list[str]:
+    """The arguments the CDK CLI was started with, from the process that started this app (its
+    shell's parent; Linux's /proc), or [] where they cannot be read."""
+    from pathlib import Path
+
+    pid = os.getppid()
+    for _ in range(4):
+        try:
+            argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return []
+        if any(os.path.basename(a) == "cdk" for a in argv[:2]):
+            return argv[[os.path.basename(a) for a in argv].index("cdk") + 1:]
+        pid = parent
+    return []
+
+
+def _what_the_cli_was_told(context: dict) -> str | None:
+    """Why this run must not go on, or None. The CDK CLI passes the app no context for an argument
+    without '=' (`cdk synth -c prod` only warns "Context argument is not an assignment (key=value):
+    prod"), so without `env` the app would build the default environment: a deploy of dev meant as
+    prod. And it reads cdk.json itself, keeping the last of a key written twice: the file is read
+    here as `hyperpod-cdk validate` reads it, refusing that."""
+    from pathlib import Path
+
+    if Path("cdk.json").is_file():  # the CDK CLI runs the app where cdk.json is
+        try:
+            read_cdk_json(Path("cdk.json").read_text())
+        except ValueError:
+            pass  # no JSON at all: the CDK CLI said so before it started the app
+    if "env" in context:
+        return None
+    args = _cdk_cli_arguments()
+    given = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-c", "--context")]
+    given += [a.split("=", 1)[1] for a in args if a.startswith("--context=")]
+    for item in given:
+        if "=" not in item:
+            envs = ", ".join(sorted(context.get("environments") or {}))
+            named = f"{item!r} is an environment" if item in (context.get("environments") or {}) else "it is no key=value"
+            return (f"-c {item}: {named}, but the CDK CLI passes no context for an argument without '=', so this would build "
+                    f"the default environment; write -c env={item if named.endswith('environment') else 'NAME'} "
+                    f"(environments: {envs})")
+    return None
+
+
 def main(context: dict | None = None) -> int:
     """`context` stands in for what the CDK CLI passes (tests run many configs in one process).
 
@@ -57,6 +103,13 @@ def main(context: dict | None = None) -> int:
     (the CLI's CDK_CONTEXT_JSON, nulls and all), before anything starts jsii: a refusal
     takes well under two seconds and creates nothing."""
     raw = context if context is not None else context_from_cdk_cli(os.environ)
+    if context is None:
+        try:
+            unsaid = _what_the_cli_was_told(raw)
+        except ConfigError as err:
+            return _refuse(err.problems)
+        if unsaid:
+            return _refuse([unsaid])
     try:
         settings, warnings = registry.load(raw, raw.get("env"))
     except ConfigError as err:

@@ -44,7 +44,10 @@ def load_context(path: Path | None = None) -> dict:
     path = path or find_cdk_json()
     print(f"config: {path}", file=sys.stderr)
     try:
-        doc = json.loads(path.read_text())
+        # A key written twice is refused (config.ConfigError, one line each), as the app refuses it.
+        doc = config.read_cdk_json(path.read_text(), str(path))
+    except config.ConfigError:
+        raise
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise CliError(f"{path} is not valid JSON: {err}") from None
     if not isinstance(doc, dict):
@@ -105,27 +108,10 @@ def _settings(env: str) -> tuple[config.Settings, list[str]]:
 
 
 def cmd_render_job(args) -> int:
-    from manifests import job as job_manifest
+    from cli import render_job
 
     deployed, _ = _settings(env_from(args))
-    overrides = {
-        k: v
-        for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps,
-                     "image_uri": args.image}.items()
-        if v is not None
-    }
-    patch: dict = {"sample_job": {**overrides, "enabled": True}}
-    if args.preferred_topology or args.required_topology:
-        mode = "preferred" if args.preferred_topology else "required"
-        patch["topology"] = {"mode": mode, "level": args.preferred_topology or args.required_topology}
-    settings, warnings = config.override(deployed, patch)  # the same rules as cdk synth
-    for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings.sample_job.team)])]:
-        print(f"warning: {line}", file=sys.stderr)
-    sys.stderr.write("".join(f"note: {note}\n" for note in [config.memory_note(settings)] if note))  # the memory margin
-    image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
-    if not image:
-        raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
-    sys.stdout.write(job_manifest.to_yaml(job_manifest.objects(settings, image=image)))
+    sys.stdout.write(render_job.render(deployed, args))
     return 0
 
 
@@ -186,7 +172,9 @@ def _overlaps(a: Path, b: Path) -> bool:
 def cmd_review(args) -> int:
     from dataclasses import replace
 
-    from cli import changes, review, revision
+    from cli import revision
+    from cli.review import report as review
+    from cli.review import changes
     from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()

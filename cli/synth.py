@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli import config_diff
-from cli.assembly import load_refusals
+from cli.review import config_diff
+from cli.review.assembly import load_refusals
 from infra.node import use_venv_node
 
 

@@ -300,7 +300,7 @@ def gated_templates(synth, name: str) -> list[str]:
     s = synth(name)
     if name not in CAPABILITIES:
         return sorted(s.templates)
-    from cli.changes import differs
+    from cli.review.changes import differs
 
     dev = synth("dev").templates
     return sorted(k for k, t in s.templates.items() if k not in dev or differs(dev[k], t))
@@ -308,7 +308,7 @@ def gated_templates(synth, name: str) -> list[str]:
 
 @pytest.fixture(scope="session")
 def lint_cache(tmp_path_factory) -> Path:
-    """The review's own cfn-lint cache (cli.review.lint: findings by template text, region and
+    """The review's own cfn-lint cache (cli.review.report.lint: findings by template text, region and
     cfn-lint), one for the session: a template the gates linted is not linted again by a review."""
     return session_folder(tmp_path_factory, "lint-cache")
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cli import review
+from cli.review import report as review
 from infra import config
 from tests.conftest import GATED, gated_templates
 
@@ -177,7 +177,7 @@ def test_what_cdks_validator_refuses_fails_the_synthesis_and_the_review(tmp_path
     assert "ImageReleaseVersion" in refused[0].description
     report = review.build(tmp_path / "refused", with_lint=False, with_cdk_diff=False)
     assert not report["pass"] and "ImageReleaseVersion" in report["refused"][0]
-    from cli import sarif
+    from cli.review import sarif
 
     assert [f["ruleId"] for f in sarif.findings(report) if f["level"] == "error"] == ["cdk-synth/refused"]
     assert review.load_refusals(assembly(True, tmp_path / "acknowledged")) == []

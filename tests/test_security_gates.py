@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from infra import config
-from cli import iam_audit, review
+from cli.review import report as review
+from cli.review import iam_audit
 from manifests import job as job_manifest
 from infra.naming import STACK_SUFFIXES
 from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, ROOT, gated_templates

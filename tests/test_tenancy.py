@@ -177,11 +177,17 @@ def test_no_team_writes_workload_status_and_on_workloads_only_what_stops_one(syn
                 assert verbs <= KUEUE_BATCH_USER.get((g, r), set()), (r, verbs)
 
 
+# prod at 1.29 with the kube-proxy of 1.29: validation refuses prod's own build for 1.34 there
+# (versions.pins_off_version); v1.29.15-eksbuild.16 is the row for 1.29 in a copy of EKS's kube-proxy
+# table (docs.amazonaws.cn/eks/latest/userguide/managing-kube-proxy.html).
+AT_1_29 = {"eks": {"version": "1.29", "core_addons": {"kube_proxy": {"version": "v1.29.15-eksbuild.16"}}}}
+
+
 def test_below_kubernetes_1_30_teams_may_not_patch_workloads():
     # No policy to hold the patch to spec.active, so no patch (the addon grants it as the policy is made).
     from manifests import teams as team_rbac
 
-    settings, _ = config.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
+    settings, _ = config.load_settings(patched_context("prod", AT_1_29), "prod")
     assert tenancy.queue_label_policy(settings) == []
     from infra.config.governance import queue_label_enforced
 
@@ -243,7 +249,7 @@ def test_baseline_is_an_opt_out_whose_warnings_and_audit_stay_restricted():
 
 
 def test_below_kubernetes_1_30_no_queue_policy_is_made_and_validation_says_so():
-    settings, warnings = config.load_settings(patched_context("prod", {"eks": {"version": "1.29"}}), "prod")
+    settings, warnings = config.load_settings(patched_context("prod", AT_1_29), "prod")
     assert tenancy.queue_label_policy(settings) == []
     assert any("1.29 has no ValidatingAdmissionPolicy (GA in 1.30)" in w for w in warnings), warnings
 
@@ -346,8 +352,16 @@ def test_the_jobs_role_lists_only_its_prefix_and_uses_the_key_only_through_s3(sy
     for action in key["Action"]:
         rows = get_action_data("kms", action.split(":")[1])["kms"]
         assert any("kms:ViaService" in r["condition_keys"] for r in rows), action
+    # Where data is kept, resuming after a redeploy reads checkpoints under the earlier deploy's key: that
+    # key use too is only through S3 and only for this bucket's objects (infra/stack.py earlier_keys).
+    kept = {"ObjectsUnderKeptKeys"} if s.settings.protection.retain_data else set()
+    for sid in kept:
+        assert by_sid[sid]["Action"] == "kms:Decrypt"
+        assert by_sid[sid]["Condition"]["StringEquals"] == {"kms:ViaService": f"s3.{s.settings.region}.amazonaws.com"}
+        assert all(arn.startswith(f"arn:aws:s3:::{s.settings.checkpoint_bucket_name}")
+                   for arn in by_sid[sid]["Condition"]["StringLike"]["kms:EncryptionContext:aws:s3:arn"])
     # Nothing else in the policy: no s3:List* on the whole bucket, no other key use.
-    assert set(by_sid) == {"CheckpointObjects", "ListTheJobsPrefixOnly", "BucketRegion", "CheckpointKeyThroughS3Only"}
+    assert set(by_sid) == {"CheckpointObjects", "ListTheJobsPrefixOnly", "BucketRegion", "CheckpointKeyThroughS3Only", *kept}
 
 
 @pytest.mark.parametrize("name", ["prod", "mig"])
@@ -375,11 +389,15 @@ def test_every_node_runs_the_metadata_guard_that_waits_for_the_lock_and_holds_ku
     assert f"Requires={script.IMDS_UNIT}" in script._dropin(env) and f"After={script.IMDS_UNIT}" in script._dropin(env)
 
 
-def test_prod_pins_every_add_on_or_says_which_float_and_how_to_pin_them(synth):
-    # An add-on without AddonVersion gets the version DescribeAddonVersions marks default for the
-    # cluster's version that day (botocore's EKS model: Compatibility.defaultVersion). Every one
-    # prod installs is pinned where an offline source names a version (infra/versions.py), and
-    # the rest, which only the account can name, are warned of with the command that pins them.
+def test_prod_pins_every_add_on_a_source_versions_for_its_kubernetes_and_names_the_rest_with_the_command(synth):
+    """Every AWS::EKS::Addon in prod's templates carries the AddonVersion that infra/versions.py's
+    ADDON_RELEASES lists for prod's Kubernetes version; each row names its source and the day it
+    was read (EKS's kube-proxy, CoreDNS and VPC CNI tables; awsome PR 1076 for the training
+    operator; the quick setup and the awsome Terraform for cert-manager). An add-on no offline
+    source versions for it is in NO_OFFLINE_VERSION with what was searched, and validate names it
+    with the command that pins it from the account (upgrade-plan --from-account --write-pins)."""
+    # Without AddonVersion, CreateAddon installs the version DescribeAddonVersions marks default for
+    # the cluster's version that day (botocore's EKS model: Compatibility.defaultVersion).
     import botocore.session
 
     from cli import upgrade_plan
@@ -389,20 +407,27 @@ def test_prod_pins_every_add_on_or_says_which_float_and_how_to_pin_them(synth):
     eks = botocore.session.get_session().get_service_model("eks")
     assert "defaultVersion" in eks.shape_for("Compatibility").members
     s = synth("prod")
+    kubernetes = s.settings.eks.version
     addons = {r["Properties"]["AddonName"]: r["Properties"] for suffix in s.templates for r in s.resources(suffix, "AWS::EKS::Addon").values()}
     assert set(addons) == {a.name for a in upgrade_plan.addons_of(s.settings)}
-    floating = {name for name, props in addons.items() if not props.get("AddonVersion")}
-    for name in floating:
-        assert versions.offline_addon_release(name, s.settings.eks.version) is None, f"{name}: an offline source names a version: pin it"
-        assert name in versions.NO_OFFLINE_VERSION, name
+    pinned = {name: props["AddonVersion"] for name, props in addons.items() if props.get("AddonVersion")}
+    for name, version in pinned.items():
+        row = versions.offline_addon_release(name, kubernetes)
+        assert row is not None and row.version == version and row.source and row.seen, (name, version)
+    floating = set(addons) - set(pinned)
+    assert floating == set(versions.NO_OFFLINE_VERSION) & set(addons)
+    assert all(versions.offline_addon_release(name, kubernetes) is None for name in floating)
+    # The network-policy agent rides in the VPC CNI: pinned from EKS's table.
+    assert pinned["vpc-cni"] == versions.offline_addon_release("vpc-cni", kubernetes).version
     _, warnings = config.load_settings(patched_context("prod", {}), "prod")
     (warning,) = [w for w in warnings if "--write-pins" in w]
     paths = {a.name: a.path for a in upgrade_plan.addons_of(s.settings)}
     assert all(f"{paths[name]}.version" in warning for name in floating), warning
+    assert all(f"{paths[name]}.version" not in warning for name in pinned), warning
     # What tenancy rests on is pinned or among them: never left to the day's default unsaid.
     assert {p for p, _ in tenancy_addons(s.settings)} == {"eks.core_addons.vpc_cni", "eks.core_addons.pod_identity_agent",
                                                          "addons.task_governance", "addons.observability"}
-    assert all(f"{p}.version" in warning or getattr(sw, "version") for p, sw in tenancy_addons(s.settings))
+    assert all((f"{p}.version" in warning) != bool(sw.version) for p, sw in tenancy_addons(s.settings))
 
 
 @pytest.mark.parametrize("name", ["prod", "mig"])

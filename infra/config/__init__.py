@@ -31,6 +31,7 @@ from infra.config.loading import (
     load_settings,
     merged_environment,
     override,
+    read_cdk_json,
 )
 from infra.config.operations import Alerts, Notifications, OperationsSettings
 from infra.config.network import ENDPOINT_SERVICES, ExistingVpc, HyperPodSubnet, NetworkSettings
@@ -48,5 +49,5 @@ __all__ = [
     "ObservabilityMetrics", "PriorityClass", "ProtectionSettings", "QuotaResource", "RollingBatch", "SampleJobSettings",
     "ScheduledUpdate", "Settings", "TRAINING_IMAGE_PLATFORM", "Taint", "Team", "TopologySettings", "AutoPatch", "VolumeEncryption",
     "check", "context_from_cdk_cli", "deep_merge", "environment_names", "field_paths", "load_settings",
-    "merged_environment", "override",
+    "merged_environment", "override", "read_cdk_json",
 ]

@@ -33,10 +33,13 @@ def test_offline_the_plan_takes_one_minor_version_per_step_with_the_tables_versi
         for row in versions.ADDON_RELEASES:
             if step.after in row.kubernetes and row.addon in found:
                 assert found[row.addon] == row.version
-        # What no row names is left to the account, never guessed.
-        assert found["vpc-cni"] is None
-        unknown = next(s for s in step.addons if s.addon.name == "vpc-cni")
-        assert f"describe-addon-versions --kubernetes-version {step.after} --addon-name vpc-cni" in unknown.source
+        # What no row names is left to the account, never guessed: the Pod Identity agent at every
+        # step, the VPC CNI past the last Kubernetes version EKS's table lists it for (1.35).
+        assert found["eks-pod-identity-agent"] is None
+        assert (found["vpc-cni"] is None) == (step.after == "1.36")
+        for unknown in (s for s in step.addons if versions.offline_addon_release(s.addon.name, step.after) is None):
+            assert unknown.version is None
+            assert f"describe-addon-versions --kubernetes-version {step.after} --addon-name {unknown.addon.name}" in unknown.source
 
 
 def test_each_steps_cdk_json_change_is_a_config_that_validates():
@@ -283,8 +286,8 @@ def test_every_step_deploys_whatever_task_governances_version_turns_out_to_be():
 
 
 def test_write_pins_pins_every_unpinned_add_on_with_the_accounts_default_and_the_config_validates(tmp_path, capsys, monkeypatch):
-    # prod: what tenancy rests on (the VPC CNI's network policy agent, task governance's Kueue,
-    # the Pod Identity agent, observability) is not in the offline table: the account's
+    # prod: what tenancy rests on and no offline table versions for 1.34 (the Pod Identity agent,
+    # observability; the VPC CNI and task governance are pinned from the table): the account's
     # DescribeAddonVersions default for the cluster's version is what gets pinned.
     import json
 
@@ -292,16 +295,17 @@ def test_write_pins_pins_every_unpinned_add_on_with_the_accounts_default_and_the
 
     settings = _settings("prod")
     unpinned = [a for a in upgrade_plan.addons_of(settings) if not a.pinned]
-    assert {a.name for a in unpinned} >= {"vpc-cni", "amazon-sagemaker-hyperpod-taskgovernance", "eks-pod-identity-agent"}
+    assert {a.name for a in unpinned} >= {"amazon-sagemaker-hyperpod-observability", "eks-pod-identity-agent"}
+    assert not {"vpc-cni", "amazon-sagemaker-hyperpod-taskgovernance"} & {a.name for a in unpinned}
     cluster = settings.eks_cluster_name
     created = datetime.datetime(2026, 6, 1, tzinfo=datetime.timezone.utc)
     responses = [("describe_cluster", {"cluster": {"name": cluster, "version": "1.34", "status": "ACTIVE", "createdAt": created}}, {"name": cluster})]
-    # The VPC CNI runs already (EKS's default at create): pinned as it runs, so the deploy changes nothing.
+    # The Pod Identity agent runs already (EKS's default at create): pinned as it runs, so the deploy changes nothing.
     for a in unpinned:
         params = {"clusterName": cluster, "addonName": a.name}
-        if a.name == "vpc-cni":
+        if a.name == "eks-pod-identity-agent":
             responses.append(("describe_addon", {"addon": {"addonName": a.name, "clusterName": cluster, "status": "ACTIVE",
-                                                           "addonVersion": "v1.20.1-eksbuild.3"}}, params))
+                                                           "addonVersion": "v1.3.10-eksbuild.1"}}, params))
             continue
         responses.append(("describe_addon", "ResourceNotFoundException", params))
         offered = [f"v2.1.{len(a.name)}-eksbuild.1", "v2.0.0-eksbuild.1"]
@@ -314,8 +318,10 @@ def test_write_pins_pins_every_unpinned_add_on_with_the_accounts_default_and_the
     stub.assert_no_pending_responses()
     pinned, _ = config.load_settings(json.loads((project / "cdk.json").read_text())["context"], "prod")
     assert not [a.name for a in upgrade_plan.addons_of(pinned) if not a.pinned]
-    assert pinned.eks.core_addons.vpc_cni.version == "v1.20.1-eksbuild.3"
-    assert pinned.addons.task_governance.version == f"v2.1.{len('amazon-sagemaker-hyperpod-taskgovernance')}-eksbuild.1"
+    assert pinned.eks.core_addons.pod_identity_agent.version == "v1.3.10-eksbuild.1"
+    assert pinned.eks.core_addons.vpc_cni.version == settings.eks.core_addons.vpc_cni.version == "v1.21.1-eksbuild.7"
+    assert pinned.addons.observability.version == f"v2.1.{len('amazon-sagemaker-hyperpod-observability')}-eksbuild.1"
+    assert pinned.addons.task_governance.version == settings.addons.task_governance.version == "v1.6.0-eksbuild.1"
     # What was pinned before stays as it was; every new pin is named with its source.
     assert pinned.addons.training_operator.version == settings.addons.training_operator.version
     assert out.count("DescribeAddonVersions, the default") == len(unpinned) - 1 and out.count("the version the cluster runs") == 1

@@ -281,18 +281,19 @@ def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--nodes", "9"], "sample_job.nodes: 9 is more than instance group 'gpu' can have (4)"),
+        # Each refused as the flag that gave it (cli/render_job.py), by the rule the config field has.
+        (["--nodes", "9"], "--nodes: 9 is more than instance group 'gpu' can have (4)"),
         # The README's old example: 2 nodes + 50% borrowed = 3 of the 4 asked for (infra/admission.py).
-        (["--nodes", "4", "--team", "ml-production"], "error: prod: sample_job.nodes: 4 nodes of ml.p5.48xlarge (32 GPUs) can never be "
+        (["--nodes", "4", "--team", "ml-production"], "error: prod: --nodes: 4 nodes of ml.p5.48xlarge (32 GPUs) can never be "
          "admitted for team ml-production: 16 guaranteed + at most 8 borrowed (borrow_limit 50% of its quota) = 24 GPUs; at most 3 nodes"),
-        (["--nodes", "0"], "sample_job.nodes: 0 is invalid: Input should be greater than or equal to 1"),
-        (["--nodes", "-3"], "sample_job.nodes: -3 is invalid: Input should be greater than or equal to 1"),
-        (["--max-steps", "0"], "sample_job.max_steps: 0 is invalid: Input should be greater than or equal to 1"),
-        (["--team", "nobody"], "sample_job.team: 'nobody' is not a team"),
-        (["--priority", "urgent"], "sample_job.priority: 'urgent' is not a priority class"),
-        (["--required-topology", "topology.k8s.aws/rack"], "topology.level: 'topology.k8s.aws/rack' is not a topology level"),
+        (["--nodes", "0"], "--nodes: 0 is invalid: Input should be greater than or equal to 1"),
+        (["--nodes", "-3"], "--nodes: -3 is invalid: Input should be greater than or equal to 1"),
+        (["--max-steps", "0"], "--max-steps: 0 is invalid: Input should be greater than or equal to 1"),
+        (["--team", "nobody"], "--team: 'nobody' is not a team"),
+        (["--priority", "urgent"], "--priority: 'urgent' is not a priority class"),
+        (["--required-topology", "topology.k8s.aws/rack"], "--required-topology: 'topology.k8s.aws/rack' is not a topology level"),
         # The image reference grammar, as for sample_job.image_uri (infra/grammars.py).
-        (["--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1"], "sample_job.image_uri: '111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1' breaks the grammar"),
+        (["--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1"], "--image: '111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1' breaks the grammar"),
     ],
 )
 def test_render_job_overrides_are_validated_by_the_same_rules(capsys, args, message):

@@ -16,8 +16,10 @@ SageMaker rate is priced at the EC2 On-Demand Linux rate of the same hardware (I
 and marked as a floor: SageMaker's rate is at or above it (ml.g5.8xlarge: $3.06 against EC2's
 $2.448). P4d, P4de and P5 floors are the prices after EC2's June 2025 reduction (retrieved
 2026-11-09, datareceipts GPU pricing); the other EC2 rows are EC2's published On-Demand prices
-as last known here, not re-read on the table's date. A type with neither is shown unpriced
-instead of guessed.
+as last known here, not re-read on the table's date. A type with neither gets a stated floor
+where a priced type bounds it from below (a part of a size of its family, or of the older
+generation it succeeds: stated_floor, which says which and why); a type with none of these is
+shown unpriced instead of guessed, and the review says the part of a change it does know.
 """
 
 from __future__ import annotations
@@ -109,12 +111,88 @@ PROMETHEUS_PER_10M_SAMPLES = 0.90
 GRAFANA_EDITOR_MONTH = 9.0
 
 
-def instance_rate(instance_type: str) -> tuple[float | None, str]:
-    """(hourly rate, kind): kind is "sagemaker" (a sourced list rate), "floor" (EC2's rate of the
-    same hardware, which SageMaker's is at or above) or "unpriced"."""
+# -- stated floors: a type neither table prices, at no less than a part of a type it holds ------
+#
+# EC2 prices the sizes of a family by their resources: "For On-Demand Instances, the price per
+# unit hour is the same when deploying one instance type as it is when deploying a different size
+# of the same instance type" (EC2 Auto Scaling user guide, Spot price per unit hour example, with
+# c5.4xlarge $0.68, c5.12xlarge $2.04, c5.24xlarge $4.08 as INSTANCE_FLOOR has them); where a GPU
+# takes a larger share of a smaller size (g5.xlarge's one GPU on 4 vCPUs to g5.8xlarge's on 32),
+# the smaller costs more per unit, never less. So a type T that has at least a fraction f of each
+# of a priced type S's vCPUs, memory and accelerators costs at least f of S's rate (f at most 1:
+# a larger T is floored at S's rate, not scaled up).
+SIZE_FLOOR_SOURCE = ("EC2 prices a family's sizes by their resources (EC2 Auto Scaling user guide, Spot price per unit "
+                     "hour example); a smaller size costs no less per unit")
+# Families priced from an older generation or a sibling of the same accelerator, by the same
+# rule: no AWS price table read here prices a newer generation of a line below an older one (the
+# EC2 Capacity Blocks pricing page, US East (Ohio), prices p5e's 8 H200 at $43.26 an hour to
+# p5's 8 H100 at $39.33). family -> (the family it is at least, why).
+_CAPACITY_BLOCKS = "the EC2 Capacity Blocks pricing page prices p5e (H200) at $43.26 an hour above p5 (H100) at $39.33, US East (Ohio)"
+GENERATION_FLOORS = {
+    "p5e": ("p5", "8 H200 on p5's host; " + _CAPACITY_BLOCKS),
+    "p5en": ("p5", "8 H200 on a newer host than p5's; " + _CAPACITY_BLOCKS),
+    "p6-b200": ("p5", "B200, a generation after p5's H100; " + _CAPACITY_BLOCKS),
+    "p6-b300": ("p5", "B300, two generations after p5's H100; " + _CAPACITY_BLOCKS),
+    "p6e-gb200": ("p5", "GB200, a generation after p5's H100; " + _CAPACITY_BLOCKS),
+    "trn2": ("trn1", "Trainium2, a generation after trn1's Trainium; " + _CAPACITY_BLOCKS),
+    "gr6": ("g6", "g6's L4 GPU with more memory per vCPU"),
+}
+# Families neither table prices nor bounds from a type they hold: never $0 and never guessed; the
+# review leaves them out of a total and says what it does know.
+UNPRICED_WHY = "no SageMaker or EC2 rate of its family was read from a source, and no priced type bounds it from below"
+
+
+def _family(instance_type: str) -> str:
+    return instance_type.split(".")[1]
+
+
+def _listed(instance_type: str) -> tuple[float | None, str]:
     if instance_type in SAGEMAKER_RATE:
         return SAGEMAKER_RATE[instance_type], "sagemaker"
     if instance_type in INSTANCE_FLOOR:
         return INSTANCE_FLOOR[instance_type], "floor"
     return None, "unpriced"
+
+
+def stated_floor(instance_type: str) -> tuple[float, str] | None:
+    """(hourly floor, why) of a type neither table prices: the most that any listed type of its
+    family (or of the family GENERATION_FLOORS names) gives by the rule above; None where none does."""
+    from infra import catalogue
+
+    t = catalogue.figures(instance_type)
+    if t is None or not t.vcpus or not t.memory_gib:
+        return None
+    family = _family(instance_type)
+    older, why = GENERATION_FLOORS.get(family, (None, SIZE_FLOOR_SOURCE))
+    best = None
+    for name, s in catalogue.CATALOGUE.items():
+        rate = _listed(name)[0]
+        if rate is None or _family(name) not in (family, older) or not s.vcpus or not s.memory_gib:
+            continue
+        ratios = [t.vcpus / s.vcpus, t.memory_gib / s.memory_gib]
+        if s.accelerators:
+            ratios.append((t.accelerators or 0) / s.accelerators)
+        share = min(1.0, *ratios)
+        if share > 0 and (best is None or rate * share > best[0]):
+            held = "at least as much of everything" if share == 1.0 else f"at least {share:.3g} of each of its resources"
+            best = (round(rate * share, 4), f"at least {share:.3g} x {name}'s ${rate:,.4g}: it has {held} ({why})")
+    return best
+
+
+def instance_rate(instance_type: str) -> tuple[float | None, str]:
+    """(hourly rate, kind): kind is "sagemaker" (a sourced list rate), "floor" (EC2's rate of the
+    same hardware, which SageMaker's is at or above, or a stated floor: floor_note says which) or
+    "unpriced"."""
+    rate, kind = _listed(instance_type)
+    if rate is None and (floor := stated_floor(instance_type)):
+        return floor[0], "floor"
+    return rate, kind
+
+
+def floor_note(instance_type: str) -> str | None:
+    """Why a type's floor is its floor, where it is a stated one (not a row of INSTANCE_FLOOR)."""
+    if _listed(instance_type)[0] is not None:
+        return None
+    floor = stated_floor(instance_type)
+    return floor[1] if floor else None
 
