@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli import replacement
-from cli.exposure import STATEFUL_TYPES
+from cli.review import replacement
+from cli.review.exposure import STATEFUL_TYPES
 from stacks import delivery
 from tests.conftest import CAPABILITIES, FLEETS
 
-# What holds state, as the review counts it (cli/exposure.py), and the network a cluster sits in:
+# What holds state, as the review counts it (cli/review/exposure.py), and the network a cluster sits in:
 # a new logical ID for any of these replaces it (CloudFormation User Guide, "Update behaviors of
 # stack resources": a resource whose logical ID changes is deleted and created anew).
 HOLDS_STATE = (*STATEFUL_TYPES, "AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::VPCCidrBlock")
