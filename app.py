@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Composes the stacks of one environment: `cdk synth -c env=NAME` (default dev)."""
+"""Composes the stacks of one environment (`cdk synth -c env=NAME`, default dev) under the App,
+and the delivery stack where that environment holds the delivery block."""
 
 from __future__ import annotations
 
@@ -13,60 +14,20 @@ from infra.config import ConfigError, Settings, context_from_cdk_cli, read_cdk_j
 if TYPE_CHECKING:
     import aws_cdk as cdk
 
-    from infra.stack import PlatformStack
 
+def compose(app: cdk.App, settings: Settings, pipeline: tuple[tuple[Settings, ...], ...] = ()) -> list[cdk.Stack]:
+    """Build every stack of `settings` into `app`, in deploy order (stacks/environment.py), and
+    where `settings` holds the delivery block, the delivery stack, whose Stages compose each
+    environment of `pipeline` (registry.pipeline: its settings, wave by wave) the same way."""
+    from stacks import environment
 
-def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
-    """Build every stack of `settings` into `app`, in deploy order."""
-    from stacks.addons import AddonsStack
-    from stacks.cluster import ClusterStack, stop_deploy_without_chart
-    from stacks.hyperpod import HyperPodStack
-    from stacks.network import NetworkStack
-    from stacks.sample_job import SampleJobStack
+    stacks: list[cdk.Stack] = environment.compose(app, settings)
+    if settings.delivery is not None:
+        from stacks.delivery import DeliveryStack
 
-    from infra import compliance
-
-    network = NetworkStack(app, settings=settings)
-    cluster = ClusterStack(app, settings=settings, network=network)
-    hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
-    stacks = [network, cluster, hyperpod]
-    operations = None
-    if settings.operations.enabled:
-        from stacks.operations import OperationsStack
-
-        operations = OperationsStack(app, settings=settings, after=hyperpod)
-        stacks.append(operations)
-    addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
-    if operations is not None:
-        # The workspace's alert manager names the operations topic: created after it, never before.
-        addons.add_stack_dependency(operations)
-    stacks.append(addons)
-    if addons.prometheus is not None:
-        # An operations stack deployed before the alert rules moved beside the workspace imports
-        # it until its next update (which comes before this stack's): exported even when it is off.
-        addons.keep_exported(addons.prometheus.attr_arn)
-    # What the optional stack below imports, exported even when it is off.
-    cluster.keep_exported(
-        cluster.cluster.cluster_arn,
-        cluster.cluster.cluster_name,
-        cluster.cluster.kubectl_provider.service_token,
-        cluster.bucket_key.key_arn,
-        cluster.access_logs.bucket_name,
-    )
-    if not settings.uses_existing_cluster:
-        # The accelerator gate's API address, exported even where no group waits for GPUs at
-        # deploy (Karpenter at zero): turning Karpenter on must not drop an export the deployed
-        # gate still imports. An existing cluster's gate asks DescribeCluster instead.
-        cluster.keep_exported(cluster.cluster.cluster_endpoint, cluster.cluster.cluster_certificate_authority_data)
-    if settings.sample_job.enabled:
-        stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, after=addons))
-    if not cluster.chart_prepared:
-        stop_deploy_without_chart(stacks, settings)
-    compliance.adopt_log_groups(
-        stacks, network.logs_key, settings.protection.log_retention_days, network.data_removal_policy
-    )
-    # Whether the region offers these types is preflight's question (DescribeType), not CDK's snapshot's.
-    compliance.acknowledge_regional_snapshots(stacks, settings.regional_resource_types)
+        delivery = DeliveryStack(app, settings=settings, waves=pipeline)
+        # CodePipeline's support stack per other region (its replication bucket) is deployed with it.
+        stacks += [delivery, *delivery.support_stacks]
     return stacks
 
 
@@ -162,7 +123,7 @@ def main(context: dict | None = None) -> int:
 
     app = cdk.App(context=context) if context is not None else cdk.App()
     try:
-        stacks = compose(app, settings)
+        stacks = compose(app, settings, registry.pipeline(raw, settings))
     except ConfigError as err:  # found while composing
         return _refuse(err.problems, warnings)
     annotate(stacks[0], warnings)

@@ -31,7 +31,7 @@ from cli.review.assembly import PACK_NAMES, StackSummary, load_nag, load_refusal
 ACCEPTED_LINT_WARNINGS = {
     "W3010": "availability zones are explicit by design: synth stays offline and GPU capacity is AZ-specific",
     "W3005": "redundant DependsOn inside CDK-built custom-resource providers (kubectl, bucket deployment, auto-delete, "
-    "the readiness gate's waiter state machine)",
+    "the readiness gate's waiter state machine) and CDK Pipelines' pipeline on its own role",
     "W8003": "without a prepared chart, every stack carries a rule that is false on purpose: deploy stops at the first "
     "change set with the command that prepares it",
     "E3006": "a resource type missing from cfn-lint's region list, an offline snapshot (in 1.58 us-west-2 lacks "
@@ -42,7 +42,7 @@ ACCEPTED_LINT_WARNINGS = {
 _REGION_SNAPSHOT = r"^Resource type '([\w:]+)' does not exist in '[a-z0-9-]+'$"
 _ACCEPTED_MESSAGES = {
     "W3010": r"availability zones",
-    "W3005": r"^'\w*(ServiceRole|CustomResourceProviderRole|waiterstatemachineRole)\w*' dependency",
+    "W3005": r"^'\w*(ServiceRole|CustomResourceProviderRole|waiterstatemachineRole|PipelineRole)\w*' dependency",
     "W8003": r"^\['not prepared', 'prepared'\] will always return False$",
     "E3006": _REGION_SNAPSHOT,
 }

@@ -7,7 +7,7 @@ naming the field path, the value and what is allowed. Nothing below app.py reads
 stacks get the `Settings` this package returns.
 
 One module per area, each model beside its checks (network, eks, hyperpod, addons,
-governance, storage, sample_job, acceptance, operations), the root `Settings` in settings,
+governance, storage, sample_job, acceptance, operations, delivery), the root `Settings` in settings,
 the limits the services' own definitions put on fields in limits, what the areas share in
 base, loading (merge, parse, check, error text, the walk over every field) in loading, and
 the configuration reference written from the models' descriptions in reference (`python -m
@@ -17,6 +17,7 @@ infra.config.reference`). This module is the public face: import from `infra.con
 from infra.config.acceptance import AcceptanceSettings
 from infra.config.addons import EKS_ADDON_NAMES, AddonsSettings, AddonSwitch, GrafanaSettings, ObservabilityAddon, ObservabilityMetrics
 from infra.config.base import ConfigError
+from infra.config.delivery import DeliverySettings, DeliverySource
 from infra.config.eks import CORE_ADDON_NAMES, LOG_TYPES, CoreAddon, CoreAddons, EksSettings
 from infra.config.governance import TOPOLOGY_LEVELS, GovernanceSettings, PriorityClass, QuotaResource, Team, TopologySettings
 from infra.config.hyperpod import AutoPatch, HelmChartSource, HyperPodSettings, InstanceGroup, RollingBatch, ScheduledUpdate, Taint, VolumeEncryption
@@ -41,7 +42,8 @@ from infra.config.storage import FSX_THROUGHPUTS, ExistingFileSystem, FsxSetting
 __all__ = [
     "AcceptanceSettings", "Alerts", "Notifications", "OperationsSettings",
     "CORE_ADDON_NAMES", "DEFAULT_ENV", "EKS_ADDON_NAMES", "ENDPOINT_SERVICES", "FSX_THROUGHPUTS", "LOG_TYPES", "TOPOLOGY_LEVELS",
-    "AddonSwitch", "AddonsSettings", "ConfigError", "CoreAddon", "CoreAddons", "DatasetSettings", "EksSettings",
+    "AddonSwitch", "AddonsSettings", "ConfigError", "DeliverySettings", "DeliverySource", "CoreAddon", "CoreAddons",
+    "DatasetSettings", "EksSettings",
     "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",
     "HyperPodSettings", "HyperPodSubnet", "InstanceGroup", "NetworkSettings", "ObservabilityAddon",
     "ObservabilityMetrics", "PriorityClass", "ProtectionSettings", "QuotaResource", "RollingBatch", "SampleJobSettings",

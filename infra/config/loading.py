@@ -27,6 +27,7 @@ from infra.config.storage import check_fsx
 from infra.config.sample_job import check_admission, check_sample_job
 from infra.config.acceptance import check_acceptance
 from infra.config.operations import check_operations
+from infra.config.delivery import check_delivery
 from infra.config.settings import Settings, check_names, check_region
 
 
@@ -296,6 +297,7 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_admission(s, p)
     check_acceptance(s, p)
     check_operations(s, p)
+    check_delivery(s.delivery, p)
     # What each feature needs beside it, from one table (after the areas' own rules, so a
     # field they named keeps their line).
     prerequisites.check(s, p)
