@@ -42,7 +42,11 @@ def _tiny_model(vocab: int = VOCAB, dtype=torch.float32):
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(train.model_config(model_shape.PRESETS["tiny"], vocab)).to(dtype)
-    model.config._attn_implementation = "sdpa"  # what the job runs: no attention matrix kept
+    # The attention the job runs (llama_model.CAUSAL_ATTENTION: SDPA told is_causal, no mask made),
+    # not transformers' stock "sdpa": called without a mask, as logits_of calls it, that builds a
+    # (batch, 1, seq, seq) bool mask from the position ids, and torch's CPU SDPA turns it into a
+    # float mask it keeps for backward in every layer, bytes the job never allocates.
+    assert model.config._attn_implementation == train.CAUSAL_ATTENTION
     return model
 
 
