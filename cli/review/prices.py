@@ -14,12 +14,13 @@ one gives ml.c5.18xlarge, and none was found for ml.m5.8xlarge, ml.m5.16xlarge, 
 other GPU types here: those stay at the floor. A type without a sourced
 SageMaker rate is priced at the EC2 On-Demand Linux rate of the same hardware (INSTANCE_FLOOR)
 and marked as a floor: SageMaker's rate is at or above it (ml.g5.8xlarge: $3.06 against EC2's
-$2.448). P4d, P4de and P5 floors are the prices after EC2's June 2025 reduction (retrieved
-2026-11-09, datareceipts GPU pricing); the other EC2 rows are EC2's published On-Demand prices
-as last known here, not re-read on the table's date. A type with neither gets a stated floor
-where a priced type bounds it from below (a part of a size of its family, or of the older
-generation it succeeds: stated_floor, which says which and why); a type with none of these is
-shown unpriced instead of guessed, and the review says the part of a change it does know.
+$2.448). Every EC2 row is the AWS Price List API's rate (EC2_FLOOR_SOURCE, 2026-07-20),
+P4d, P4de and P5 at their prices after EC2's June 2025 reduction as datareceipts' GPU pricing
+gave them too (retrieved 2026-11-09). A type with neither gets a stated floor where a priced
+type bounds it from below (a part of a size of its family, or of the older generation it
+succeeds: stated_floor, which says which and why). Every type the catalogue accepts has one of
+the three; a type with none (one the catalogue gains before this table does) is shown unpriced
+instead of guessed, and the review says the part of a change it does know.
 """
 
 from __future__ import annotations
@@ -67,7 +68,15 @@ SAGEMAKER_SOURCES = {
 }
 
 
-# EC2 On-Demand Linux, us-east-1, per hour: the floor where no SageMaker rate is sourced.
+# EC2 On-Demand Linux, us-east-1, per hour: the floor where no SageMaker rate is sourced. Every
+# row is the AWS Price List API's rate as Karpenter's generated table pins it (EC2_FLOOR_SOURCE):
+# the rows before c5n were read elsewhere first and agree with it to the digit.
+EC2_FLOOR_AS_OF = "2026-07-20"
+EC2_FLOOR_SOURCE = (
+    "AWS Price List API (AmazonEC2, us-east-1, OnDemand, Linux, Shared tenancy, no pre-installed software) as "
+    "aws/karpenter-provider-aws pins it in pkg/providers/pricing/zz_generated.pricing_aws.go at 6fc13b52 "
+    "(\"generated at 2026-07-20T13:44:30Z for us-east-1\")"
+)
 INSTANCE_FLOOR = {
     "ml.t3.xlarge": 0.1664,
     "ml.t3.2xlarge": 0.3328,
@@ -95,6 +104,48 @@ INSTANCE_FLOOR = {
     "ml.p5.48xlarge": 55.04,
     "ml.trn1.32xlarge": 21.50,
     "ml.trn1n.32xlarge": 24.78,
+    # One size of each CPU family, its largest here: the family's other sizes are floored at
+    # their share of it (stated_floor; EC2_FLOOR_SOURCE prices these families' sizes in
+    # proportion, c6g.medium $0.034 to c6g.16xlarge $2.176). m7g.large's $0.0816 there is also
+    # what factualminds.com's "Amazon EC2 On-Demand Pricing" (2026-06-17) states for us-east-1.
+    "ml.c5n.18xlarge": 3.888,
+    "ml.c6a.48xlarge": 7.344,
+    "ml.c6g.16xlarge": 2.176,
+    "ml.c6i.32xlarge": 5.44,
+    "ml.c7g.16xlarge": 2.32,
+    "ml.c8a.16xlarge": 3.44864,
+    "ml.c8g.48xlarge": 7.65696,
+    "ml.i3en.24xlarge": 10.848,
+    "ml.m6a.48xlarge": 8.2944,
+    "ml.m6g.16xlarge": 2.464,
+    "ml.m6i.32xlarge": 6.144,
+    "ml.m7g.16xlarge": 2.6112,
+    "ml.m7i.48xlarge": 9.6768,
+    "ml.m8a.16xlarge": 3.89504,
+    "ml.m8g.48xlarge": 8.61696,
+    "ml.r5d.16xlarge": 4.608,
+    "ml.r6i.32xlarge": 8.064,
+    "ml.r7i.48xlarge": 12.7008,
+    # Every size of the GPU families: a GPU is a larger share of a smaller size, so a share of
+    # the largest would floor g7e.2xlarge at $1.04 against its $3.36.
+    "ml.g4dn.xlarge": 0.526,
+    "ml.g4dn.2xlarge": 0.752,
+    "ml.g4dn.4xlarge": 1.204,
+    "ml.g4dn.8xlarge": 2.176,
+    "ml.g4dn.12xlarge": 3.912,
+    "ml.g4dn.16xlarge": 4.352,
+    "ml.g7.2xlarge": 2.52,
+    "ml.g7.4xlarge": 3.04208,
+    "ml.g7.8xlarge": 4.08624,
+    "ml.g7.12xlarge": 7.12832,
+    "ml.g7.24xlarge": 14.25664,
+    "ml.g7.48xlarge": 28.51328,
+    "ml.g7e.2xlarge": 3.36312,
+    "ml.g7e.4xlarge": 3.99816,
+    "ml.g7e.8xlarge": 5.26824,
+    "ml.g7e.12xlarge": 8.28608,
+    "ml.g7e.24xlarge": 16.57216,
+    "ml.g7e.48xlarge": 33.14432,
 }
 
 # Amazon EKS pricing: per cluster-hour, the same in every commercial region.
