@@ -69,9 +69,9 @@ SAGEMAKER_SOURCES = {
 
 
 # EC2 On-Demand Linux, us-east-1, per hour: the floor where no SageMaker rate is sourced. Every
-# row is the AWS Price List API's rate as Karpenter's generated table pins it (EC2_FLOOR_SOURCE):
-# the rows before c5n were read elsewhere first and agree with it to the digit.
-EC2_FLOOR_AS_OF = "2026-07-20"
+# row is the AWS Price List API's rate as Karpenter's generated table pins it (EC2_FLOOR_SOURCE);
+# the t3, m5, c5, g5, g6, g6e, p4d, p4de, p5.48xlarge and trn1 rows were read elsewhere first and
+# agree with it to the digit.
 EC2_FLOOR_SOURCE = (
     "AWS Price List API (AmazonEC2, us-east-1, OnDemand, Linux, Shared tenancy, no pre-installed software) as "
     "aws/karpenter-provider-aws pins it in pkg/providers/pricing/zz_generated.pricing_aws.go at 6fc13b52 "
@@ -99,9 +99,17 @@ INSTANCE_FLOOR = {
     "ml.g6.48xlarge": 13.3504,
     "ml.g6e.12xlarge": 10.49264,
     "ml.g6e.48xlarge": 30.13118,
+    "ml.gr6.4xlarge": 1.5392,
+    "ml.gr6.8xlarge": 2.4464,
     "ml.p4d.24xlarge": 21.957642,
     "ml.p4de.24xlarge": 27.44705,
     "ml.p5.48xlarge": 55.04,
+    "ml.p5.4xlarge": 6.88,
+    # The newer training GPUs with a us-east-1 On-Demand row in EC2_FLOOR_SOURCE: each at or
+    # above the generation it succeeds, as GENERATION_FLOORS holds for those with none.
+    "ml.p5en.48xlarge": 63.296,
+    "ml.p6-b200.48xlarge": 113.9328,
+    "ml.p6-b300.48xlarge": 142.416,
     "ml.trn1.32xlarge": 21.50,
     "ml.trn1n.32xlarge": 24.78,
     # One size of each CPU family, its largest here: the family's other sizes are floored at
@@ -174,19 +182,17 @@ GRAFANA_EDITOR_MONTH = 9.0
 # a larger T is floored at S's rate, not scaled up).
 SIZE_FLOOR_SOURCE = ("EC2 prices a family's sizes by their resources (EC2 Auto Scaling user guide, Spot price per unit "
                      "hour example); a smaller size costs no less per unit")
-# Families priced from an older generation or a sibling of the same accelerator, by the same
-# rule: no AWS price table read here prices a newer generation of a line below an older one (the
-# EC2 Capacity Blocks pricing page, US East (Ohio), prices p5e's 8 H200 at $43.26 an hour to
-# p5's 8 H100 at $39.33). family -> (the family it is at least, why).
+# Families priced from an older generation of the same line, by the same rule: no AWS price
+# table read here prices a newer generation of a line below an older one (the EC2 Capacity
+# Blocks pricing page, US East (Ohio), prices p5e's 8 H200 at $43.26 an hour to p5's 8 H100 at
+# $39.33; EC2_FLOOR_SOURCE prices p5en, p6-b200 and p6-b300 above p5). The three here have no
+# On-Demand Linux row for us-east-1 in EC2_FLOOR_SOURCE: p5e, p6e-gb200 (sold as UltraServers)
+# and trn2. family -> (the family it is at least, why).
 _CAPACITY_BLOCKS = "the EC2 Capacity Blocks pricing page prices p5e (H200) at $43.26 an hour above p5 (H100) at $39.33, US East (Ohio)"
 GENERATION_FLOORS = {
     "p5e": ("p5", "8 H200 on p5's host; " + _CAPACITY_BLOCKS),
-    "p5en": ("p5", "8 H200 on a newer host than p5's; " + _CAPACITY_BLOCKS),
-    "p6-b200": ("p5", "B200, a generation after p5's H100; " + _CAPACITY_BLOCKS),
-    "p6-b300": ("p5", "B300, two generations after p5's H100; " + _CAPACITY_BLOCKS),
     "p6e-gb200": ("p5", "GB200, a generation after p5's H100; " + _CAPACITY_BLOCKS),
     "trn2": ("trn1", "Trainium2, a generation after trn1's Trainium; " + _CAPACITY_BLOCKS),
-    "gr6": ("g6", "g6's L4 GPU with more memory per vCPU"),
 }
 # Families neither table prices nor bounds from a type they hold: never $0 and never guessed; the
 # review leaves them out of a total and says what it does know.

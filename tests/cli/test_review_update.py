@@ -161,11 +161,16 @@ def test_every_type_the_catalogue_takes_has_a_price_or_a_floor_with_its_source()
     # Each family has a row of its own in a table, or is one GENERATION_FLOORS names with its reason.
     rows = {name.split(".")[1] for name in (*prices.SAGEMAKER_RATE, *prices.INSTANCE_FLOOR)}
     assert {name.split(".")[1] for name in catalogue.CATALOGUE} - rows <= set(prices.GENERATION_FLOORS)
-    # What HyperPod's named training types are priced at: never a gap (p5e/p5en/p6/trn2 at a floor from p5 and trn1).
+    # What HyperPod's named training types are priced at: never a gap (p5en/p6 at EC2's rate; p5e, p6e-gb200 and trn2,
+    # with no On-Demand row in EC2_FLOOR_SOURCE, at a stated floor from p5 and trn1).
     for name in ("ml.p5en.48xlarge", "ml.p5e.48xlarge", "ml.p6-b200.48xlarge", "ml.p6e-gb200.36xlarge", "ml.trn2.48xlarge",
                  "ml.trn2.3xlarge", "ml.p6-b300.48xlarge", "ml.p5.4xlarge"):
         assert prices.instance_rate(name)[1] == "floor", name
-    assert prices.instance_rate("ml.p5en.48xlarge")[0] >= prices.INSTANCE_FLOOR["ml.p5.48xlarge"]
+    assert prices.floor_note("ml.p5e.48xlarge").startswith("at least 1 x ml.p5.48xlarge's $55.04")
+    assert prices.floor_note("ml.trn2.48xlarge").startswith("at least 1 x ml.trn1.32xlarge's $21.5")
+    # GENERATION_FLOORS' rule holds where EC2 prices both generations: each newer one at or above the one it succeeds.
+    for newer in ("ml.p5en.48xlarge", "ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge"):
+        assert prices.INSTANCE_FLOOR[newer] >= prices.INSTANCE_FLOOR["ml.p5.48xlarge"], newer
     # A size of a CPU family at its share of the family's row: EC2_FLOOR_SOURCE's own m6i.large is $0.096, m7g.large
     # $0.0816 (factualminds.com's us-east-1 figure, 2026-06-17, alike); a GPU size at its own row, not a share.
     assert prices.instance_rate("ml.m6i.large") == (0.096, "floor")
@@ -178,8 +183,9 @@ def test_a_p5_to_p5en_change_is_priced_at_the_p5en_floor(synth):
         {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.p5en.48xlarge", "count": 1}]},
         "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.p5en.48xlarge", "count": 1}]}]}})
     (gpu,) = [line for line in report["cost"]["lines"] if "(gpu)" in line["item"]]
-    assert gpu["floor"] and gpu["hourly"] == prices.INSTANCE_FLOOR["ml.p5.48xlarge"]
-    assert gpu["note"].startswith("a stated floor, at least 1 x ml.p5.48xlarge's $55.04: it has at least as much of everything")
+    # EC2's own p5en rate, above p5's (the stated floor from p5 it had before EC2_FLOOR_SOURCE gave it).
+    assert gpu["floor"] and gpu["hourly"] == prices.INSTANCE_FLOOR["ml.p5en.48xlarge"] > prices.INSTANCE_FLOOR["ml.p5.48xlarge"]
+    assert gpu["note"].startswith("a floor: EC2 On-Demand rate of the same hardware")
     (line,) = report["changes"]["deltas"]["lines"]["cost"]
     assert line.startswith("Cost: +$") and "ml.p5en.48xlarge priced at a floor" in line
 
