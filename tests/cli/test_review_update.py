@@ -123,7 +123,8 @@ def test_a_type_without_a_price_is_never_0_dollars_and_the_change_says_its_known
     # Every type the catalogue accepts has a price or a floor (the test below); a type it gains before the table does has
     # neither: here g7e, as the table was before its EC2 rows, with no SageMaker rate, no EC2 row of its family and no
     # priced type it holds (cli/review/prices.py).
-    monkeypatch.setattr(prices, "INSTANCE_FLOOR", {t: r for t, r in prices.INSTANCE_FLOOR.items() if not t.startswith("ml.g7e.")})
+    without_g7e = {t: r for t, r in prices.INSTANCE_FLOOR.items() if not t.startswith("ml.g7e.")}
+    monkeypatch.setattr(prices, "INSTANCE_FLOOR", without_g7e)
     assert prices.instance_rate("ml.g7e.8xlarge") == (None, "unpriced")
     report = _review(synth, None, UNPRICED)
     assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODES REPLACED", "NEW QUOTA", "TEAM QUOTA", "JOB RESTARTS"]
@@ -175,7 +176,8 @@ def test_every_type_the_catalogue_takes_has_a_price_or_a_floor_with_its_source()
     # $0.0816 (factualminds.com's us-east-1 figure, 2026-06-17, alike); a GPU size at its own row, not a share.
     assert prices.instance_rate("ml.m6i.large") == (0.096, "floor")
     assert prices.instance_rate("ml.m7g.large") == (0.0816, "floor")
-    assert prices.instance_rate("ml.g7e.2xlarge") == (prices.INSTANCE_FLOOR["ml.g7e.2xlarge"], "floor") and not prices.floor_note("ml.g7e.2xlarge")
+    assert prices.instance_rate("ml.g7e.2xlarge") == (prices.INSTANCE_FLOOR["ml.g7e.2xlarge"], "floor")
+    assert prices.floor_note("ml.g7e.2xlarge") is None
 
 
 def test_a_p5_to_p5en_change_is_priced_at_the_p5en_floor(synth):
