@@ -14,12 +14,13 @@ one gives ml.c5.18xlarge, and none was found for ml.m5.8xlarge, ml.m5.16xlarge, 
 other GPU types here: those stay at the floor. A type without a sourced
 SageMaker rate is priced at the EC2 On-Demand Linux rate of the same hardware (INSTANCE_FLOOR)
 and marked as a floor: SageMaker's rate is at or above it (ml.g5.8xlarge: $3.06 against EC2's
-$2.448). P4d, P4de and P5 floors are the prices after EC2's June 2025 reduction (retrieved
-2026-11-09, datareceipts GPU pricing); the other EC2 rows are EC2's published On-Demand prices
-as last known here, not re-read on the table's date. A type with neither gets a stated floor
-where a priced type bounds it from below (a part of a size of its family, or of the older
-generation it succeeds: stated_floor, which says which and why); a type with none of these is
-shown unpriced instead of guessed, and the review says the part of a change it does know.
+$2.448). Every EC2 row is the AWS Price List API's rate (EC2_FLOOR_SOURCE, 2026-07-20),
+P4d, P4de and P5 at their prices after EC2's June 2025 reduction as datareceipts' GPU pricing
+gave them too (retrieved 2026-11-09). A type with neither gets a stated floor where a priced
+type bounds it from below (a part of a size of its family, or of the older generation it
+succeeds: stated_floor, which says which and why). Every type the catalogue accepts has one of
+the three; a type with none (one the catalogue gains before this table does) is shown unpriced
+instead of guessed, and the review says the part of a change it does know.
 """
 
 from __future__ import annotations
@@ -67,7 +68,15 @@ SAGEMAKER_SOURCES = {
 }
 
 
-# EC2 On-Demand Linux, us-east-1, per hour: the floor where no SageMaker rate is sourced.
+# EC2 On-Demand Linux, us-east-1, per hour: the floor where no SageMaker rate is sourced. Every
+# row is the AWS Price List API's rate as Karpenter's generated table pins it (EC2_FLOOR_SOURCE);
+# the t3, m5, c5, g5, g6, g6e, p4d, p4de, p5.48xlarge and trn1 rows were read elsewhere first and
+# agree with it to the digit.
+EC2_FLOOR_SOURCE = (
+    "AWS Price List API (AmazonEC2, us-east-1, OnDemand, Linux, Shared tenancy, no pre-installed software) as "
+    "aws/karpenter-provider-aws pins it in pkg/providers/pricing/zz_generated.pricing_aws.go at 6fc13b52 "
+    "(\"generated at 2026-07-20T13:44:30Z for us-east-1\")"
+)
 INSTANCE_FLOOR = {
     "ml.t3.xlarge": 0.1664,
     "ml.t3.2xlarge": 0.3328,
@@ -90,11 +99,61 @@ INSTANCE_FLOOR = {
     "ml.g6.48xlarge": 13.3504,
     "ml.g6e.12xlarge": 10.49264,
     "ml.g6e.48xlarge": 30.13118,
+    "ml.gr6.4xlarge": 1.5392,
+    "ml.gr6.8xlarge": 2.4464,
     "ml.p4d.24xlarge": 21.957642,
     "ml.p4de.24xlarge": 27.44705,
     "ml.p5.48xlarge": 55.04,
+    "ml.p5.4xlarge": 6.88,
+    # The newer training GPUs with a us-east-1 On-Demand row in EC2_FLOOR_SOURCE: each at or
+    # above the generation it succeeds, as GENERATION_FLOORS holds for those with none.
+    "ml.p5en.48xlarge": 63.296,
+    "ml.p6-b200.48xlarge": 113.9328,
+    "ml.p6-b300.48xlarge": 142.416,
     "ml.trn1.32xlarge": 21.50,
     "ml.trn1n.32xlarge": 24.78,
+    # One size of each CPU family, its largest here: the family's other sizes are floored at
+    # their share of it (stated_floor; EC2_FLOOR_SOURCE prices these families' sizes in
+    # proportion, c6g.medium $0.034 to c6g.16xlarge $2.176). m7g.large's $0.0816 there is also
+    # what factualminds.com's "Amazon EC2 On-Demand Pricing" (2026-06-17) states for us-east-1.
+    "ml.c5n.18xlarge": 3.888,
+    "ml.c6a.48xlarge": 7.344,
+    "ml.c6g.16xlarge": 2.176,
+    "ml.c6i.32xlarge": 5.44,
+    "ml.c7g.16xlarge": 2.32,
+    "ml.c8a.16xlarge": 3.44864,
+    "ml.c8g.48xlarge": 7.65696,
+    "ml.i3en.24xlarge": 10.848,
+    "ml.m6a.48xlarge": 8.2944,
+    "ml.m6g.16xlarge": 2.464,
+    "ml.m6i.32xlarge": 6.144,
+    "ml.m7g.16xlarge": 2.6112,
+    "ml.m7i.48xlarge": 9.6768,
+    "ml.m8a.16xlarge": 3.89504,
+    "ml.m8g.48xlarge": 8.61696,
+    "ml.r5d.16xlarge": 4.608,
+    "ml.r6i.32xlarge": 8.064,
+    "ml.r7i.48xlarge": 12.7008,
+    # Every size of the GPU families: a GPU is a larger share of a smaller size, so a share of
+    # the largest would floor g7e.2xlarge at $1.04 against its $3.36.
+    "ml.g4dn.xlarge": 0.526,
+    "ml.g4dn.2xlarge": 0.752,
+    "ml.g4dn.4xlarge": 1.204,
+    "ml.g4dn.8xlarge": 2.176,
+    "ml.g4dn.12xlarge": 3.912,
+    "ml.g4dn.16xlarge": 4.352,
+    "ml.g7.2xlarge": 2.52,
+    "ml.g7.4xlarge": 3.04208,
+    "ml.g7.8xlarge": 4.08624,
+    "ml.g7.12xlarge": 7.12832,
+    "ml.g7.24xlarge": 14.25664,
+    "ml.g7.48xlarge": 28.51328,
+    "ml.g7e.2xlarge": 3.36312,
+    "ml.g7e.4xlarge": 3.99816,
+    "ml.g7e.8xlarge": 5.26824,
+    "ml.g7e.12xlarge": 8.28608,
+    "ml.g7e.24xlarge": 16.57216,
+    "ml.g7e.48xlarge": 33.14432,
 }
 
 # Amazon EKS pricing: per cluster-hour, the same in every commercial region.
@@ -123,19 +182,17 @@ GRAFANA_EDITOR_MONTH = 9.0
 # a larger T is floored at S's rate, not scaled up).
 SIZE_FLOOR_SOURCE = ("EC2 prices a family's sizes by their resources (EC2 Auto Scaling user guide, Spot price per unit "
                      "hour example); a smaller size costs no less per unit")
-# Families priced from an older generation or a sibling of the same accelerator, by the same
-# rule: no AWS price table read here prices a newer generation of a line below an older one (the
-# EC2 Capacity Blocks pricing page, US East (Ohio), prices p5e's 8 H200 at $43.26 an hour to
-# p5's 8 H100 at $39.33). family -> (the family it is at least, why).
+# Families priced from an older generation of the same line, by the same rule: no AWS price
+# table read here prices a newer generation of a line below an older one (the EC2 Capacity
+# Blocks pricing page, US East (Ohio), prices p5e's 8 H200 at $43.26 an hour to p5's 8 H100 at
+# $39.33; EC2_FLOOR_SOURCE prices p5en, p6-b200 and p6-b300 above p5). The three here have no
+# On-Demand Linux row for us-east-1 in EC2_FLOOR_SOURCE: p5e, p6e-gb200 (sold as UltraServers)
+# and trn2. family -> (the family it is at least, why).
 _CAPACITY_BLOCKS = "the EC2 Capacity Blocks pricing page prices p5e (H200) at $43.26 an hour above p5 (H100) at $39.33, US East (Ohio)"
 GENERATION_FLOORS = {
     "p5e": ("p5", "8 H200 on p5's host; " + _CAPACITY_BLOCKS),
-    "p5en": ("p5", "8 H200 on a newer host than p5's; " + _CAPACITY_BLOCKS),
-    "p6-b200": ("p5", "B200, a generation after p5's H100; " + _CAPACITY_BLOCKS),
-    "p6-b300": ("p5", "B300, two generations after p5's H100; " + _CAPACITY_BLOCKS),
     "p6e-gb200": ("p5", "GB200, a generation after p5's H100; " + _CAPACITY_BLOCKS),
     "trn2": ("trn1", "Trainium2, a generation after trn1's Trainium; " + _CAPACITY_BLOCKS),
-    "gr6": ("g6", "g6's L4 GPU with more memory per vCPU"),
 }
 # Families neither table prices nor bounds from a type they hold: never $0 and never guessed; the
 # review leaves them out of a total and says what it does know.

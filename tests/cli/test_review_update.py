@@ -119,8 +119,12 @@ UNPRICED = {
 }
 
 
-def test_a_type_without_a_price_is_never_0_dollars_and_the_change_says_its_known_part(synth, tmp_path):
-    # Neither a SageMaker rate nor an EC2 floor of its family, and no priced type it holds (cli/review/prices.py).
+def test_a_type_without_a_price_is_never_0_dollars_and_the_change_says_its_known_part(synth, tmp_path, monkeypatch):
+    # Every type the catalogue accepts has a price or a floor (the test below); a type it gains before the table does has
+    # neither: here g7e, as the table was before its EC2 rows, with no SageMaker rate, no EC2 row of its family and no
+    # priced type it holds (cli/review/prices.py).
+    without_g7e = {t: r for t, r in prices.INSTANCE_FLOOR.items() if not t.startswith("ml.g7e.")}
+    monkeypatch.setattr(prices, "INSTANCE_FLOOR", without_g7e)
     assert prices.instance_rate("ml.g7e.8xlarge") == (None, "unpriced")
     report = _review(synth, None, UNPRICED)
     assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODES REPLACED", "NEW QUOTA", "TEAM QUOTA", "JOB RESTARTS"]
@@ -144,30 +148,36 @@ def test_a_type_without_a_price_is_never_0_dollars_and_the_change_says_its_known
     assert places["TEAM QUOTA"] == '"quotas": [{"instance_type": "ml.g7e.8xlarge", "count": 1}]'
 
 
-def test_every_type_the_catalogue_takes_has_a_price_a_stated_floor_or_says_why_it_has_neither():
+def test_every_type_the_catalogue_takes_has_a_price_or_a_floor_with_its_source():
     from infra import catalogue
 
-    unpriced = set()
     for kind in catalogue.CATALOGUE.values():
         rate, how = prices.instance_rate(kind.name)
-        if how == "unpriced":
-            assert rate is None
-            unpriced.add(kind.name.split(".")[1])
-            continue
-        assert rate > 0, kind.name
+        assert how in ("sagemaker", "floor") and rate > 0, kind.name  # no gap, and never $0
         if how == "floor" and kind.name not in prices.INSTANCE_FLOOR:
             # A stated floor names the priced type it comes from, and that type's rate is a row of a table.
             note = prices.floor_note(kind.name)
             source = note.split(" x ", 1)[1].split("'s $", 1)[0]
             assert prices.SAGEMAKER_RATE.get(source) or prices.INSTANCE_FLOOR.get(source), note
-    # What HyperPod's named training types are priced at: never a gap (p5e/p5en/p6/trn2 at a floor from p5 and trn1).
+    # Each family has a row of its own in a table, or is one GENERATION_FLOORS names with its reason.
+    rows = {name.split(".")[1] for name in (*prices.SAGEMAKER_RATE, *prices.INSTANCE_FLOOR)}
+    assert {name.split(".")[1] for name in catalogue.CATALOGUE} - rows <= set(prices.GENERATION_FLOORS)
+    # What HyperPod's named training types are priced at: never a gap (p5en/p6 at EC2's rate; p5e, p6e-gb200 and trn2,
+    # with no On-Demand row in EC2_FLOOR_SOURCE, at a stated floor from p5 and trn1).
     for name in ("ml.p5en.48xlarge", "ml.p5e.48xlarge", "ml.p6-b200.48xlarge", "ml.p6e-gb200.36xlarge", "ml.trn2.48xlarge",
                  "ml.trn2.3xlarge", "ml.p6-b300.48xlarge", "ml.p5.4xlarge"):
         assert prices.instance_rate(name)[1] == "floor", name
-    assert prices.instance_rate("ml.p5en.48xlarge")[0] >= prices.INSTANCE_FLOOR["ml.p5.48xlarge"]
-    # The families left without either, each a family no source here prices: Graviton, AMD, the newest and oldest GPUs.
-    assert unpriced == {"c5n", "c6a", "c6g", "c6i", "c7g", "c8a", "c8g", "g4dn", "g7", "g7e", "i3en", "m6a", "m6g", "m6i",
-                        "m7g", "m7i", "m8a", "m8g", "r5d", "r6i", "r7i"}
+    assert prices.floor_note("ml.p5e.48xlarge").startswith("at least 1 x ml.p5.48xlarge's $55.04")
+    assert prices.floor_note("ml.trn2.48xlarge").startswith("at least 1 x ml.trn1.32xlarge's $21.5")
+    # GENERATION_FLOORS' rule holds where EC2 prices both generations: each newer one at or above the one it succeeds.
+    for newer in ("ml.p5en.48xlarge", "ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge"):
+        assert prices.INSTANCE_FLOOR[newer] >= prices.INSTANCE_FLOOR["ml.p5.48xlarge"], newer
+    # A size of a CPU family at its share of the family's row: EC2_FLOOR_SOURCE's own m6i.large is $0.096, m7g.large
+    # $0.0816 (factualminds.com's us-east-1 figure, 2026-06-17, alike); a GPU size at its own row, not a share.
+    assert prices.instance_rate("ml.m6i.large") == (0.096, "floor")
+    assert prices.instance_rate("ml.m7g.large") == (0.0816, "floor")
+    assert prices.instance_rate("ml.g7e.2xlarge") == (prices.INSTANCE_FLOOR["ml.g7e.2xlarge"], "floor")
+    assert prices.floor_note("ml.g7e.2xlarge") is None
 
 
 def test_a_p5_to_p5en_change_is_priced_at_the_p5en_floor(synth):
@@ -175,8 +185,9 @@ def test_a_p5_to_p5en_change_is_priced_at_the_p5en_floor(synth):
         {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.p5en.48xlarge", "count": 1}]},
         "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.p5en.48xlarge", "count": 1}]}]}})
     (gpu,) = [line for line in report["cost"]["lines"] if "(gpu)" in line["item"]]
-    assert gpu["floor"] and gpu["hourly"] == prices.INSTANCE_FLOOR["ml.p5.48xlarge"]
-    assert gpu["note"].startswith("a stated floor, at least 1 x ml.p5.48xlarge's $55.04: it has at least as much of everything")
+    # EC2's own p5en rate, above p5's (the stated floor from p5 it had before EC2_FLOOR_SOURCE gave it).
+    assert gpu["floor"] and gpu["hourly"] == prices.INSTANCE_FLOOR["ml.p5en.48xlarge"] > prices.INSTANCE_FLOOR["ml.p5.48xlarge"]
+    assert gpu["note"].startswith("a floor: EC2 On-Demand rate of the same hardware")
     (line,) = report["changes"]["deltas"]["lines"]["cost"]
     assert line.startswith("Cost: +$") and "ml.p5en.48xlarge priced at a floor" in line
 
