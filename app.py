@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Composes the stacks of one environment: `cdk synth -c env=NAME` (default dev)."""
+"""Composes the stacks of one environment (`cdk synth -c env=NAME`, default dev) under the App,
+and the delivery stack where that environment holds the delivery block."""
 
 from __future__ import annotations
 
@@ -8,65 +9,25 @@ import sys
 from typing import TYPE_CHECKING
 
 from addons import registry
-from infra.config import ConfigError, Settings, context_from_cdk_cli
+from infra.config import ConfigError, Settings, context_from_cdk_cli, read_cdk_json
 
 if TYPE_CHECKING:
     import aws_cdk as cdk
 
-    from infra.stack import PlatformStack
 
+def compose(app: cdk.App, settings: Settings, pipeline: tuple[tuple[Settings, ...], ...] = ()) -> list[cdk.Stack]:
+    """Build every stack of `settings` into `app`, in deploy order (stacks/environment.py), and
+    where `settings` holds the delivery block, the delivery stack, whose Stages compose each
+    environment of `pipeline` (registry.pipeline: its settings, wave by wave) the same way."""
+    from stacks import environment
 
-def compose(app: cdk.App, settings: Settings) -> list[PlatformStack]:
-    """Build every stack of `settings` into `app`, in deploy order."""
-    from stacks.addons import AddonsStack
-    from stacks.cluster import ClusterStack, stop_deploy_without_chart
-    from stacks.hyperpod import HyperPodStack
-    from stacks.network import NetworkStack
-    from stacks.sample_job import SampleJobStack
+    stacks: list[cdk.Stack] = environment.compose(app, settings)
+    if settings.delivery is not None:
+        from stacks.delivery import DeliveryStack
 
-    from infra import compliance
-
-    network = NetworkStack(app, settings=settings)
-    cluster = ClusterStack(app, settings=settings, network=network)
-    hyperpod = HyperPodStack(app, settings=settings, network=network, cluster=cluster)
-    stacks = [network, cluster, hyperpod]
-    operations = None
-    if settings.operations.enabled:
-        from stacks.operations import OperationsStack
-
-        operations = OperationsStack(app, settings=settings, after=hyperpod)
-        stacks.append(operations)
-    addons = AddonsStack(app, settings=settings, cluster=cluster, hyperpod=hyperpod)
-    if operations is not None:
-        # The workspace's alert manager names the operations topic: created after it, never before.
-        addons.add_stack_dependency(operations)
-    stacks.append(addons)
-    if addons.prometheus is not None:
-        # An operations stack deployed before the alert rules moved beside the workspace imports
-        # it until its next update (which comes before this stack's): exported even when it is off.
-        addons.keep_exported(addons.prometheus.attr_arn)
-    # What the optional stack below imports, exported even when it is off.
-    cluster.keep_exported(
-        cluster.cluster.cluster_arn,
-        cluster.cluster.cluster_name,
-        cluster.cluster.kubectl_provider.service_token,
-        cluster.bucket_key.key_arn,
-        cluster.access_logs.bucket_name,
-    )
-    if not settings.uses_existing_cluster:
-        # The accelerator gate's API address, exported even where no group waits for GPUs at
-        # deploy (Karpenter at zero): turning Karpenter on must not drop an export the deployed
-        # gate still imports. An existing cluster's gate asks DescribeCluster instead.
-        cluster.keep_exported(cluster.cluster.cluster_endpoint, cluster.cluster.cluster_certificate_authority_data)
-    if settings.sample_job.enabled:
-        stacks.append(SampleJobStack(app, settings=settings, cluster=cluster, after=addons))
-    if not cluster.chart_prepared:
-        stop_deploy_without_chart(stacks, settings)
-    compliance.adopt_log_groups(
-        stacks, network.logs_key, settings.protection.log_retention_days, network.data_removal_policy
-    )
-    # Whether the region offers these types is preflight's question (DescribeType), not CDK's snapshot's.
-    compliance.acknowledge_regional_snapshots(stacks, settings.regional_resource_types)
+        delivery = DeliveryStack(app, settings=settings, waves=pipeline)
+        # CodePipeline's support stack per other region (its replication bucket) is deployed with it.
+        stacks += [delivery, *delivery.support_stacks]
     return stacks
 
 
@@ -89,6 +50,52 @@ def _refuse(problems: list[str], warnings: list[str] = ()) -> int:
     return 2
 
 
+def _cdk_cli_arguments() -> list[str]:
+    """The arguments the CDK CLI was started with, from the process that started this app (its
+    shell's parent; Linux's /proc), or [] where they cannot be read."""
+    from pathlib import Path
+
+    pid = os.getppid()
+    for _ in range(4):
+        try:
+            argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return []
+        if any(os.path.basename(a) == "cdk" for a in argv[:2]):
+            return argv[[os.path.basename(a) for a in argv].index("cdk") + 1:]
+        pid = parent
+    return []
+
+
+def _what_the_cli_was_told(context: dict) -> str | None:
+    """Why this run must not go on, or None. The CDK CLI passes the app no context for an argument
+    without '=' (`cdk synth -c prod` only warns "Context argument is not an assignment (key=value):
+    prod"), so without `env` the app would build the default environment: a deploy of dev meant as
+    prod. And it reads cdk.json itself, keeping the last of a key written twice: the file is read
+    here as `hyperpod-cdk validate` reads it, refusing that."""
+    from pathlib import Path
+
+    if Path("cdk.json").is_file():  # the CDK CLI runs the app where cdk.json is
+        try:
+            read_cdk_json(Path("cdk.json").read_text())
+        except ValueError:
+            pass  # no JSON at all: the CDK CLI said so before it started the app
+    if "env" in context:
+        return None
+    args = _cdk_cli_arguments()
+    given = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-c", "--context")]
+    given += [a.split("=", 1)[1] for a in args if a.startswith("--context=")]
+    for item in given:
+        if "=" not in item:
+            envs = ", ".join(sorted(context.get("environments") or {}))
+            named = f"{item!r} is an environment" if item in (context.get("environments") or {}) else "it is no key=value"
+            return (f"-c {item}: {named}, but the CDK CLI passes no context for an argument without '=', so this would build "
+                    f"the default environment; write -c env={item if named.endswith('environment') else 'NAME'} "
+                    f"(environments: {envs})")
+    return None
+
+
 def main(context: dict | None = None) -> int:
     """`context` stands in for what the CDK CLI passes (tests run many configs in one process).
 
@@ -96,6 +103,13 @@ def main(context: dict | None = None) -> int:
     (the CLI's CDK_CONTEXT_JSON, nulls and all), before anything starts jsii: a refusal
     takes well under two seconds and creates nothing."""
     raw = context if context is not None else context_from_cdk_cli(os.environ)
+    if context is None:
+        try:
+            unsaid = _what_the_cli_was_told(raw)
+        except ConfigError as err:
+            return _refuse(err.problems)
+        if unsaid:
+            return _refuse([unsaid])
     try:
         settings, warnings = registry.load(raw, raw.get("env"))
     except ConfigError as err:
@@ -109,7 +123,7 @@ def main(context: dict | None = None) -> int:
 
     app = cdk.App(context=context) if context is not None else cdk.App()
     try:
-        stacks = compose(app, settings)
+        stacks = compose(app, settings, registry.pipeline(raw, settings))
     except ConfigError as err:  # found while composing
         return _refuse(err.problems, warnings)
     annotate(stacks[0], warnings)

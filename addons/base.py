@@ -44,6 +44,16 @@ class ReadyWhen:
         # What `kubectl wait --for=condition=available` waits for, as the awsome Terraform does.
         return ReadyWhen("deployment", name, namespace, ".status.availableReplicas")
 
+    @staticmethod
+    def pod_ready_as(namespace: str, service_account: str) -> "ReadyWhen":
+        """A ready container in a pod running as `service_account`: a controller whose
+        Deployment no source names, found by the service account its add-on documents. The
+        kubectl provider's get handler passes the object name to `kubectl get -n NS TYPE NAME`
+        as one argument (aws-eks-v2 kubectl-handler/get), so a field selector goes there;
+        `spec.serviceAccountName` is one of the pod fields the API server selects on."""
+        return ReadyWhen("pods", f"--field-selector=spec.serviceAccountName={service_account}", namespace,
+                         ".items[*].status.containerStatuses[?(@.ready==true)].name")
+
 
 @dataclass(frozen=True)
 class AddonContext:
@@ -97,8 +107,11 @@ class ManagedAddon(Addon):
 
     eks_name: ClassVar[str]
     # When set, dependents wait for this readiness gate, not only for the add-on resource
-    # (CloudFormation reports an add-on created before its webhooks answer).
+    # (CloudFormation reports an add-on created before its webhooks answer), and for each of
+    # `also_ready_when` after it (EKS reports an add-on ACTIVE, and even DEGRADED, while its
+    # controller may not run).
     ready_when: ClassVar[ReadyWhen | None] = None
+    also_ready_when: ClassVar[tuple[ReadyWhen, ...]] = ()
 
     def configuration(self, ctx: AddonContext) -> dict:
         return {}
@@ -133,19 +146,21 @@ class ManagedAddon(Addon):
     def _ready(self, ctx: AddonContext, after: list[IConstruct]) -> IConstruct:
         """The gate dependents wait for: ours once it is created, or the cluster's own (still
         proved serving: "ready" means the cluster can run the work)."""
-        ready = self.ready_when
-        gate = readiness.kubernetes_ready(
-            ctx.scope,
-            f"{type(self).__name__}Ready",
-            cluster=ctx.cluster,
-            kind=ready.kind,
-            name=ready.name,
-            namespace=ready.namespace,
-            json_path=ready.json_path,
-            minutes=10,
-        )
-        for resource in after:
-            gate.node.add_dependency(resource)
+        gate = None
+        for n, ready in enumerate((self.ready_when, *self.also_ready_when)):
+            # The first keeps the id a single gate had, so nothing is replaced by the second.
+            previous, gate = gate, readiness.kubernetes_ready(
+                ctx.scope,
+                f"{type(self).__name__}Ready" + (str(n + 1) if n else ""),
+                cluster=ctx.cluster,
+                kind=ready.kind,
+                name=ready.name,
+                namespace=ready.namespace,
+                json_path=ready.json_path,
+                minutes=10,
+            )
+            for resource in after if previous is None else [previous]:
+                gate.node.add_dependency(resource)
         return gate
 
 

@@ -65,11 +65,44 @@ def dependencies(addon: Addon, enabled: list[Addon]) -> list[type[Addon]]:
 
 
 def load(context: dict, env: str | None) -> tuple[Settings, list[str]]:
-    """Settings of `env` with every rule checked, the add-ons' requirements included:
-    what app.py deploys from and what `hyperpod-cdk validate` reports on."""
+    """Settings of `env` with every rule checked, the add-ons' requirements included, and where
+    it holds the delivery block, every environment its pipeline deploys: what app.py deploys
+    from and what `hyperpod-cdk validate` reports on."""
+    settings, warnings = _load_one(context, env)
+    pipeline(context, settings, warnings)
+    return settings, warnings
+
+
+def _load_one(context: dict, env: str | None) -> tuple[Settings, list[str]]:
     settings, warnings = load_settings(context, env)
     try:
         plan(settings)
     except ConfigError as err:
         raise ConfigError(err.problems, warnings) from None
     return settings, warnings
+
+
+def pipeline(context: dict, settings: Settings, warnings: list[str] | None = None) -> tuple[tuple[Settings, ...], ...]:
+    """The settings of each environment `settings.delivery` deploys, wave by wave (empty without
+    a delivery block): each an environment of cdk.json that validates, as its stage deploys it.
+    Raises ConfigError with a line per problem, each naming delivery.waves and the environment."""
+    if settings.delivery is None:
+        return ()
+    from infra.config import environment_names
+
+    known, problems, waves = environment_names(context), [], []
+    for wave in settings.delivery.waves:
+        loaded = []
+        for name in wave:
+            if name not in known:
+                problems.append(f"{settings.env_name}: delivery.waves: {name!r} is not an environment in cdk.json; valid: {', '.join(known)}")
+                continue
+            try:
+                loaded.append(settings if name == settings.env_name else _load_one(context, name)[0])
+            except ConfigError as err:
+                problems += [f"{settings.env_name}: delivery.waves: environment {name!r} does not validate, so its stage cannot deploy: {line}"
+                             for line in err.problems]
+        waves.append(tuple(loaded))
+    if problems:
+        raise ConfigError(problems, warnings)
+    return tuple(waves)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from addons.base import AddonContext, ManagedAddon, ReadyWhen
 from infra import lazy, naming
 from infra.config import EKS_ADDON_NAMES, QuotaResource, Settings, Team
+from infra.checks.governance import queue_label_enforced
 
 if TYPE_CHECKING:
     from constructs import IConstruct
@@ -195,7 +196,10 @@ class TaskGovernanceAddon(ManagedAddon):
         # A merge patch removes a label by setting it to null, and jsii drops the None values of
         # a mapping on its way to CDK's toJsonString: the restore patch goes in as JSON text.
         labels.node.find_child("Resource").node.default_child.add_property_override("RestorePatchJson", json.dumps(restore))
-        policy = eks.KubernetesManifest(ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster, manifest=[tenancy.isolation_policy(team.name)])
+        policy = eks.KubernetesManifest(
+            ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster,
+            manifest=[tenancy.isolation_policy(team.name), tenancy.egress_policy(self.settings, team.name)],
+        )
         for construct in (labels, policy):
             construct.node.add_dependency(namespace)
 
@@ -204,7 +208,9 @@ class TaskGovernanceAddon(ManagedAddon):
         team's Kubernetes group and no EKS access policy (those grant by namespace scope, not
         by resource: the team's Role decides), and that group's Role and ClusterRole."""
         names = naming.team_names(team.name)
-        roles = eks.KubernetesManifest(ctx.scope, f"Roles-{team.name}", cluster=ctx.cluster, manifest=teams.rbac(team.name))
+        # Patching Workloads only where the policy holds it to spec.active (manifests/tenancy.py).
+        stop = queue_label_enforced(self.settings)
+        roles = eks.KubernetesManifest(ctx.scope, f"Roles-{team.name}", cluster=ctx.cluster, manifest=teams.rbac(team.name, stop_workloads=stop))
         roles.node.add_dependency(namespace)
         for arn in team.principals:
             eks.CfnAccessEntry(

@@ -31,6 +31,9 @@ class TrainingOperatorAddon(ManagedAddon):
         "default",
         '.status.conditions[?(@.type=="Established")].status',
     )
+    # And its controller running: a served CRD with no controller takes the job and runs nothing.
+    # Found by the service account AWS's docs associate its Pod Identity role with.
+    also_ready_when = (ReadyWhen.pod_ready_as(NAMESPACE, SERVICE_ACCOUNT),)
     requires = (CertManagerAddon, PodIdentityAgentAddon)
     # Not a requirement, but when task governance is on it must be there first: the
     # operator refuses a task governance older than v1.3.0 it finds at start.

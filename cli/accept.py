@@ -8,9 +8,14 @@ Per GPU group (acceptance.instance_groups, or every group of whole NVIDIA GPUs):
      that falls short is run again in pairs, and a node short in each of its pairs is named;
   4. HyperPod's on-demand deep health check (SageMaker StartClusterHealthCheck) where the
      type has one, each node's status after it.
+Per node of every instance group: 5. the metadata guard: a pod there finds the instance
+metadata service out of reach (a timeout); and the agents behind it (the training operator's
+controller, HyperPod's agents, the collectors, the FSx controller) Ready with no metadata errors.
 Per team namespace, with or without such a group (they need no GPU):
-  5. tenancy: a privileged pod refused, the instance metadata service out of reach, its pods
-     reached from their own namespace and not from another.
+  6. tenancy: a privileged pod refused, the instance metadata service out of reach, its pods
+     reached from their own namespace and then, only once they answer there, not from the
+     acceptance namespace nor another team's (a timeout: a refused connection or an unknown name
+     proves no policy).
 kubectl runs with the user's kubeconfig, boto3 with the usual credential chain, as the other
 commands do. `--from DIR` reads a recorded run instead (kubectl and aws outputs, see
 tests/fixtures/acceptance/), which is how the tests and the README's report are made. What
@@ -42,6 +47,18 @@ POLL_S = 15
 # docs; FACTS): the run waits two hours for the operation, polling each minute.
 DEEP_HEALTH_CHECK_WAIT_S = 2 * 3600
 DEEP_HEALTH_CHECK_POLL_S = 60
+
+
+# What the AWS SDKs log when instance metadata is out of reach, as a pod on the pod network
+# finds it behind the node guard: botocore (utils.py, its IMDS fetcher: "Max number of attempts
+# exceeded (%s) when attempting to retrieve data from metadata service.", and "Unable to retrieve
+# token for use in IMDSv2 call"), aws-sdk-go (awserr codes EC2MetadataRequestError and
+# EC2MetadataError) and aws-sdk-go-v2 ("operation error ec2imds", "no EC2 IMDS role found").
+IMDS_ERRORS = (
+    "attempting to retrieve data from metadata service", "Unable to retrieve token for use in IMDSv2 call",
+    "EC2MetadataRequestError", "EC2MetadataError", "operation error ec2imds", "no EC2 IMDS role found",
+)
+AGENT_LOG_SINCE = "1h"
 
 
 class AcceptError(RuntimeError):
@@ -117,6 +134,12 @@ class Kubectl:
         selector = f"{m.RUN_LABEL}={run},{m.ROLE_LABEL}=result"
         return self._kubectl("logs", "-n", namespace, "-l", selector, "--tail=-1")
 
+    def pods(self, namespace: str) -> list[dict]:
+        return json.loads(self._kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]
+
+    def pod_log(self, namespace: str, pod: str) -> str:
+        return self._kubectl("logs", "-n", namespace, pod, "--all-containers", f"--since={AGENT_LOG_SINCE}")
+
     def refusal(self, obj: dict) -> str | None:
         """The API server's refusal of `obj` in a server-side dry run (admission runs, nothing
         is created), or None where it would be admitted."""
@@ -155,6 +178,15 @@ class Recording:
 
     def result_log(self, run: str, namespace: str = m.NAMESPACE) -> str:
         path = self.folder / "logs" / f"{run}.log"
+        return path.read_text() if path.is_file() else ""
+
+    def pods(self, namespace: str) -> list[dict] | None:
+        """pods/<namespace>.json (`kubectl get pods -n NS -o json`); None where not recorded."""
+        path = self.folder / "pods" / f"{namespace}.json"
+        return json.loads(path.read_text())["items"] if path.is_file() else None
+
+    def pod_log(self, namespace: str, pod: str) -> str:
+        path = self.folder / "pod-logs" / namespace / f"{pod}.log"
         return path.read_text() if path.is_file() else ""
 
     def refusal(self, obj: dict) -> str | None:
@@ -260,8 +292,8 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
     if not chosen and not teams:
         raise AcceptError(f"{settings.env_name} has nothing to prove: no group of whole NVIDIA GPUs (acceptance.instance_groups) "
                           "and no team namespace (governance.teams)")
-    doc = cluster.nodes() if chosen else None  # read before anything is applied
-    # The GPU checks run in it, and so does the tenancy probe from outside the team namespaces.
+    doc = cluster.nodes()  # read before anything is applied
+    # The GPU checks run in it, and so do the guard probes and the tenancy probe from outside the team namespaces.
     cluster.apply([m.namespace()])
     report.checks += [Check(g.name, "gpu checks", "group", "skip", why) for g in settings.hyperpod.instance_groups
                       if catalogue.lookup(g.instance_type) and g.spec.is_accelerated and (why := unprovable(g))]
@@ -269,6 +301,8 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
         report.checks += gpu_checks(settings, cluster, chosen, doc, keep=keep, sleep=sleep, clock=clock)
         if deep_health_check and settings.acceptance.deep_health_check:
             report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
+    report.checks += guard_checks(settings, cluster, doc, keep=keep, sleep=sleep, clock=clock)
+    report.checks += agent_checks(settings, cluster)
     for team in teams:
         report.checks += tenancy_checks(settings, cluster, team.name, keep=keep, sleep=sleep, clock=clock)
     return report
@@ -323,9 +357,34 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def _verdicts(cluster, probes: dict[str, dict], *, sleep: Callable, clock: Callable) -> dict[str, tuple[str, str]]:
+    """Apply the probes, wait for them: per key, (verdict, wget's words or why there is none)."""
+    cluster.apply(list(probes.values()))
+    late = {o["metadata"]["name"] for o in _wait(cluster, list(probes.values()), sleep=sleep, clock=clock)}
+    out = {}
+    for key, obj in probes.items():
+        run_name = obj["metadata"]["name"]
+        if run_name in late:
+            out[key] = ("", f"did not finish within {m.PROBE_DEADLINE_S} s")
+            continue
+        lines = [line.strip() for line in cluster.result_log(run_name, obj["metadata"]["namespace"]).splitlines() if line.strip()]
+        out[key] = (lines[-1], " ".join(lines[-2:-1])) if lines else ("", "no result in the log")
+    return out
+
+
+def _judged(verdict: str, words: str, want: str) -> tuple[str, str]:
+    if verdict == want:
+        return "pass", verdict
+    if verdict == m.FAILED and want == m.BLOCKED:
+        return "fail", clip(f"{words or verdict}: not a timeout, so no proof that a policy dropped it")
+    return "fail", clip(f"{verdict}: {words}" if verdict and words else verdict or words)
+
+
 def tenancy_checks(settings: Settings, cluster, team: str, *, keep: bool = False, sleep: Callable, clock: Callable) -> list[Check]:
-    """From the team's namespace: the instance metadata service out of reach, its pods closed
-    to another namespace and open to its own, a privileged pod refused."""
+    """From the team's namespace: the instance metadata service out of reach, a privileged pod
+    refused, its listener answering its own namespace; then, only once it has, the listener out
+    of reach (a timeout: a policy drops packets) from the acceptance namespace and from another
+    team's."""
     from infra import naming
 
     ns = naming.team_names(team).namespace
@@ -336,23 +395,92 @@ def tenancy_checks(settings: Settings, cluster, team: str, *, keep: bool = False
     checks.append(Check(ns, "tenancy", "privileged pod", "pass" if refused else "fail",
                         clip(refusal[refusal.index("violates PodSecurity"):]) if refused
                         else clip(refusal) if refusal else "admitted: the namespace enforces no Pod Security level"))
-    probes = {k: objects[k] for k in ("imds", "same namespace", "other namespace")}
-    started = [objects["listener"], objects["service"], *probes.values()]
-    cluster.apply(started)
-    late = {o["metadata"]["name"] for o in _wait(cluster, list(probes.values()), sleep=sleep, clock=clock)}
-    expected = {"imds": (m.BLOCKED, "instance metadata"), "same namespace": (m.CONNECTED, "from its own namespace"),
-                "other namespace": (m.REFUSED, f"from {m.NAMESPACE}")}
-    for key, obj in probes.items():
-        run_name = obj["metadata"]["name"]
-        verdict = _last_line(cluster.result_log(run_name, obj["metadata"]["namespace"]))
-        want, subject = expected[key]
-        if run_name in late:
-            status, detail = "fail", f"did not finish within {m.PROBE_DEADLINE_S} s"
-        else:
-            status, detail = ("pass" if verdict == want else "fail"), verdict or "no result in the log"
-        checks.append(Check(ns, "tenancy", subject, status, detail))
+    cluster.apply([objects["listener"], objects["service"]])
+    inside = _verdicts(cluster, {k: objects[k] for k in ("imds", "same namespace")}, sleep=sleep, clock=clock)
+    for key, want, subject in (("imds", m.BLOCKED, "instance metadata"), ("same namespace", m.CONNECTED, "from its own namespace")):
+        checks.append(Check(ns, "tenancy", subject, *_judged(*inside[key], want)))
+    outside_keys = [k for k in ("other namespace", "other team") if k in objects]
+    subjects = {"other namespace": f"from {m.NAMESPACE}",
+                "other team": f"from {objects['other team']['metadata']['namespace']}" if "other team" in objects else ""}
+    started = [objects["listener"], objects["service"], *(objects[k] for k in ("imds", "same namespace"))]
+    if inside["same namespace"][0] == m.CONNECTED:
+        outside = _verdicts(cluster, {k: objects[k] for k in outside_keys}, sleep=sleep, clock=clock)
+        started += [objects[k] for k in outside_keys]
+        checks += [Check(ns, "tenancy", subjects[k], *_judged(*outside[k], m.BLOCKED)) for k in outside_keys]
+    else:
+        checks += [Check(ns, "tenancy", subjects[k], "fail", "not run: the listener never answered from its own namespace, "
+                         "so a blocked connection would prove nothing") for k in outside_keys]
     if not keep:
         cluster.delete(started)
+    return checks
+
+
+def guard_probes(settings: Settings, doc: dict) -> dict[tuple[str, str], dict]:
+    """(group, node) -> the metadata guard's probe, for every Ready node of every instance group."""
+    probes = {}
+    for group in settings.hyperpod.instance_groups:
+        items = [i for i in doc.get("items", []) if i["metadata"].get("labels", {}).get(GROUP_LABEL) == group.name]
+        for node in sorted(i["metadata"]["name"] for i in items if _ready(i)):
+            probes[(group.name, node)] = m.guard_probe(settings, group, node)
+    return probes
+
+
+def guard_checks(settings: Settings, cluster, doc: dict, *, keep: bool = False, sleep: Callable, clock: Callable) -> list[Check]:
+    """On every Ready node of every instance group, a pod on the pod network finds the instance
+    metadata service out of reach (on_create.sh's guard; nodes made before it lack it)."""
+    probes = guard_probes(settings, doc)
+    checks = [Check(g.name, "metadata guard", "group", "skip" if g.autoscaled else "fail", "no Ready node to prove it on")
+              for g in settings.hyperpod.instance_groups if not any(k[0] == g.name for k in probes)]
+    verdicts = _verdicts(cluster, {f"{g}/{n}": o for (g, n), o in probes.items()}, sleep=sleep, clock=clock) if probes else {}
+    for (group, node), obj in probes.items():
+        checks.append(Check(group, "metadata guard", node, *_judged(*verdicts[f"{group}/{node}"], m.BLOCKED)))
+    if probes and not keep:
+        cluster.delete(list(probes.values()))
+    return checks
+
+
+# ------------------------------------------------------------------ the agents that lost instance metadata
+
+
+def agents(settings: Settings) -> list[tuple[str, str, str | None]]:
+    """(what, namespace, service account or None for every pod there) of each agent on the pod
+    network that the node guard keeps from instance metadata: the training operator's controller
+    (its Pod Identity service account), HyperPod's agents in its namespace, the observability
+    collectors and the FSx CSI controller."""
+    from addons import fsx_csi, training_operator
+    from manifests.tenancy import OBSERVABILITY_NAMESPACE
+
+    out = [("HyperPod agents", training_operator.NAMESPACE, None)]
+    if settings.addons.training_operator.enabled:
+        out.append(("training operator", training_operator.NAMESPACE, training_operator.SERVICE_ACCOUNT))
+    if settings.addons.observability.enabled:
+        out.append(("observability collectors", OBSERVABILITY_NAMESPACE, None))
+    if settings.fsx.enabled:
+        out.append(("FSx CSI controller", "kube-system", fsx_csi.CONTROLLER_SERVICE_ACCOUNT))
+    return out
+
+
+def agent_checks(settings: Settings, cluster) -> list[Check]:
+    """Each agent's pods Ready, and none of their logs of the last hour with an SDK's words for
+    instance metadata out of reach (IMDS_ERRORS)."""
+    checks = []
+    for what, namespace, account in agents(settings):
+        pods = cluster.pods(namespace)
+        if pods is None:
+            checks.append(Check(namespace, "agents", what, "skip", "not in the recording"))
+            continue
+        ours = [p for p in pods if account is None or p.get("spec", {}).get("serviceAccountName") == account]
+        if not ours:
+            checks.append(Check(namespace, "agents", what, "fail", "no pod runs" + (f" as {account}" if account else "")))
+            continue
+        problems = [f"{p['metadata']['name']} not Ready" for p in ours if not _ready(p)]
+        for pod in ours:
+            line = next((line.strip() for line in cluster.pod_log(namespace, pod["metadata"]["name"]).splitlines()
+                         if any(e in line for e in IMDS_ERRORS)), None)
+            if line:
+                problems.append(f"{pod['metadata']['name']}: {line}")
+        detail = "; ".join(problems) if problems else f"{len(ours)} pod(s) Ready, no instance metadata errors in the last {AGENT_LOG_SINCE}"
+        checks.append(Check(namespace, "agents", what, "fail" if problems else "pass", clip(detail)))
     return checks
 
 

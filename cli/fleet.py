@@ -4,7 +4,7 @@
 as cdk takes `-c`, or `--all`) and end with one row per environment: where it deploys, its
 Kubernetes version and that version's EKS support (infra/versions.py, with its dated source),
 the HyperPod chart revision, the add-on pins, and what it costs a month by its last review
-(cli/cost.py), where that review was made of the config as it is now.
+(cli/review/cost.py), where that review was made of the config as it is now.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def names(named: list[str], every: bool, context: dict) -> list[str]:
 def last_review(out_root: Path, context: dict, env: str) -> dict | str:
     """The review `hyperpod-cdk review` (or `make synth`) last wrote of `env` (review-<env>.json
     in `out_root`), where it was made of the config as it is now; else why there is none."""
-    from cli import config_diff
+    from cli.review import config_diff
 
     path = out_root / f"review-{env}.json"
     if not path.is_file():
@@ -91,5 +91,5 @@ def table(rows: list[Row]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append(f"support: EKS's ({versions.EKS_SUPPORT_SOURCE}); cost/month: the environment's "
-                 "last review of this config (cli/cost.py)")
+                 "last review of this config (cli/review/cost.py)")
     return "\n".join(lines)

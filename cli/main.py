@@ -8,7 +8,7 @@
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
   hyperpod-cdk accept [-c env=NAME] [--group G] [--render] [--from DIR] [--no-deep-health-check]
   hyperpod-cdk dashboards [-c env=NAME]
-  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME ... | --all] [--from-account [--region R] [--profile P]]
+  hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME ... | --all] [--from-account [--region R] [--profile P]] [--write-pins]
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
 """
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from cli import topology
 from infra import config, validation
+from infra.checks.sample_job import memory_note
 
 
 class CliError(Exception):
@@ -44,7 +45,10 @@ def load_context(path: Path | None = None) -> dict:
     path = path or find_cdk_json()
     print(f"config: {path}", file=sys.stderr)
     try:
-        doc = json.loads(path.read_text())
+        # A key written twice is refused (config.ConfigError, one line each), as the app refuses it.
+        doc = config.read_cdk_json(path.read_text(), str(path))
+    except config.ConfigError:
+        raise
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise CliError(f"{path} is not valid JSON: {err}") from None
     if not isinstance(doc, dict):
@@ -105,26 +109,10 @@ def _settings(env: str) -> tuple[config.Settings, list[str]]:
 
 
 def cmd_render_job(args) -> int:
-    from manifests import job as job_manifest
+    from cli import render_job
 
     deployed, _ = _settings(env_from(args))
-    overrides = {
-        k: v
-        for k, v in {"nodes": args.nodes, "team": args.team, "priority": args.priority, "max_steps": args.max_steps,
-                     "image_uri": args.image}.items()
-        if v is not None
-    }
-    patch: dict = {"sample_job": {**overrides, "enabled": True}}
-    if args.preferred_topology or args.required_topology:
-        mode = "preferred" if args.preferred_topology else "required"
-        patch["topology"] = {"mode": mode, "level": args.preferred_topology or args.required_topology}
-    settings, warnings = validation.override(deployed, patch)  # the same rules as cdk synth
-    for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings.sample_job.team)])]:
-        print(f"warning: {line}", file=sys.stderr)
-    image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
-    if not image:
-        raise CliError("--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; pass that URI)")
-    sys.stdout.write(job_manifest.to_yaml(job_manifest.objects(settings, image=image)))
+    sys.stdout.write(render_job.render(deployed, args))
     return 0
 
 
@@ -163,7 +151,7 @@ def cmd_validate(args) -> int:
             continue
         for line in warnings:
             print(f"warning: {line}", file=sys.stderr)
-        print(f"ok: {env}")
+        print(f"ok: {env}" + (f" ({note})" if (note := memory_note(settings)) else ""))
         passed.append(settings)
     if len(envs) > 1:
         out_root = find_cdk_json().parent / "cdk.out"
@@ -185,7 +173,9 @@ def _overlaps(a: Path, b: Path) -> bool:
 def cmd_review(args) -> int:
     from dataclasses import replace
 
-    from cli import changes, review, revision
+    from cli import revision
+    from cli.review import report as review
+    from cli.review import changes
     from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()
@@ -298,24 +288,22 @@ def cmd_preflight(args) -> int:
 
 
 def cmd_upgrade_plan(args) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
     from cli import preflight, upgrade_plan
     from cli.fleet import last_review
-
-    from botocore.exceptions import BotoCoreError, ClientError
 
     cdk_json = find_cdk_json()
     context = load_context(cdk_json)
     envs, planned = _fleet(args, context), []
-    if args.from_account and len(envs) > 1:
-        raise CliError("--from-account reads one account with one profile: give one environment with it")
+    if len(envs) > 1 and (flag := "--from-account" if args.from_account else "--write-pins" if args.write_pins else None):
+        raise CliError(f"{flag} reads one account with one profile: give one environment with it")
     for env in envs:
         try:
             settings, _ = validation.load_settings(context, env)
             source = upgrade_plan.OfflineVersions()
             if args.from_account:
                 source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
-            current, steps = upgrade_plan.build(settings, args.to, source)
-            pending = upgrade_plan.pending_migration(settings, source)
+            sys.stdout.write(upgrade_plan.run(settings, args.to, source, write=args.write_pins, cdk_json=cdk_json))
         except config.ConfigError as err:
             if len(envs) == 1:
                 raise
@@ -328,7 +316,6 @@ def cmd_upgrade_plan(args) -> int:
             print(f"error: {env}: {line}", file=sys.stderr)
             print(f"failed: {env}")
             continue
-        sys.stdout.write(upgrade_plan.to_text(settings, current, args.to, steps, source.name, pending))
         planned.append(settings)
     if len(envs) > 1:
         _fleet_table(planned, {s.env_name: last_review(cdk_json.parent / "cdk.out", context, s.env_name) for s in planned})
@@ -352,7 +339,9 @@ def cmd_accept(args) -> int:
         cluster = accept.Recording(Path(args.from_dir)) if args.from_dir else accept.Kubectl()
         if args.render:
             objects = acceptance_manifests.objects(settings, accept.nodes_to_test(settings, cluster, args.group))
-            # The tenancy probes of each team (the privileged pod is only ever a dry run).
+            # The metadata guard's probe on every node, then the tenancy probes of each team (the
+            # privileged pod is only ever a dry run).
+            objects += list(accept.guard_probes(settings, cluster.nodes()).values())
             objects += [o for t in settings.governance.teams for k, o in acceptance_manifests.tenancy_objects(settings, t.name).items() if k != "privileged"]
             sys.stdout.write(accept.to_yaml(objects))
             return 0
@@ -567,13 +556,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the ordered steps of a Kubernetes upgrade: versions, add-ons, migrations, AMI updates",
         description="From the cluster's Kubernetes version to --to, one minor version per step: the add-on versions for "
         "it, the task governance Kueue CRD migration where the add-on crosses it, the cdk.json change and commands, and "
-        "each instance group's HyperPod AMI update with its rolling batch. Read-only.",
+        "each instance group's HyperPod AMI update with its rolling batch. Read-only but --write-pins (cdk.json).",
         examples=["--to 1.35", "--to 1.35 --all", "--to 1.35 -c env=prod --from-account --profile prod-admin"],
     )
     _env_args(up, fleet=True)
     up.add_argument("--to", required=True, metavar="1.N", help="the Kubernetes version to reach")
-    up.add_argument("--from-account", action="store_true",
-                    help="read the cluster's version, its add-ons and the versions for each step from the account (EKS, read-only)")
+    up.add_argument("--from-account", action="store_true", help="read the cluster's version and its add-ons' from the account (EKS)")
+    up.add_argument("--write-pins", action="store_true", help="with --to the cluster's version: pin every unpinned add-on in cdk.json")
     up.add_argument("--region", help="default: the environment's region")
     up.add_argument("--profile", help="AWS profile (default: the usual credential chain)")
     return parser

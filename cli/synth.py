@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli import config_diff
-from cli.assembly import load_refusals
+from cli.review import config_diff
+from cli.review.assembly import load_refusals
 from infra.node import use_venv_node
 
 
@@ -39,7 +39,9 @@ def synthesize(context: dict, env: str, outdir: Path):
     flags = {k: v for k, v in context.items() if k.startswith("@")}
     app = cdk.App(outdir=str(outdir), context={**flags, **CLI_CONTEXT})
     app_module = _app_module()
-    stacks = app_module.compose(app, settings)
+    from addons import registry
+
+    stacks = app_module.compose(app, settings, registry.pipeline(context, settings))
     app_module.annotate(stacks[0], warnings)
     compliance.apply(app)
     app.synth()

@@ -246,20 +246,41 @@ def ami_lines(settings: Settings, after: str) -> list[str]:
             lines.append(f"{group.name}: set {where}.image_release_version to the HyperPod AMI release for Kubernetes {after} "
                          "(HyperPod AMI release notes); the deploy runs UpdateClusterSoftware on the group")
             continue
-        batch, wait, alarms = _batch(group)
-        deployment = {"RollingUpdatePolicy": {"MaximumBatchSize": {"Type": batch.cfn_type, "Value": batch.value}},
-                      "WaitIntervalInSeconds": wait}
-        if alarms:
-            deployment["AutoRollbackConfiguration"] = [{"AlarmName": a} for a in alarms]
-        unit = "instance" if batch.unit == "instances" else "percent"
-        lines.append(
-            f"{group.name}: {batch.value} {unit}{'s' if unit == 'instance' and batch.value > 1 else ''} at a time"
-            f"{f', {wait} s apart' if wait else ''}:\n"
-            f"      aws sagemaker update-cluster-software --region {settings.region} --cluster-name {settings.hyperpod_cluster_name} "
-            f"--instance-groups '{json.dumps([{'InstanceGroupName': group.name}], separators=(',', ':'))}' "
-            f"--deployment-config '{json.dumps(deployment, separators=(',', ':'))}'"
-        )
+        lines.append(_rolling_update(settings, group))
     return lines
+
+
+def _rolling_update(settings: Settings, group: InstanceGroup) -> str:
+    """The group's UpdateClusterSoftware, in its own rolling batches."""
+    batch, wait, alarms = _batch(group)
+    deployment = {"RollingUpdatePolicy": {"MaximumBatchSize": {"Type": batch.cfn_type, "Value": batch.value}},
+                  "WaitIntervalInSeconds": wait}
+    if alarms:
+        deployment["AutoRollbackConfiguration"] = [{"AlarmName": a} for a in alarms]
+    unit = "instance" if batch.unit == "instances" else "percent"
+    return (
+        f"{group.name}: {batch.value} {unit}{'s' if unit == 'instance' and batch.value > 1 else ''} at a time"
+        f"{f', {wait} s apart' if wait else ''}:\n"
+        f"      aws sagemaker update-cluster-software --region {settings.region} --cluster-name {settings.hyperpod_cluster_name} "
+        f"--instance-groups '{json.dumps([{'InstanceGroupName': group.name}], separators=(',', ':'))}' "
+        f"--deployment-config '{json.dumps(deployment, separators=(',', ':'))}'"
+    )
+
+
+def guard_lines(settings: Settings) -> list[str]:
+    """How nodes made before the fail-closed metadata guard get it. HyperPod runs OnCreate on
+    new and replaced nodes only; UpdateClusterSoftware re-runs the lifecycle scripts on a whole
+    instance group ("Updating a cluster with new or updated lifecycle scripts", HyperPod docs),
+    from the prefix the deploy points the group at; BatchReplaceClusterNodes replaces single nodes."""
+    return [
+        "existing nodes: the lifecycle scripts' metadata guard (iptables waiting for the xtables lock; kubelet requires it, so "
+        "a node without the rule runs no pod) reaches nodes made before it only when they run the scripts again. After the "
+        "deploy that brings it, roll each group (UpdateClusterSoftware re-runs the lifecycle scripts; it also replaces the "
+        "root volume, so drain the group's jobs first), then `hyperpod-cdk accept` proves it on every group:",
+        *(f"  {_rolling_update(settings, g)}" for g in settings.hyperpod.instance_groups),
+        f"  or a node at a time: aws sagemaker batch-replace-cluster-nodes --region {settings.region} "
+        f"--cluster-name {settings.hyperpod_cluster_name} --node-ids <i-...>",
+    ]
 
 
 def cdk_json_change(settings: Settings, step: Step) -> dict:
@@ -312,7 +333,8 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
                  "UpdateAddon fails until the Kueue CRDs are migrated", *_migration_lines("MIGRATE FIRST", pending[1], deploy), ""]
     if not steps:
         return "\n".join([*first, f"{env}: the cluster already runs Kubernetes {current}; nothing else to do" if first
-                           else f"{env}: the cluster already runs Kubernetes {current}; nothing to do"]) + "\n"
+                           else f"{env}: the cluster already runs Kubernetes {current}; nothing to do", "",
+                           *guard_lines(settings)]) + "\n"
     out = [
         *first,
         f"upgrade plan for {env}: Kubernetes {current} -> {target}, {len(steps)} step{'s' if len(steps) > 1 else ''} "
@@ -357,7 +379,57 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
                 out.append(f"     otherwise (v1.5 or later already), deploy ({what}): {deploy}")
         else:
             out.append(f"  2. deploy ({what}): {deploy}")
-        out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware):")
+        out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware, which re-runs the lifecycle scripts):")
         out += [f"     {line}" for line in ami_lines(settings, step.after)]
         out.append("")
-    return "\n".join(out)
+    out += guard_lines(settings)
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------ pins for the version the cluster runs
+
+
+def pins(settings: Settings, source, kubernetes: str) -> list[AddonStep]:
+    """Each add-on a deploy installs that config leaves unpinned: the version the cluster runs
+    where it runs one (pinning it changes nothing), else the one `source` gives for the
+    cluster's Kubernetes version (None where it knows none)."""
+    out = []
+    for addon in (a for a in addons_of(settings) if not a.pinned):
+        running = source.deployed(settings, addon)
+        out.append(AddonStep(addon, running, "DescribeAddon, the version the cluster runs") if running
+                   else AddonStep(addon, *source.version_for(addon, kubernetes)))
+    return out
+
+
+def written_pins(settings: Settings, source, target: str, cdk_json) -> str:
+    """`upgrade-plan --to <the cluster's version> --write-pins`: write_pins of what pins() finds."""
+    current = source.current(settings)
+    if target != current:
+        raise Refused(f"--write-pins: pins are for the version the cluster runs ({current}), not --to {target}; upgrade first")
+    return write_pins(settings, cdk_json, pins(settings, source, current))
+
+
+def write_pins(settings: Settings, cdk_json, found: list[AddonStep]) -> str:
+    """Merge the known versions of `found` into cdk.json's environments.<env> (a change the
+    review then shows); what was written and what is still unknown, one line each."""
+    from infra.config import deep_merge
+
+    patch = cdk_json_change(settings, Step(settings.eks.version, settings.eks.version, found))
+    del patch["eks"]["version"]
+    patch = {k: v for k, v in patch.items() if v}
+    doc = json.loads(cdk_json.read_text())
+    envs = doc["context"]["environments"]
+    envs[settings.env_name] = deep_merge(envs.get(settings.env_name, {}), patch)
+    cdk_json.write_text(json.dumps(doc, indent=2) + "\n")
+    lines = [f"{s.addon.path}.version = {s.version}  ({s.source})" for s in found if s.version]
+    lines += [f"{s.addon.path}: not pinned: {s.source}" for s in found if not s.version]
+    head = f"{cdk_json}: environments.{settings.env_name} pins {sum(1 for s in found if s.version)} add-on(s) for Kubernetes {settings.eks.version}"
+    return "\n".join([head if found else f"{settings.env_name}: every add-on is pinned already", *lines]) + "\n"
+
+
+def run(settings: Settings, target: str, source, *, write: bool = False, cdk_json=None) -> str:
+    """What `upgrade-plan` prints for one environment: its plan, or with --write-pins the pins it wrote."""
+    if write:  # what config leaves to EKS's default of the day, pinned for the version the cluster runs
+        return written_pins(settings, source, target, cdk_json)
+    current, steps = build(settings, target, source)
+    return to_text(settings, current, target, steps, source.name, pending_migration(settings, source))

@@ -194,6 +194,38 @@ def quota_of(team: Team, instance_type: str, capacity: dict[str, dict[str, float
 
 
 @dataclass(frozen=True)
+class Oversubscribed:
+    """An instance type whose teams' quotas together take more of a kind than its groups hold:
+    a guarantee that no node backs (Kueue admits by quota; the pods then find no node)."""
+
+    instance_type: str
+    kind: str
+    total: float
+    have: float
+    asks: tuple[tuple[str, float], ...]  # (team, what its quota takes), in the teams' order
+
+
+def oversubscribed(teams: Iterable[Team], capacity: dict[str, dict[str, float]]) -> list[Oversubscribed]:
+    """Per instance type, the first kind (kind_order) the teams' quotas together take more of
+    than the groups hold: what validate refuses, or warns of with allow_oversubscription, and
+    the review calls out where a change makes it."""
+    demand: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for team in teams:
+        for itype in dict.fromkeys(q.instance_type for q in team.quotas):
+            for kind, n in quota_of(team, itype, capacity).items():
+                demand.setdefault((itype, kind), []).append((team.name, n))
+    out = []
+    for itype in sorted({t for t, _ in demand}):
+        for kind in sorted((k for t, k in demand if t == itype), key=kind_order):
+            asks, have = demand[(itype, kind)], capacity[itype].get(kind, 0) or 0
+            total = sum(n for _, n in asks)
+            if total > have + EPSILON:
+                out.append(Oversubscribed(itype, kind, total, have, tuple(asks)))
+                break
+    return out
+
+
+@dataclass(frozen=True)
 class Borrowing:
     """What a team's ClusterQueue may borrow of each kind of one type, and why that much."""
 

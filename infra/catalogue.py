@@ -156,7 +156,7 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 # the guide's "Getting Started with MIG"), of the MiB DescribeInstanceTypes states for the GPU.
 # The driver keeps a little of each, as of a whole GPU (the same page on an A100-SXM4-40GB:
 # 1g.5gb 4.75 GiB, 7g.40gb 39.25, the whole GPU 40537 MiB); the fit check's margin covers it
-# (infra/config/sample_job.py FIT_MARGIN).
+# (training/model_shape.py FIT_SHARE).
 MIG_MEMORY_SLICES = 8
 
 

@@ -23,9 +23,17 @@ def apply(app: cdk.App) -> None:
     """Everything compliance adds to a composed app: both nag packs, and checkov's
     documented skips on the Lambdas that aws-cdk-lib builds."""
     add_packs(app)
-    for stack in app.node.children:
-        if isinstance(stack, cdk.Stack):
-            skip_checkov_on_cdk_lambdas(stack)
+    for stack in _stacks(app):
+        skip_checkov_on_cdk_lambdas(stack)
+
+
+def _stacks(scope: cdk.Stage):
+    """The stacks of the App and of a pipeline's Stages in it (a stack in a Stage is no child of the App)."""
+    for child in scope.node.children:
+        if isinstance(child, cdk.Stack):
+            yield child
+        elif isinstance(child, cdk.Stage):
+            yield from _stacks(child)
 
 
 def checkov_skip(resource: cdk.CfnResource, **comments: str) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -25,12 +28,15 @@ class PlatformStack(cdk.Stack):
     hermetic: the cloud assembly then has no `missing` context entries.
     """
 
-    def __init__(self, scope: Construct, suffix: str, *, settings: Settings, description: str):
+    def __init__(self, scope: Construct, suffix: str, *, settings: Settings, description: str,
+                 account: str | None = None, region: str | None = None):
+        """`account` and `region`: where a stack that is not the environment's own goes (the
+        delivery stack, in the pipeline's account and region); by default the environment's."""
         super().__init__(
             scope,
             settings.stack_name(suffix),
             stack_name=settings.stack_name(suffix),
-            env=cdk.Environment(account=settings.account, region=settings.region),
+            env=cdk.Environment(account=account or settings.account, region=region or settings.region),
             termination_protection=settings.protection.termination_protection,
             description=f"{description} (hyperpod-cdk, env {settings.env_name})",
         )
@@ -242,3 +248,50 @@ class PlatformStack(cdk.Stack):
         compliance.acknowledge(setter, "One call on the one kept resource it names, as its inline policy says", "NIST.800.53.R5-IAMNoInlinePolicy")
         self.acknowledge_sdk_function()
         return setter
+
+def _alphanumeric(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "", text)
+
+
+def unique_id(components: list[str]) -> str:
+    """CDK's makeUniqueId (aws-cdk-lib core/lib/private/uniqueid.ts): what `Names.uniqueId` and a
+    stack's logical IDs are made of. A single component is itself; more are their alphanumerics,
+    less 'Resource' and a repeated tail, then the first 8 hex digits of the path's MD5."""
+    components = [c for c in components if c != "Default"]
+    if len(components) == 1 and len(_alphanumeric(components[0])) <= 255:
+        return _alphanumeric(components[0])
+    digest = hashlib.md5("/".join(components).encode()).hexdigest()[:8].upper()
+    human: list[str] = []
+    for c in components:
+        if not human or not human[-1].endswith(c):
+            human.append(c)
+    return "".join(_alphanumeric(c) for c in human if c != "Resource")[:240] + digest
+
+
+def keep_app_logical_ids(stack: cdk.Stack) -> None:
+    """Logical IDs in a stack under a Stage as they are under the App. They are made of the path
+    below the stack, which a Stage does not change, but a construct id made of another construct's
+    unique ID (a security group's rule from itself: `from <group's unique ID>:ALL TRAFFIC`) carries
+    the Stage's name; CloudFormation would create that rule anew and find it exists already. Each
+    such resource gets the ID it has under the App."""
+    scopes = [s.node.id for s in stack.node.scopes[1:]]
+    stages = scopes[:-1]
+    if not stages:
+        return
+    marker = _alphanumeric("".join(scopes))  # how every unique ID of this stack's constructs begins
+    elements = [c for c in stack.node.find_all() if isinstance(c, cdk.CfnElement)]
+    below = {c: [s.node.id for s in c.node.scopes[len(scopes) + 1:]] for c in elements}
+    carrying = {c: path for c, path in below.items() if any(marker in part for part in path)}
+    if not carrying:
+        return
+    renames = {}
+    for c in stack.node.find_all():
+        path = [s.node.id for s in c.node.scopes[1:]]
+        renames[unique_id(path)] = unique_id(path[len(stages):])
+    for element, path in carrying.items():
+        app_path = []
+        for part in path:
+            for staged, plain in renames.items():
+                part = part.replace(staged, plain)
+            app_path.append(part)
+        element.override_logical_id(unique_id(app_path))

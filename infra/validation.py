@@ -29,8 +29,10 @@ from infra.checks.sample_job import check_admission, check_sample_job
 from infra.checks.settings import check_names, check_region
 from infra.checks.storage import check_fsx
 from infra.config.base import ConfigError, Problems
+from infra.config.delivery import check_delivery
 from infra.config.loading import DEFAULT_ENV, _path, _pydantic_lines, deep_merge, merged_environment
 from infra.config.settings import Settings
+
 
 def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[Settings, list[str]]:
     """Return the validated settings of `env` and its warnings, or raise ConfigError."""
@@ -119,6 +121,7 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_admission(s, p)
     check_acceptance(s, p)
     check_operations(s, p)
+    check_delivery(s.delivery, p)
     # What each feature needs beside it, from one table (after the areas' own rules, so a
     # field they named keeps their line).
     prerequisites.check(s, p)

@@ -269,6 +269,13 @@ class AddonRelease:
 # copies, the newest rows of the stored copies); AWS adds eksbuild numbers often.
 _KUBE_PROXY_PAGE = "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html, table kube-proxy versions"
 _COREDNS_PAGE = "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html, table CoreDNS versions"
+# The same kind of table for the VPC CNI; the English copies stored here stop at 1.33
+# (v1.20.1-eksbuild.3), the zh_cn .md copy (docs.amazonaws.cn/eks/latest/userguide/managing-vpc-cni.md)
+# lists 1.29 to 1.35, each with v1.21.1-eksbuild.7.
+_VPC_CNI_PAGE = (
+    "https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html, table Amazon VPC CNI versions "
+    "(1.29-1.35 in the newer docs.amazonaws.cn zh_cn .md copy; the English copies stored end at 1.33)"
+)
 ADDON_RELEASES: tuple[AddonRelease, ...] = (
     AddonRelease("kube-proxy", ("1.35",), "v1.35.3-eksbuild.2", _KUBE_PROXY_PAGE, "2026-12-04"),
     AddonRelease("kube-proxy", ("1.34",), "v1.34.6-eksbuild.2", _KUBE_PROXY_PAGE, "2026-12-04"),
@@ -278,6 +285,7 @@ ADDON_RELEASES: tuple[AddonRelease, ...] = (
     AddonRelease("kube-proxy", ("1.30",), "v1.30.14-eksbuild.28", _KUBE_PROXY_PAGE, "2026-12-04"),
     AddonRelease("coredns", ("1.33", "1.34", "1.35"), "v1.13.2-eksbuild.4", _COREDNS_PAGE, "2026-12-04"),
     AddonRelease("coredns", ("1.30", "1.31", "1.32"), "v1.11.4-eksbuild.33", _COREDNS_PAGE, "2026-12-04"),
+    AddonRelease("vpc-cni", tuple(f"1.{m}" for m in range(29, 36)), "v1.21.1-eksbuild.7", _VPC_CNI_PAGE, "2026-12-06"),
     # The default for Kubernetes 1.28-1.35 (TRAINING_OPERATOR_RELEASES).
     AddonRelease(
         "amazon-sagemaker-hyperpod-training-operator",
@@ -285,6 +293,18 @@ ADDON_RELEASES: tuple[AddonRelease, ...] = (
         next(r.version for r in TRAINING_OPERATOR_RELEASES if r.default),
         _PR_1076,
         "2026-12-04",
+    ),
+    # The newest task governance the upgrade page names (v1.6.0-eksbuild.1, Kueue v0.19.2; the page
+    # gives no Kubernetes versions), running on a 1.34 cluster in an account read back read-only
+    # (EKS keeps an add-on only at a version it publishes for the cluster's version).
+    AddonRelease(
+        "amazon-sagemaker-hyperpod-taskgovernance",
+        ("1.34",),
+        "v1.6.0-eksbuild.1",
+        f"{TASK_GOVERNANCE_UPGRADE_PAGE} (Upgrade from v1.5 to v1.6); ACTIVE on EKS Kubernetes 1.34 in the read-only "
+        "account survey of hi-space/aws-physical-ai-recipes docs/designs/2026-09-16-physical-ai-dashboard.md (commit "
+        "f6092cd, 2026-09-16), with Kueue v0.19.2 in its docs/reports/evidence/2026-09-18-ui-infra-audit/hyperpod-review.json",
+        "2026-12-06",
     ),
     # What both references deploy on Kubernetes 1.34 and 1.33: the quick setup's
     # cert-manager-template.yaml (CertManagerAddonVersion) beside its eks-template.yaml
@@ -305,12 +325,16 @@ ADDON_RELEASES: tuple[AddonRelease, ...] = (
 # are left to EKS's default at create (`preflight` asks the account with DescribeAddonVersions,
 # `upgrade-plan --from-account` too), never pinned to a guess.
 NO_OFFLINE_VERSION = {
-    "vpc-cni": "the EKS user guide's Amazon VPC CNI versions table, as stored, ends at Kubernetes 1.33 (v1.20.1-eksbuild.3)",
-    "eks-pod-identity-agent": "the EKS Pod Identity agent pages (pod-id-agent-setup) publish no version table",
-    "amazon-sagemaker-hyperpod-taskgovernance": (
-        "the task governance upgrade page names v1.6.0-eksbuild.1 as the newest but no Kubernetes versions for it"
+    "eks-pod-identity-agent": (
+        "the EKS Pod Identity agent pages (pod-id-agent-setup, add-ons-pod-id) publish no version table, and neither "
+        "reference pins it; aws/containers-roadmap issue 2684 (2025-11-24) names v1.3.10-eksbuild.1 the default "
+        "'in all regions' without the Kubernetes versions it is for, and a third party's Terraform (piksel-ina/terraform-iac "
+        "staging/main.tf) sets v1.3.10-eksbuild.2 beside eks-version 1.34, which shows a config, not what EKS accepted"
     ),
-    "amazon-sagemaker-hyperpod-observability": "no page or reference read here names a version of it",
+    "amazon-sagemaker-hyperpod-observability": (
+        "no page or reference read here names a version of it (the quick setup's observability-template.yaml and "
+        "the awsome Terraform's modules/observability install it unpinned)"
+    ),
     "aws-fsx-csi-driver": "the quick setup's fsx-template.yaml and the awsome Terraform install it unpinned",
 }
 

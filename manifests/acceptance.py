@@ -194,18 +194,29 @@ def objects(settings: Settings, nodes_by_group: dict[str, Sequence[str]]) -> lis
 # team's pods while the team's own can (its default deny, manifests/tenancy.py, enforced by the
 # VPC CNI's network policy agent on nodes with its kernel and BPF prerequisites), and a
 # privileged pod is refused (its Pod Security level). Every probe passes restricted itself.
+# A policy drops packets, so a blocked connection is a timeout: a refused connection or a name
+# that does not resolve proves nothing (the listener is not there), and counts as a failure.
 PROBE_PORT = 8080
 PROBE_DEADLINE_S = 300
-# Written by the probes as their last line, read by `accept`.
-BLOCKED, REACHED, CONNECTED, REFUSED = "BLOCKED", "REACHED", "CONNECTED", "REFUSED"
+# Written by the probes as their last line, read by `accept`: a timeout (BLOCKED), an answer
+# (REACHED from the metadata service, CONNECTED from the listener), anything else (FAILED, after
+# the error's own line).
+BLOCKED, REACHED, CONNECTED, FAILED = "BLOCKED", "REACHED", "CONNECTED", "FAILED"
 IMDS_URL = "http://169.254.169.254/latest/meta-data/"
+# busybox wget's -T bounds the connection as well as each read; a dropped SYN ends in its
+# "download timed out".
+WGET_TIMEOUT_S = 5
+# The blocked side tries this often; each try must time out.
+BLOCKED_TRIES = 3
+# The listener's own namespace tries for up to this many seconds (the listener may be starting).
+LISTENER_WAIT_S = 120
 _RESTRICTED = {
     "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
 }
 _POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def _probe(settings: Settings, name: str, namespace: str, script: str, *, labels: dict | None = None) -> dict:
+def _probe(settings: Settings, name: str, namespace: str, script: str, *, labels: dict | None = None, pod: dict | None = None) -> dict:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -223,22 +234,44 @@ def _probe(settings: Settings, name: str, namespace: str, script: str, *, labels
                         "securityContext": _RESTRICTED,
                         "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
                     }],
+                    **(pod or {}),
                 },
             },
         },
     }
 
 
+def _try(url: str) -> str:
+    """Shell: one GET of `url`; sets $verdict to CONNECTED, BLOCKED (timed out) or FAILED and
+    $out to wget's own words."""
+    return (f"out=$(wget -T {WGET_TIMEOUT_S} -q -O /dev/null {url} 2>&1) && verdict={CONNECTED} || "
+            f"case \"$out\" in *'timed out'*) verdict={BLOCKED};; *) verdict={FAILED};; esac")
+
+
 def _connect_script(url: str) -> str:
-    """Try for about a minute (the listener may still be starting); the last line says."""
-    return (f"for i in $(seq 20); do if wget -T 3 -q -O /dev/null {url}; then echo {CONNECTED}; exit 0; fi; sleep 1; done; "
-            f"echo {REFUSED}")
+    """From the listener's own namespace: try until it answers (it may still be starting)."""
+    return (f"end=$(( $(date +%s) + {LISTENER_WAIT_S} )); while :; do {_try(url)}; "
+            f"if [ $verdict = {CONNECTED} ] || [ $(date +%s) -ge $end ]; then break; fi; sleep 2; done; "
+            f"[ $verdict = {CONNECTED} ] || echo \"$out\"; echo $verdict")
+
+
+def _blocked_script(url: str) -> str:
+    """From another namespace: every try must time out; the first answer or other error ends it."""
+    return (f"for i in $(seq {BLOCKED_TRIES}); do {_try(url)}; [ $verdict = {BLOCKED} ] || break; done; "
+            f"[ $verdict = {FAILED} ] && echo \"$out\"; echo $verdict")
+
+
+def _imds_script() -> str:
+    """Anything but a timeout reached the service (IMDSv2 answers a tokenless GET with 401)."""
+    return f"{_try(IMDS_URL)}; if [ $verdict = {BLOCKED} ]; then echo $verdict; else echo \"$out\"; echo {REACHED}; fi"
 
 
 def tenancy_objects(settings: Settings, team: str) -> dict[str, dict]:
     """Per check, the objects of one team's tenancy probes: a listener and its Service in the
-    team's namespace, a client there and one in the acceptance namespace, the metadata probe,
-    and the privileged pod to be refused (created only as a server-side dry run)."""
+    team's namespace, a client there, then clients in the acceptance namespace and in another
+    team's namespace (where there is another team), the metadata probe, and the privileged pod
+    to be refused (created only as a server-side dry run). `accept` applies the outside clients
+    only once the one in the team's namespace has connected."""
     from infra import naming
 
     ns = naming.team_names(team).namespace
@@ -252,15 +285,26 @@ def tenancy_objects(settings: Settings, team: str) -> dict[str, dict]:
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": listener, "namespace": ns, "labels": dict(LABELS)},
         "spec": {"selector": {"hyperpod-cdk/probe": listener}, "ports": [{"port": PROBE_PORT, "targetPort": PROBE_PORT}]},
     }
-    imds = _probe(settings, name("tenancy-imds", team), ns,
-                  f"out=$(wget -T 5 -q -O /dev/null {IMDS_URL} 2>&1); case \"$out\" in *'timed out'*) echo {BLOCKED};; "
-                  f"*) echo \"$out\"; echo {REACHED};; esac")
     privileged = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name("tenancy-privileged", team), "namespace": ns, "labels": dict(LABELS)},
         "spec": {"containers": [{"name": "probe", "image": settings.acceptance.probe_image, "securityContext": {"privileged": True}}]},
     }
-    return {
-        "listener": serve, "service": service, "imds": imds, "privileged": privileged,
+    out = {
+        "listener": serve, "service": service, "privileged": privileged,
+        "imds": _probe(settings, name("tenancy-imds", team), ns, _imds_script()),
         "same namespace": _probe(settings, name("tenancy-same", team), ns, _connect_script(url)),
-        "other namespace": _probe(settings, name("tenancy-other", team), NAMESPACE, _connect_script(url)),
+        "other namespace": _probe(settings, name("tenancy-other", team), NAMESPACE, _blocked_script(url)),
     }
+    other = next((t.name for t in settings.governance.teams if t.name != team), None)
+    if other is not None:
+        out["other team"] = _probe(settings, name("tenancy-from", other, "to", team), naming.team_names(other).namespace,
+                                   _blocked_script(url))
+    return out
+
+
+def guard_probe(settings: Settings, group, node: str) -> dict:
+    """A pod on the pod network of `node` that tries the instance metadata service: the node's
+    guard (on_create.sh's rule) makes it time out. Pinned by hostname, it tolerates every taint
+    so that no group's nodes are left out."""
+    return _probe(settings, name("imds-guard", node), NAMESPACE, _imds_script(),
+                  pod={"affinity": _pinned([node]), "tolerations": [{"operator": "Exists"}]})

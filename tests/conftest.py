@@ -122,11 +122,36 @@ CAPABILITIES["existing-cluster"] = {
     "eks": {"existing_cluster": {"name": "platform-shared", "security_group_id": "sg-0a1b2c3d4e5f60719"}},
     "addons": {"cert_manager": {"existing": True}},
 }
+# The pipeline through three environments (dev; staging in another region; prod in another
+# account), held in dev's config as the delivery block is, beside the two environments it adds
+# to cdk.json's (FLEETS): a staging like dev but protected, and prod in the second account.
+CAPABILITIES["delivery"] = {
+    "delivery": {
+        "source": {"connection_arn": "arn:aws:codeconnections:us-east-1:111111111111:connection/0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
+                   "repository": "example-org/hyperpod-platform", "branch": "main"},
+        "waves": [["dev"], ["staging"], ["prod"]],
+    },
+}
+FLEETS = {
+    "delivery": {
+        "staging": config.deep_merge(CONTEXT["environments"]["dev"], {
+            "region": "eu-central-1", "availability_zones": ["eu-central-1a", "eu-central-1b", "eu-central-1c"],
+            "network": {"hyperpod_subnets": [{"availability_zone": "eu-central-1a", "cidr": "10.1.0.0/16"}]},
+            "protection": {"termination_protection": True, "retain_data": True},
+            "eks": {"public_access_cidrs": ["203.0.113.0/24"]},
+        }),
+        # Only the account moves: its people's roles stay those of the first account (EKS admits a
+        # principal of another account; validate warns), so its stacks are prod's, resource for resource.
+        "prod": config.deep_merge(CONTEXT["environments"]["prod"], {"account": "222222222222"}),
+    },
+}
 
 
-def patched_context(env: str, patch: dict) -> dict:
-    """cdk.json context with `patch` deep-merged into environment `env`."""
+def patched_context(env: str, patch: dict, fleet: dict | None = None) -> dict:
+    """cdk.json context with `patch` deep-merged into environment `env`, and the environments of
+    `fleet` (name -> block) in place of cdk.json's of that name."""
     ctx = json.loads(json.dumps(CONTEXT))
+    ctx["environments"].update(json.loads(json.dumps(fleet or {})))
     ctx["environments"][env] = config.deep_merge(ctx["environments"][env], patch)
     return ctx
 
@@ -220,11 +245,12 @@ def synth(tmp_path_factory):
     shared = session_folder(tmp_path_factory, "syntheses")
 
     def get(env: str, patch: dict | None = None) -> Synth:
+        fleet = FLEETS.get(env)
         if env in CAPABILITIES:  # a capability's own config: dev with its patch
             env, patch = "dev", CAPABILITIES[env]
-        key = json.dumps([env, patch], sort_keys=True)
+        key = json.dumps([env, patch, fleet] if fleet else [env, patch], sort_keys=True)
         if key not in _CACHE:
-            ctx = patched_context(env, patch) if patch else CONTEXT
+            ctx = patched_context(env, patch, fleet) if patch else CONTEXT
             folder = shared / f"{env}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
             _CACHE[key] = _synthesized_once(folder, ctx, env)
         return _CACHE[key]
@@ -274,7 +300,7 @@ def gated_templates(synth, name: str) -> list[str]:
     s = synth(name)
     if name not in CAPABILITIES:
         return sorted(s.templates)
-    from cli.changes import differs
+    from cli.review.changes import differs
 
     dev = synth("dev").templates
     return sorted(k for k, t in s.templates.items() if k not in dev or differs(dev[k], t))
@@ -282,7 +308,7 @@ def gated_templates(synth, name: str) -> list[str]:
 
 @pytest.fixture(scope="session")
 def lint_cache(tmp_path_factory) -> Path:
-    """The review's own cfn-lint cache (cli.review.lint: findings by template text, region and
+    """The review's own cfn-lint cache (cli.review.report.lint: findings by template text, region and
     cfn-lint), one for the session: a template the gates linted is not linted again by a review."""
     return session_folder(tmp_path_factory, "lint-cache")
 
@@ -308,7 +334,8 @@ SHARED_ACROSS_WORKERS = {"synth", "lint_cache"}
 # together rather than one alone on a long file. checkov's file synthesizes every gated config
 # first; the CLI corpus, which synthesizes none, runs beside it, and cfn-lint after it.
 LONGEST_FIRST = (
-    "tests/test_security_gates.py", "tests/test_bad_inputs.py", "tests/test_quality_gates.py", "tests/training/test_train.py",
+    "tests/test_security_gates.py", "tests/test_bad_inputs.py", "tests/test_quality_gates.py", "tests/training/test_resize.py",
+    "tests/training/test_train.py",
     "tests/cli/test_review.py", "tests/cli/test_review_changes.py", "tests/training/test_stop.py", "tests/test_docs.py",
     "tests/infra/test_app_cli_path.py",
 )

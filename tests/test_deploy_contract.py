@@ -262,7 +262,7 @@ def test_the_cluster_stack_prints_the_commands_to_reach_the_cluster(synth, env):
 
 
 def test_the_review_shows_an_endpoint_open_to_the_internet(synth):
-    from cli import review
+    from cli.review import report as review
 
     report = review.build(synth("dev").outdir, with_lint=False)
     assert any("eks.public_access_cidrs" in w and "0.0.0.0/0" in w for w in report["warnings"])

@@ -201,7 +201,7 @@ def _review_example(tmp_path, synth, lint_cache) -> str:
 
 def _nag_acknowledgments(tmp_path, synth, lint_cache) -> str:
     """dev's cdk-nag acknowledgments, grouped by reason as the review prints them."""
-    from cli import review
+    from cli.review import report as review
 
     report = review.to_markdown(review.build(synth("dev").outdir, with_lint=False, with_cdk_diff=False))
     return "\n" + "\n".join(line for line in report.splitlines() if line.startswith("- acknowledged (")) + "\n\n"
@@ -377,7 +377,7 @@ def test_every_stack_the_app_builds_is_in_the_readme_in_deploy_order(synth):
 
 
 def test_the_reviews_estimates_and_wildcard_roles_are_what_the_pages_say(synth):
-    from cli import review
+    from cli.review import report as review
 
     figures = {}
     for env in ("dev", "prod"):

@@ -389,9 +389,10 @@ def fnmatch_arn(text: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(text, pattern)
 
 
-def _allows(statements: list[dict], action: str, key, *, via_s3_for: str | None = None) -> bool:
+def _allows(statements: list[dict], action: str, key, *, via_s3_for: str | None = None, region: str | None = None) -> bool:
     """Whether `statements` allow `action` on the key `key` (an identity, or an ARN in this
-    account), where the call comes through S3 for an object of bucket `via_s3_for`."""
+    account), where the call comes through S3 (of `region`, else the key ARN's) for an object of
+    bucket `via_s3_for`."""
     import fnmatch
 
     for st in statements:
@@ -402,11 +403,16 @@ def _allows(statements: list[dict], action: str, key, *, via_s3_for: str | None 
                 conditions = st.get("Condition", {})
                 if not conditions:
                     return True
-                if via_s3_for and set(conditions) <= {"StringEquals", "StringLike"}:
-                    service = conditions.get("StringEquals", {}).get("kms:ViaService")
-                    context = _listed(conditions.get("StringLike", {}).get("kms:EncryptionContext:aws:s3:arn", []))
-                    region = key.split(":")[3]
-                    if service == f"s3.{region}.amazonaws.com" and any(fnmatch.fnmatchcase(via_s3_for, c) for c in context):
+                # Through S3 for that bucket's object: kms:ViaService must name S3 of the key's region, and
+                # an encryption-context condition, where there is one, must admit the object. Any other
+                # condition key is not one this model can settle, so it does not count as allowing.
+                equals, likes = conditions.get("StringEquals", {}), conditions.get("StringLike", {})
+                if via_s3_for and set(conditions) <= {"StringEquals", "StringLike"} and set(equals) == {"kms:ViaService"} \
+                        and set(likes) <= {"kms:EncryptionContext:aws:s3:arn"}:
+                    region = region or key.split(":")[3]
+                    context = _listed(likes.get("kms:EncryptionContext:aws:s3:arn", []))
+                    if equals["kms:ViaService"] == f"s3.{region}.amazonaws.com" and (
+                            not likes or any(fnmatch.fnmatchcase(via_s3_for, c) for c in context)):
                         return True
     return False
 
@@ -457,9 +463,10 @@ def test_what_a_redeploy_adopts_is_usable_by_the_stacks_that_adopt_it(synth, env
             assert users, (suffix, lid)
             for plid, statements in users:
                 if does(statements, "s3:PutObject"):
-                    assert _allows(statements, "kms:GenerateDataKey", key), (plid, key)
+                    # SSE-KMS: S3 calls the key for the object's PUT, so a grant held to kms:ViaService S3 counts.
+                    assert _allows(statements, "kms:GenerateDataKey", key, via_s3_for=f"arn:aws:s3:::{name}/x", region=region), (plid, key)
                 if does(statements, "s3:GetObject") and not plid.startswith("CustomCDKBucketDeployment"):
-                    assert _allows(statements, "kms:Decrypt", key), (plid, key)
+                    assert _allows(statements, "kms:Decrypt", key, via_s3_for=f"arn:aws:s3:::{name}/x", region=region), (plid, key)
                     # ... and its readers the key an earlier deploy wrote under: kept, its id unknown to
                     # the template, so any key of the account, through S3, for this bucket's objects.
                     earlier = f"arn:aws:kms:{region}:{account}:key/1234abcd-12ab-34cd-56ef-1234567890ab"

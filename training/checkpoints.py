@@ -2,8 +2,8 @@
 rank's data position. A save is complete only when rank 0 has written its manifest listing
 every file and its size, after all ranks finished; resume takes the newest complete one,
 chosen by rank 0 for every rank. Beside them, the record of the windows of steps runs
-stopped on with non-finite values, and in each manifest the world size the learning rate is
-given for. Local paths or s3:// (fsspec).
+stopped on with non-finite values, and in each manifest the global batch the learning rate is
+given for and the one the run trained with. Local paths or s3:// (fsspec).
 
 Beside train.py in the image, which imports it as a sibling (`from checkpoints import ...`).
 """
@@ -93,8 +93,9 @@ def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, k
     """Every rank's shards of the weights and optimizer state and its data position, then
     rank 0's manifest: returns the complete checkpoint's path. With `background` (a gloo
     group of every rank, for the writer's own collectives) the state is copied to host
-    memory and written by a thread: returns that write's Future, and complete_checkpoint
-    writes the manifest once every rank's future is done."""
+    memory and written by a thread, the data position (taken at this step) by another: returns
+    both writes as one SaveInFlight, and complete_checkpoint writes the manifest once every
+    rank's is done."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -102,9 +103,11 @@ def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, k
     model_sd, optim_sd = get_state_dict(model, optimizer)
     writer, _ = _writer_reader(ckpt)
     _fs(ckpt).makedirs(ckpt, exist_ok=True)
-    save_data_state(ckpt, stream, rank)  # small, and of this very step
+    data = stream.state_dict()  # of this very step, taken now; written with the shards
     if background is not None:
-        return dcp.async_save({"model": model_sd, "optim": optim_sd}, storage_writer=writer, process_group=background)
+        shards = dcp.async_save({"model": model_sd, "optim": optim_sd}, storage_writer=writer, process_group=background)
+        return SaveInFlight(shards, _data_writer().submit(write_data_state, ckpt, data, rank))
+    write_data_state(ckpt, data, rank)
     dcp.save({"model": model_sd, "optim": optim_sd}, storage_writer=writer)
     dist.barrier()  # every rank's shards are written before the manifest says so
     complete_checkpoint(base, step, rank, keep, recipe=recipe)
@@ -113,8 +116,9 @@ def save_checkpoint(base: str, step: int, model, optimizer, stream, rank: int, k
 
 
 def complete_checkpoint(base: str, step: int, rank: int, keep: int, *, recipe: dict | None = None) -> str:
-    """Rank 0 lists what every rank wrote in the manifest (with `recipe`: the world sizes the
-    run is trained on and its learning rate is given for), then prunes. Call once every
+    """Rank 0 lists what every rank wrote in the manifest (with `recipe`: the world size, the
+    global batch in tokens the run trains with and the one its learning rate is given for),
+    then prunes. Call once every
     rank's write of `step` is done."""
     ckpt = join_path(base, f"step_{step:08d}")
     if rank == 0:
@@ -160,10 +164,37 @@ def load_checkpoint(ckpt: str, model, optimizer, stream, rank: int, world: int) 
     return load_data_state(ckpt, stream, rank, world)
 
 
-def save_data_state(ckpt: str, stream, rank: int) -> None:
+def write_data_state(ckpt: str, state: dict, rank: int) -> None:
     """This rank's data position (its stream's state_dict: with documents, the shuffle buffer
     too, some MB for C4's 10,000 documents) beside the model's shards."""
-    _fs(ckpt).pipe_file(join_path(ckpt, DATA_STATE.format(rank=rank)), json.dumps(stream.state_dict()).encode())
+    _fs(ckpt).pipe_file(join_path(ckpt, DATA_STATE.format(rank=rank)), json.dumps(state).encode())
+
+
+_DATA_WRITER = []
+
+
+def _data_writer():
+    """One thread for the data positions of background saves (encoding some MB of JSON and
+    writing it is off the training loop, as the shards' write is)."""
+    if not _DATA_WRITER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _DATA_WRITER.append(ThreadPoolExecutor(1, thread_name_prefix="data-state"))
+    return _DATA_WRITER[0]
+
+
+class SaveInFlight:
+    """A background save: the shards' write (async_save's Future) and the data position's.
+    Done when both are; result() raises the first one's error."""
+
+    def __init__(self, *futures):
+        self.futures = futures
+
+    def done(self) -> bool:
+        return all(f.done() for f in self.futures)
+
+    def result(self):
+        return [f.result() for f in self.futures]
 
 
 def load_data_state(ckpt: str, stream, rank: int, world: int) -> str | None:
@@ -196,33 +227,50 @@ def load_data_state(ckpt: str, stream, rank: int, world: int) -> str | None:
     return f"data position of {saved_world} rank{'s' * (saved_world > 1)} re-divided over {world}"
 
 
-def recipe_world(ckpt: str | None, world: int) -> int:
-    """The world size the learning rate is given for: the first run's, carried in every
-    checkpoint's manifest (an older manifest, without it: this world)."""
-    if not ckpt:
-        return world
-    manifest = json.loads(_fs(ckpt).cat_file(join_path(ckpt, MANIFEST)))
-    return int(manifest.get("recipe_world", world))
+def lr_anchor(ckpt: str | None, given: int | None, batch_tokens: int) -> tuple[int, int | None]:
+    """(the global batch in tokens the peak learning rate is given for, the global batch the
+    checkpoint's run trained with or None): `given` (--lr-batch-tokens) where set, else the one
+    every manifest carries from the first run, else `batch_tokens` (this run's, a first run)."""
+    manifest = json.loads(_fs(ckpt).cat_file(join_path(ckpt, MANIFEST))) if ckpt else {}
+    return int(given or manifest.get("lr_batch_tokens") or batch_tokens), manifest.get("batch_tokens")
 
 
-def passed_over(base: str | None, rank: int) -> list[list[int]]:
-    """The windows [first, last] of steps earlier runs stopped on (rank 0 reads, every rank
-    takes its reading)."""
+def passed_over(base: str | None, rank: int) -> list[dict]:
+    """The windows earlier runs stopped on with non-finite values (rank 0 reads, every rank
+    takes its reading), each {"steps": [first, last], "update": the step whose update came
+    before them or None, "world", "resume_from": the checkpoint step the run had, "documents":
+    [[epoch, shard, index], ...] or None for a stream without documents}. A record of an older
+    format, [first, last] lists, reads as windows of steps alone."""
     windows = [[]]
     if base and rank == 0:
         record = join_path(base, NONFINITE_RECORD)
         fs = _fs(base)
         windows = [json.loads(fs.cat_file(record))["windows"] if fs.exists(record) else []]
     dist.broadcast_object_list(windows, src=0)
-    return windows[0]
+    return [w if isinstance(w, dict) else {"steps": list(w), "update": None, "world": None, "resume_from": None, "documents": None}
+            for w in windows[0]]
 
 
-def record_nonfinite(base: str, first: int, last: int, rank: int) -> str:
-    """Add [first, last] to the record beside the checkpoints (rank 0 writes); its path."""
+def record_nonfinite(base: str, window: dict, rank: int) -> str:
+    """Add `window` (as passed_over reads it) to the record beside the checkpoints (rank 0
+    writes); its path."""
     record = join_path(base, NONFINITE_RECORD)
     if rank == 0:
         fs = _fs(base)
         windows = json.loads(fs.cat_file(record))["windows"] if fs.exists(record) else []
         fs.makedirs(base, exist_ok=True)
-        fs.pipe_file(record, json.dumps({"windows": windows + [[first, last]]}).encode())
+        fs.pipe_file(record, json.dumps({"windows": windows + [window]}).encode())
+    return record
+
+
+def set_aside_nonfinite(base: str, stale: list[dict], rank: int) -> str:
+    """Take `stale` windows out of the record (rank 0 writes): they name checkpoints that are
+    gone, and a start with none must not pass over, or give up on, a run it does not continue.
+    Returns the record's path."""
+    record = join_path(base, NONFINITE_RECORD)
+    if rank == 0:
+        fs = _fs(base)
+        windows = json.loads(fs.cat_file(record))["windows"]
+        kept = [w for w in windows if not (isinstance(w, dict) and w in stale)]
+        fs.pipe_file(record, json.dumps({"windows": kept}).encode())
     return record

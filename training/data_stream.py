@@ -14,6 +14,7 @@ import json
 import math
 import os
 from itertools import islice
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -58,6 +59,12 @@ def load_stream(args, rank: int, world: int):
 
 class DataStateError(ValueError):
     """A checkpoint's data position that this run cannot continue from (one line)."""
+
+
+# Each example a rank reads carries where it sits in the dataset, [shard, index], under this
+# key: with the pass's epoch it names the document whatever the world size, so a window of
+# documents to pass over (a non-finite stop's) means the same documents on any world.
+DOCUMENT = "_document"
 
 
 def deal(segments: list[tuple[int, int, int, int]], rank: int, world: int) -> list[tuple[int, int, int, int]]:
@@ -203,7 +210,7 @@ class RankDocuments:
             for index, example in enumerate(examples, begin):
                 at["read"] = index + 1
                 if index % every == offset:
-                    yield example
+                    yield {**example, DOCUMENT: [shard, index]}
         at["place"], at["read"] = len(plan), 0
 
     def state_dict(self) -> dict:
@@ -265,13 +272,23 @@ class RankDocuments:
 
 
 class TokenStream:
-    """Documents packed (EOS-separated) into seq_len+1 token chunks, forever. Its state is
+    """Documents, each between the tokenizer's begin- and end-of-text tokens, packed into seq_len+1 token chunks, forever. Its state is
     the documents' (RankDocuments.state_dict), the tokens left over from the last document
-    and the epoch, so a resume continues where the save was instead of replaying the stream."""
+    (with the document they are of) and the epoch, so a resume continues where the save was
+    instead of replaying the stream.
+
+    Each chunk's documents, (epoch, shard, index), are in `chunk_documents`: a non-finite stop
+    records them, and pass_over() drops those documents wherever they come, on this world
+    size or another, their left-over tokens too."""
 
     def __init__(self, dataset, tokenizer, seq_len: int, text_field: str):
         self.dataset, self.tokenizer, self.seq_len, self.text_field = dataset, tokenizer, seq_len, text_field
         self.buffer: list[int] = []
+        # The buffer's tokens by document, in order: [epoch, shard, index, tokens] ([None] * 3: unknown).
+        self.owners: list[list] = []
+        self.chunk_documents: list[tuple] = []
+        self.passed_over: set[tuple] = set()
+        self.dropped = 0  # documents passed over by this process
         self.epoch = 0
         self._examples = None
         self._read_this_epoch = False
@@ -294,19 +311,64 @@ class TokenStream:
                 self.dataset.set_epoch(self.epoch)  # the saved state is the new pass's start
                 continue
             self._read_this_epoch = True
-            self.buffer.extend(self.tokenizer(example[self.text_field], add_special_tokens=False)["input_ids"])
+            key = (self.epoch, *example[DOCUMENT]) if example.get(DOCUMENT) else (None, None, None)
+            if key in self.passed_over:
+                self.dropped += 1
+                continue
+            # As Llama 3 trains: <|begin_of_text|> before each document, <|end_of_text|> after it
+            # (torchtitan's text datasets encode add_bos and add_eos alike).
+            ids = self.tokenizer(example[self.text_field], add_special_tokens=False)["input_ids"]
+            if self.tokenizer.bos_token_id is not None:
+                ids.insert(0, self.tokenizer.bos_token_id)
             if eos is not None:
-                self.buffer.append(eos)
+                ids.append(eos)
+            self.buffer.extend(ids)
+            self.owners.append([*key, len(ids)])
         chunk, self.buffer = self.buffer[: self.seq_len + 1], self.buffer[self.seq_len + 1 :]
+        self.chunk_documents = self._take_owners(self.seq_len + 1)
         return chunk
+
+    def _take_owners(self, count: int) -> list[tuple]:
+        """The documents of the next `count` tokens, taken off the owners' list."""
+        taken = []
+        while count and self.owners:
+            owner = self.owners[0]
+            n = min(count, owner[3])
+            if owner[0] is not None or owner[1] is not None:
+                taken.append(tuple(owner[:3]))
+            owner[3] -= n
+            count -= n
+            if not owner[3]:
+                self.owners.pop(0)
+        return taken
+
+    def pass_over(self, documents) -> None:
+        """Drop `documents` ((epoch, shard, index) each) wherever they come from now on, and
+        the left-over tokens of any of them already in the buffer."""
+        self.passed_over |= {tuple(d) for d in documents}
+        kept, owners, at = [], [], 0
+        for owner in self.owners:
+            run = self.buffer[at : at + owner[3]]
+            at += owner[3]
+            if tuple(owner[:3]) in self.passed_over:
+                self.dropped += 1
+                continue
+            kept += run
+            owners.append(owner)
+        self.buffer, self.owners = kept + self.buffer[at:], owners
 
     def state_dict(self) -> dict:
         data = self.dataset.state_dict()
-        return {"kind": data["kind"], "world": data["world"], "rank": data["rank"], "dataset": data, "buffer": list(self.buffer), "epoch": self.epoch}
+        return {"kind": data["kind"], "world": data["world"], "rank": data["rank"], "dataset": data, "buffer": list(self.buffer),
+                "owners": [list(o) for o in self.owners], "epoch": self.epoch}
+
+    def _own(self, state: dict) -> list[list]:
+        # A state saved before owners were: its left-over tokens are of no known document.
+        return [list(o) for o in state["owners"]] if "owners" in state else ([[None, None, None, len(state["buffer"])]] if state["buffer"] else [])
 
     def load_state_dict(self, state: dict) -> None:
         self.dataset.load_state_dict(state["dataset"])
-        self.buffer, self.epoch, self._examples = list(state["buffer"]), int(state["epoch"]), None
+        self.buffer, self.owners, self.epoch, self._examples = list(state["buffer"]), self._own(state), int(state["epoch"]), None
         self._read_this_epoch = True
 
     def redivide(self, states: list[dict]) -> None:
@@ -314,7 +376,9 @@ class TokenStream:
         document partly trained on) go whole to one rank."""
         self.dataset.redivide([s["dataset"] for s in states])
         rank, world = self.dataset.rank, self.dataset.world
-        self.buffer = [t for i, s in enumerate(states) if i % world == rank for t in s["buffer"]]
+        mine = [s for i, s in enumerate(states) if i % world == rank]
+        self.buffer = [t for s in mine for t in s["buffer"]]
+        self.owners = [o for s in mine for o in self._own(s)]
         self.epoch, self._examples, self._read_this_epoch = self.dataset.epoch, None, True
 
 
@@ -354,10 +418,37 @@ class SyntheticTokens:
             self.generator.manual_seed(int(np.random.SeedSequence([self.seed, self.rank, drawn]).generate_state(1)[0]))
 
 
-def batches(chunks, batch_size: int, device, skip: int = 0):
-    """(inputs, targets): targets are the inputs' next tokens, each row one chunk."""
+def document_segments(rows: torch.Tensor, eos: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each position's document within its row (a new one begins after every end-of-text token)
+    and its position counted from that document's start, for document masking."""
+    starts = torch.zeros_like(rows, dtype=torch.bool)
+    starts[:, 1:] = rows[:, :-1] == eos
+    documents = starts.long().cumsum(1)
+    index = torch.arange(rows.shape[1]).expand_as(rows)
+    first = torch.where(starts, index, torch.zeros_like(index)).cummax(1).values
+    return documents, index - first
+
+
+class Batch(NamedTuple):
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    documents: list  # (epoch, shard, index) of every document the rows hold tokens of
+    segments: tuple | None  # document_segments of the inputs, on the device, with document masking
+
+
+def batches(chunks, batch_size: int, device, skip: int = 0, mask_documents_after: int | None = None):
+    """Batches: targets are the inputs' next tokens, each row one chunk; documents, those the
+    rows hold tokens of (none for a stream without documents); with `mask_documents_after` (the
+    end-of-text token), the inputs' document segments, computed here on the CPU."""
     for _ in range(skip):  # a resume without saved stream state: replay to this rank's position
         next(chunks)
     while True:
-        rows = torch.tensor([next(chunks) for _ in range(batch_size)], dtype=torch.long)
-        yield rows[:, :-1].to(device, non_blocking=True), rows[:, 1:].to(device, non_blocking=True)
+        rows, documents = [], []
+        for _ in range(batch_size):
+            rows.append(next(chunks))
+            documents += getattr(chunks, "chunk_documents", [])
+        rows = torch.tensor(rows, dtype=torch.long)
+        segments = None
+        if mask_documents_after is not None:
+            segments = tuple(t.to(device, non_blocking=True) for t in document_segments(rows[:, :-1], mask_documents_after))
+        yield Batch(rows[:, :-1].to(device, non_blocking=True), rows[:, 1:].to(device, non_blocking=True), documents, segments)

@@ -12,11 +12,31 @@ import torch
 from model_shape import Preset
 
 
+# The attention train.py runs: transformers' SDPA attention, registered under a name whose mask
+# function makes no mask. With no mask SDPA is told is_causal (its flash kernel), and nothing about
+# a mask is checked on the device: transformers 4.53's own SDPA mask asks `padding_mask.all()` of
+# an all-ones mask on every forward (masking_utils._ignore_causal_mask_sdpa), a device-to-host
+# sync, and without one it builds a (batch, 1, seq, seq) mask from the position ids, which rules
+# the flash kernel out. Document masking passes its own 4D mask, which transformers takes as it is.
+CAUSAL_ATTENTION = "sdpa_causal"
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(CAUSAL_ATTENTION, sdpa_attention_forward)
+    AttentionMaskInterface.register(CAUSAL_ATTENTION, lambda *args, **kwargs: None)
+
+
 def model_config(preset: Preset, vocab_size: int):
-    """The transformers LlamaConfig of `preset`, its embedding sized to the tokenizer."""
+    """The transformers LlamaConfig of `preset`, its embedding sized to the tokenizer, on the
+    causal SDPA attention (CAUSAL_ATTENTION)."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(
+    _register_attention()
+    config = LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=preset.hidden,
         intermediate_size=preset.intermediate,
@@ -30,6 +50,8 @@ def model_config(preset: Preset, vocab_size: int):
         tie_word_embeddings=False,
         use_cache=False,
     )
+    config._attn_implementation = CAUSAL_ATTENTION
+    return config
 
 
 def build_model(config):
@@ -40,13 +62,17 @@ def build_model(config):
         return LlamaForCausalLM(config)
 
 
-def logits_of(model, inputs):
-    """The model's logits for `inputs`. The all-ones attention mask says there is no padding:
-    without one, transformers 4.53 takes the position ids it makes for a check of packed
-    sequences and hands SDPA a (batch, 1, seq, seq) mask, which rules out its flash kernel; with
-    it, SDPA is told is_causal instead (masking_utils: _preprocess_mask_arguments,
-    _ignore_causal_mask_sdpa)."""
-    return model(input_ids=inputs, attention_mask=torch.ones_like(inputs)).logits
+def logits_of(model, inputs, segments=None):
+    """The model's logits for `inputs`, causal over the whole row (SDPA's is_causal, no mask made:
+    CAUSAL_ATTENTION). With `segments` (document masking: data_stream.document_segments, made on
+    the CPU), each position attends only to its own document's earlier positions, and its RoPE
+    position counts from its document's start: each document as if alone."""
+    if segments is None:
+        return model(input_ids=inputs).logits
+    documents, positions = segments
+    causal = torch.ones(inputs.shape[1], inputs.shape[1], dtype=torch.bool, device=inputs.device).tril()
+    mask = (documents[:, :, None] == documents[:, None, :]) & causal
+    return model(input_ids=inputs, attention_mask=mask[:, None], position_ids=positions).logits
 
 
 def next_token_loss(logits, targets):

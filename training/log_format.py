@@ -21,20 +21,35 @@ NONFINITE_STOP_LINE = (
 )
 UNSAFE_STATE_LINE = "training stopped: non-finite weights or optimizer state after step={step}, not saved; last checkpoint step={saved}"
 # Said after either, where there are checkpoints: the operator's restart resumes from the last
-# one and passes over those steps' batches rather than train on them again.
-PASS_OVER_NEXT_LINE = "the restart passes over steps {first}-{last} (recorded in {record})"
-# At a resume: each window of steps an earlier run stopped on, whose batches are not trained on.
-PASSED_OVER_LINE = "passing over steps {first}-{last}: an earlier run stopped on non-finite values there; their batches are not trained on"
-# At a start, once more windows than allowed came back: the run ends at once, each restart alike.
+# one and passes over the window's documents (what train.window_words says) rather than train
+# on them again.
+PASS_OVER_NEXT_LINE = "the restart passes over {window} (recorded in {record})"
+# At a resume: each window an earlier run stopped on, whose documents are not trained on.
+PASSED_OVER_LINE = "passing over {window}: an earlier run stopped on non-finite values there; they are not trained on"
+# At a start with no checkpoint, windows recorded against checkpoints that are gone.
+STALE_RECORD_LINE = (
+    "setting aside {count} non-finite window(s) recorded against checkpoints that are gone ({windows}): "
+    "this start has none to resume; removed from {record}"
+)
+# The exit of a give-up: 0, the one exit the HyperPod elastic agent does not count as a worker
+# crash for the operator to restart (hyperpod-elastic-agent 1.1.3: every other exit code is a
+# ProcessFailure, WorkerCrash); the job then ends Completed.
+GIVE_UP_EXIT = 0
+# Past the limit of windows: the run ends, and with it the job, the last line its log has.
 NONFINITE_GIVE_UP_LINE = (
-    "training will not resume: non-finite values came back after passing over {windows} ({count} windows, at most {limit}); "
-    "the recipe diverges, not a batch: lower the learning rate or start from another checkpoint, then delete {record}"
+    "training gave up: non-finite values came back after passing over {windows} ({count} windows, at most {limit}); "
+    "the recipe diverges, not a batch. Every rank exits {code}, so the operator ends the job as Completed instead of "
+    "restarting it (any other exit is retried up to runPolicy.jobMaxRetryCount, rebuilding the model each time): it did "
+    "not train to max_steps. Lower the learning rate or start from another checkpoint, then delete {record}"
 )
-# At a resume on another world size: the learning rate follows the global batch.
-LR_SCALED_LINE = (
-    "world {recipe_world} -> {world}: global batch {recipe_batch} -> {batch} sequences, learning rate x{scale:g} with it "
-    "(peak {recipe_lr:.3e} -> {lr:.3e}; the linear scaling rule)"
+# The learning rate of a global batch other than the one it is given for (AdamW's square-root rule).
+LR_LINE = "learning rate {lr:.3e} at a global batch of {tokens} tokens: {base:.3e} at {anchor} tokens x sqrt({tokens}/{anchor})"
+LR_RESIZED_LINE = (
+    "global batch {before} -> {tokens} tokens: learning rate x{ratio:.4g} (the square root of the batch ratio, AdamW's "
+    "rule; Malladi et al. 2022), peak {old:.3e} -> {lr:.3e}, ramped over steps {first}-{last}; given as {base:.3e} at {anchor} tokens"
 )
+# At the end of a run on GPUs, each rank's allocator peaks (tests/bench/gpu_bench.py reads them).
+MEMORY_LINE = "memory rank={rank} peak_allocated_gib={allocated:.2f} peak_reserved_gib={reserved:.2f}"
 # A stop signal (SIGUSR1: the agent's graceful stop; SIGTERM) honoured by a save, or not.
 SIGNAL_STOP_LINE = "training stopped on {signal} after step={step}; checkpoint step={saved}"
 NO_SAVE_STOP_LINE = "training stopped on {signal} without a checkpoint: {why}; last checkpoint step={saved}"

@@ -114,6 +114,13 @@ JOB_WARMUP_SHARE = MappingProxyType({"llama3.1-8b": 0.2, "tiny": 0.05})
 def job_warmup_steps(model: str, max_steps: int) -> int:
     return max(1, round(JOB_WARMUP_SHARE[model] * max_steps))
 
+
+# The global batch, in tokens, the 8B's learning rate (3e-4) is given for: torchtitan's Llama 3 8B
+# recipe is "a preset for 64 A100 GPUs" (the toml's first line) at batch 1 x sequence 8192. A job
+# on another global batch trains at 3e-4 x sqrt(its batch / this) (train.lr_scale); the tiny
+# preset's learning rate is for whatever global batch its first run has.
+JOB_LR_BATCH_TOKENS = MappingProxyType({"llama3.1-8b": 64 * 1 * 8192})
+
 # Bytes per parameter of the training state, whatever the sharding: fp32 weights and
 # gradients, and AdamW's two fp32 moments (train.py's optimizer, and FSDP's sharded fp32
 # master weights under bf16 mixed precision).
@@ -173,3 +180,29 @@ def memory_per_gpu(preset: Preset, vocab: int, *, seq_len: int, batch: int, rank
         "gathered": largest_unit * (2 * compute_bytes + compute_bytes + 4),
         "activations": activations,
     }
+
+
+# What one GPU must hold, projected from memory_per_gpu (an estimate of the tensors, by parts) to
+# what runs on eight ranks and more (the config's admission and the node benchmark's plan read it):
+# - RESERVED_PER_ESTIMATE: what the caching allocator holds at its peak per byte of the estimate.
+#   torchtitan publishes 83.9 GiB (its "Memory(GiB)", the allocator's peak reserved) for the 8B
+#   with FSDP over 8 H100 at sequence 32768, local batch 1, full activation checkpointing
+#   (benchmarks/llama3_h100_202412_torchtitan.md, Table 2, "FSDP 8, CP 1"), where the estimate is
+#   74.8 GiB: 1.121, rounded up. On one rank the GPU measurement held 1.04 of it
+#   (tests/fixtures/gpu_memory_h200.json): eight ranks hold more (NCCL's and FSDP's communication
+#   buffers, fragmentation), and the eight-rank figure is the one the job runs at.
+# - Beside it, the CUDA context (about 400 MB with lazy module loading: pytorch/pytorch issue
+#   109888) and, with more than one rank, NCCL's buffers for one group over NVLink (688 MB:
+#   NVIDIA/nccl issue 964).
+# - FIT_SHARE: the share of the GPU's memory the projection may fill; the rest is the margin, for
+#   what the driver keeps (an A100 40 GB: 423 MiB, 1%) and a long run's growth.
+# tests/training/test_memory.py holds each to its source.
+RESERVED_PER_ESTIMATE = 1.13
+CUDA_CONTEXT_BYTES = 400e6
+NCCL_GROUP_BYTES = 688e6
+FIT_SHARE = 0.95
+
+
+def projected_per_gpu(parts: dict[str, float], ranks: int) -> float:
+    """Bytes one GPU must have for a job whose memory_per_gpu is `parts`, over `ranks` ranks."""
+    return RESERVED_PER_ESTIMATE * sum(parts.values()) + CUDA_CONTEXT_BYTES + (NCCL_GROUP_BYTES if ranks > 1 else 0)

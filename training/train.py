@@ -9,9 +9,10 @@ and the rules' regexes, so the two cannot drift apart):
   checkpoint saved step=<n> path=<dir> seconds=<float>                   one line per save
 A step whose loss or gradient norm is not finite is skipped (no optimizer step) and prints
 no loss line, so the rules' loss clocks keep running; a few in a row stop the job, and the
-operator's restart passes over those steps' batches instead of training on them again (the
-window is recorded beside the checkpoints; past --max-nonfinite-restarts windows a start ends
-at once with one line).
+operator's restart passes over the documents of those steps and of the update before them
+instead of training on them again, on whatever world size it resumes (the window is recorded
+beside the checkpoints, by document); past --max-nonfinite-restarts windows the job gives up
+with one line and exit 0, which ends it instead of being retried.
 
 SIGUSR1 (the agent's graceful stop) and SIGTERM save at the next step boundary and exit;
 where that cannot happen in the agent's stop timeout, the job exits without a save.
@@ -22,8 +23,9 @@ world size or, re-divided, on another. A save is complete only when rank 0 has w
 manifest listing every file and its size, after all ranks finished; resume takes the newest
 complete one, so a partial or truncated checkpoint is never picked. --async-checkpoint
 writes in the background and completes the save at a later step boundary. Resumed on another
-world size (an elastic job), the global batch changes with it and so does the learning rate
-(the linear scaling rule, against the world the first run started on); steps and warm-up stay.
+world size (an elastic job), the global batch changes with it and so does the learning rate:
+the square root of the batch ratio (AdamW's rule), against the global batch --lr is given for
+(the recipe's, --lr-batch-tokens), ramped over --lr-ramp-steps from the resume.
 
 This file holds the arguments and the loop. Its neighbours, which it imports as siblings
 (the image copies them beside it; the tests run `python training/train.py` the same way):
@@ -54,17 +56,21 @@ from checkpoints import (
     complete_checkpoint,
     join_path,
     load_checkpoint,
+    lr_anchor,
     passed_over,
-    recipe_world,
     record_nonfinite,
     save_checkpoint,
+    set_aside_nonfinite,
 )
-from data_stream import DataStateError, SyntheticTokens, TokenStream, batches, load_hf_token, load_stream
-from llama_model import build_model, logits_of, materialise, model_config, next_token_loss, shard
+from data_stream import DataStateError, SyntheticTokens, TokenStream, batches, document_segments, load_hf_token, load_stream
+from llama_model import CAUSAL_ATTENTION, build_model, logits_of, materialise, model_config, next_token_loss, shard
 from log_format import (
     CHECKPOINT_LINE,
+    GIVE_UP_EXIT,
     LOSS_LINE,
-    LR_SCALED_LINE,
+    LR_LINE,
+    LR_RESIZED_LINE,
+    MEMORY_LINE,
     NO_SAVE_STOP_LINE,
     NONFINITE_GIVE_UP_LINE,
     NONFINITE_STOP_LINE,
@@ -72,6 +78,7 @@ from log_format import (
     PASSED_OVER_LINE,
     SIGNAL_STOP_LINE,
     SKIPPED_LINE,
+    STALE_RECORD_LINE,
     UNSAFE_STATE_LINE,
 )
 from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
@@ -91,7 +98,20 @@ def parse_args(argv=None):
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=1, help="sequences per device per step")
     p.add_argument("--max-steps", type=int, default=100)
-    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--lr", type=float, default=3e-4, help="peak learning rate at a global batch of --lr-batch-tokens")
+    p.add_argument(
+        "--lr-batch-tokens",
+        type=int,
+        default=None,
+        help="the global batch, in tokens, --lr is given for (a recipe's); another global batch trains at --lr x the square "
+        "root of the ratio (AdamW's rule). Default: the first run's global batch, carried in every checkpoint",
+    )
+    p.add_argument(
+        "--lr-ramp-steps",
+        type=int,
+        default=100,
+        help="steps over which a resume on another world size moves the learning rate from the last run's to its own",
+    )
     p.add_argument("--min-lr-ratio", type=float, default=0.1)
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--weight-decay", type=float, default=0.1)
@@ -136,6 +156,12 @@ def parse_args(argv=None):
         help="selective: every second decoder layer (torchtitan's layer-level selective AC)",
     )
     p.add_argument("--compile", action="store_true", help="torch.compile each decoder layer")
+    p.add_argument(
+        "--document-masking",
+        action="store_true",
+        help="each token attends only to its own document's earlier tokens in a packed row (torchtitan's document "
+        "masking); off: causal over the whole row, SDPA's flash kernel, which a mask rules out",
+    )
     p.add_argument("--fused-optimizer", action="store_true", help="fused AdamW")
     p.add_argument(
         "--fsdp-units",
@@ -180,16 +206,64 @@ def log(line: str, *, local_rank: int):
 # ---------------------------------------------------------------- the schedule and the measure
 
 
-def lr_schedule(args, scale: float = 1.0):
-    """Linear warm-up, then cosine decay to min_lr_ratio; every value times `scale` (the
-    global batch's against the recipe's: recipe_world)."""
+def lr_scale(batch_tokens: int, anchor_tokens: int) -> float:
+    """The learning rate's factor for a global batch of `batch_tokens` where the recipe's peak
+    is given for `anchor_tokens`: the square root of their ratio. For Adam-family optimizers
+    the square-root rule is the one derived (Malladi et al., "On the SDEs and Scaling Rules
+    for Adaptive Gradient Algorithms", NeurIPS 2022); the linear rule (Goyal et al., 2017) is
+    SGD's. Anchored to the recipe's batch, not to whichever world a run first started on, so
+    two runs of one recipe on different worlds train at the same rate for the same batch."""
+    return math.sqrt(batch_tokens / anchor_tokens)
+
+
+def lr_schedule(args, scale: float = 1.0, *, previous: float | None = None, resumed_at: int = 0):
+    """Linear warm-up, then cosine decay to min_lr_ratio; every value times `scale` (lr_scale
+    of this run's global batch). A resume on another world size (`previous`: the last run's
+    scale) moves from that scale to this one linearly over --lr-ramp-steps from the resume,
+    rather than at once: Adam's moments were estimated at the other batch's noise."""
+    ramp = max(1, getattr(args, "lr_ramp_steps", 1))
+
+    def multiplier(step: int) -> float:
+        if previous is None or previous == scale or step >= resumed_at + ramp:
+            return scale
+        if step < resumed_at:
+            return previous
+        return previous + (scale - previous) * (step - resumed_at + 1) / ramp
+
     def factor(step: int) -> float:
         if step < args.warmup_steps:
-            return scale * (step + 1) / max(1, args.warmup_steps)
+            return multiplier(step) * (step + 1) / max(1, args.warmup_steps)
         progress = min(1.0, (step - args.warmup_steps) / max(1, args.max_steps - args.warmup_steps))
-        return scale * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+        return multiplier(step) * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
     return factor
+
+
+def window_words(window: dict) -> str:
+    """A recorded non-finite window, in words: its steps, the update before them, its documents."""
+    first, last = window["steps"]
+    update = window.get("update")
+    steps = f"steps {update or first}-{last}" + (f" (step {update}'s update, then the non-finite steps)" if update else "")
+    if window.get("documents") is None:
+        return steps
+    world = window.get("world")
+    return f"the {len(window['documents'])} documents of {steps}" + (f" on {world} rank{'s' * (world > 1)}" if world else "")
+
+
+def give_up(args, windows: list[dict], rank: int, local_rank: int, stop: StopRequest) -> int:
+    """More windows than --max-nonfinite-restarts: the recipe diverges, not a batch. Every rank
+    exits GIVE_UP_EXIT (0): the HyperPod elastic agent counts any other exit as a worker crash,
+    which the operator restarts (up to runPolicy.jobMaxRetryCount, rebuilding the model each
+    time); a worker group that exits 0 completes the job (hyperpod-elastic-agent 1.1.3,
+    PLRHyperPodElasticAgent._invoke_run: SUCCEEDED, then AgentState.COMPLETED). The line says
+    that the job ends without finishing its steps."""
+    listed = "; ".join(window_words(w) for w in windows)
+    log(NONFINITE_GIVE_UP_LINE.format(windows=listed, count=len(windows), limit=args.max_nonfinite_restarts,
+                                      record=join_path(args.checkpoint_dir, NONFINITE_RECORD), code=GIVE_UP_EXIT), local_rank=local_rank)
+    stop.reported = True
+    dist.barrier()  # every rank has read the record before any exits
+    dist.destroy_process_group()
+    return GIVE_UP_EXIT
 
 
 def device_peak_tflops(args, device) -> float | None:
@@ -272,26 +346,21 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     )
     materialise(model, device, args.seed + rank)
     start, ckpt = choose_checkpoint(args.checkpoint_dir, rank)
-    # The windows of steps earlier runs stopped on with non-finite values: replaying them from the
-    # last checkpoint would fail the same way, so their batches are passed over; past the limit a
-    # start ends at once (the operator restarts the pods on any exit; its retries run out).
+    # The windows earlier runs stopped on with non-finite values: replaying them from the last
+    # checkpoint would fail the same way, so their documents (or, for a stream without documents,
+    # their steps) are passed over. A window recorded against checkpoints that are gone does not
+    # hold a start that has none: it is set aside.
     windows = passed_over(args.checkpoint_dir, rank)
+    stale = [w for w in windows if start == 0 and (w.get("resume_from") or 0) > 0]
+    if stale:
+        record = set_aside_nonfinite(args.checkpoint_dir, stale, rank)
+        log(STALE_RECORD_LINE.format(count=len(stale), windows=", ".join(window_words(w) for w in stale), record=record), local_rank=local_rank)
+        windows = [w for w in windows if w not in stale]
     if len(windows) > args.max_nonfinite_restarts:
-        listed = ", ".join(f"{first}-{last}" for first, last in windows)
-        log(NONFINITE_GIVE_UP_LINE.format(windows=f"steps {listed}", count=len(windows), limit=args.max_nonfinite_restarts,
-                                          record=join_path(args.checkpoint_dir, NONFINITE_RECORD)), local_rank=local_rank)
-        stop.reported = True
-        dist.destroy_process_group()
-        return 4
+        return give_up(args, windows, rank, local_rank, stop)
     # (The last step is trained on all the same: a lone non-finite step is skipped, and the run ends saved.)
-    passing = {step for first, last in windows for step in range(first, last + 1) if start < step < args.max_steps}
-    # An elastic resume on another world size trains on another global batch: the learning rate
-    # follows it (Goyal et al., 2017, the linear scaling rule), the steps and warm-up stay.
-    recipe = {"world": world, "recipe_world": recipe_world(ckpt, world)}
-    scale = world / recipe["recipe_world"]
-    if scale != 1:
-        log(LR_SCALED_LINE.format(recipe_world=recipe["recipe_world"], world=world, recipe_batch=args.batch_size * recipe["recipe_world"],
-                                  batch=args.batch_size * world, scale=scale, recipe_lr=args.lr, lr=args.lr * scale), local_rank=local_rank)
+    by_steps = [w for w in windows if w.get("documents") is None]
+    passing = {step for w in by_steps for step in range(w.get("update") or w["steps"][0], w["steps"][1] + 1) if start < step < args.max_steps}
     optimizer = torch.optim.AdamW(
         model.parameters(),
         lr=args.lr,
@@ -299,7 +368,14 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         weight_decay=args.weight_decay,
         **({"fused": True} if args.fused_optimizer else {}),
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale))
+    # The learning rate for this global batch, and on a resize the ramp from the last run's (the
+    # scheduler made before the optimizer's state is loaded: LambdaLR takes its base from the groups).
+    batch_tokens = args.batch_size * args.seq_len * world
+    anchor, before = lr_anchor(ckpt, args.lr_batch_tokens, batch_tokens)
+    scale = lr_scale(batch_tokens, anchor)
+    recipe = {"world": world, "batch_tokens": batch_tokens, "lr_batch_tokens": anchor}
+    previous = lr_scale(before, anchor) if before else scale
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale, previous=previous, resumed_at=start))
     skip = 0
     if ckpt:
         try:
@@ -316,10 +392,22 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         for _ in range(start):
             scheduler.step()
         log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)
-    for first, last in windows:
-        if any(first <= step <= last for step in passing):
-            log(PASSED_OVER_LINE.format(first=max(first, start + 1), last=min(last, args.max_steps - 1)), local_rank=local_rank)
-    data = batches(stream, args.batch_size, device, skip=skip)
+    if before and before != batch_tokens:
+        log(LR_RESIZED_LINE.format(before=before, tokens=batch_tokens, ratio=scale / previous, old=args.lr * previous, lr=args.lr * scale,
+                                   ramp=args.lr_ramp_steps, first=start + 1, last=start + args.lr_ramp_steps, anchor=anchor, base=args.lr),
+            local_rank=local_rank)
+    elif scale != 1:
+        log(LR_LINE.format(tokens=batch_tokens, lr=args.lr * scale, base=args.lr, anchor=anchor), local_rank=local_rank)
+    documents_of = [w for w in windows if w.get("documents") is not None and w["steps"][1] > start]
+    if documents_of:
+        stream.pass_over(d for w in windows if w.get("documents") for d in w["documents"])
+    for w in windows:
+        if w in documents_of or (w in by_steps and any((w.get("update") or w["steps"][0]) <= step <= w["steps"][1] for step in passing)):
+            log(PASSED_OVER_LINE.format(window=window_words(w)), local_rank=local_rank)
+    eos = getattr(getattr(stream, "tokenizer", None), "eos_token_id", None)
+    if args.document_masking and eos is None:
+        log("document masking: the stream has no end-of-text token to find documents by (synthetic tokens?); off", local_rank=local_rank)
+    data = batches(stream, args.batch_size, device, skip=skip, mask_documents_after=eos if args.document_masking else None)
     peak = device_peak_tflops(args, device)
     tokens_per_step = args.batch_size * args.seq_len * world
     total_params, _ = parameters(preset, vocab)
@@ -338,15 +426,20 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     in_a_row = skipped = 0
     pending: list[tuple[int, float, float] | str] = []  # loss lines wait for their window's tokens/s
     window_start = time.perf_counter()
+    # Each recent step's documents on this rank: a non-finite stop records those of its window
+    # and of the update before it.
+    recent: dict[int, list] = {}
+    first_loss = True  # the first loss line of a run is printed at once: the JobStart rule waits for it
 
     def flush():
-        nonlocal window_start
+        nonlocal window_start, first_loss
         tps = tokens_per_step * len(pending) / (time.perf_counter() - window_start)
         for entry in pending:
             if isinstance(entry, str):
                 log(entry, local_rank=local_rank)
                 continue
             s, value, lr = entry
+            first_loss = False
             line = LOSS_LINE.format(step=s, loss=value, lr=lr, tps=tps)
             if peak:
                 line += f" mfu={mfu(tps, preset, vocab, args.seq_len, world, peak):.3f}"
@@ -355,7 +448,8 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         window_start = time.perf_counter()
 
     def finish(line: str, code: int) -> int:
-        log(line, local_rank=local_rank)
+        if line:
+            log(line, local_rank=local_rank)
         stop.reported = True
         try:
             dist.destroy_process_group()
@@ -376,22 +470,44 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         saved = stop.saved = step_
         log(CHECKPOINT_LINE.format(step=step_, path=path, seconds=waited), local_rank=local_rank)
 
-    def pass_over_next(first: int, last: int) -> str:
-        """Record the window for the restart; the words that say so ("" without checkpoints)."""
+    def stop_on_nonfinite(line: str, first: int, last: int, update: int | None) -> int:
+        """Record the window for the restart, then end: its steps, the update before them
+        (where that update is not in the last checkpoint) and every rank's documents of those
+        steps, which name the same documents on any world size. Past --max-nonfinite-restarts
+        windows the job gives up at once (give_up), else exits 3 for the operator's restart."""
         if not args.checkpoint_dir:
-            return ""
-        return "; " + PASS_OVER_NEXT_LINE.format(first=first, last=last, record=record_nonfinite(args.checkpoint_dir, first, last, rank))
+            log(line, local_rank=local_rank)
+            dist.barrier()
+            return finish("", 3)
+        update = update if update is not None and update > max(saved, start) and update not in passing else None
+        mine = [d for step in range(update or first, last + 1) for d in recent.get(step, [])] if hasattr(stream, "pass_over") else None
+        gathered = [None] * world
+        dist.all_gather_object(gathered, mine)
+        documents = None if mine is None else sorted({tuple(d) for part in gathered for d in part})
+        window = {"steps": [first, last], "update": update, "world": world, "resume_from": saved,
+                  "documents": None if documents is None else [list(d) for d in documents]}
+        line += "; " + PASS_OVER_NEXT_LINE.format(window=window_words(window), record=record_nonfinite(args.checkpoint_dir, window, rank))
+        if len(windows) + 1 > args.max_nonfinite_restarts:
+            log(line, local_rank=local_rank)
+            return give_up(args, windows + [window], rank, local_rank, stop)
+        log(line, local_rank=local_rank)
+        # No rank ends before the record is written and the line is out: the agent (torchrun too)
+        # stops a rank's peers as soon as it exits non-zero.
+        dist.barrier()
+        return finish("", 3)
 
     def stopped_without_save(signum: int, why: str, error: Exception) -> int:
         why = f"{why} ({str(error).splitlines()[0][:200]})"
         return finish(NO_SAVE_STOP_LINE.format(signal=signal.Signals(signum).name, why=why, saved=saved), 128 + signum)
 
     for step in range(start + 1, args.max_steps + 1):
-        inputs, targets = next(data)
+        batch = next(data)
+        recent[step] = batch.documents
+        recent.pop(step - args.max_nonfinite_steps - 1, None)
         if step in passing:  # its batch taken and left, the schedule moved on
             scheduler.step()
             continue
-        loss = next_token_loss(logits_of(model, inputs), targets)
+        loss = next_token_loss(logits_of(model, batch.inputs, batch.segments), batch.targets)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         try:
@@ -419,12 +535,15 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
             flush()
             if writing is not None:  # its state was finite: finish it before stopping
                 complete_background_save(wait=True)
-            line = NONFINITE_STOP_LINE.format(count=in_a_row, first=step - in_a_row + 1, last=step, saved=saved)
-            return finish(line + pass_over_next(step - in_a_row + 1, step), 3)
+            first = step - in_a_row + 1
+            line = NONFINITE_STOP_LINE.format(count=in_a_row, first=first, last=step, saved=saved)
+            return stop_on_nonfinite(line, first, step, update=first - 1)
         stopping = bool(asked)
-        save_now = args.checkpoint_dir and (step % args.checkpoint_interval == 0 or step == args.max_steps or stopping)
+        # Not in a run of non-finite steps: the weights may hold the update that caused it, which
+        # the restart must be able to leave out (the window records it while it is not saved).
+        save_now = args.checkpoint_dir and ((step % args.checkpoint_interval == 0 and not in_a_row) or step == args.max_steps or stopping)
         # The first step is printed at once: the JobStart rule waits for it.
-        if len(pending) >= args.log_interval or save_now or stopping or in_a_row or step in (start + 1, args.max_steps):
+        if len(pending) >= args.log_interval or save_now or stopping or in_a_row or first_loss or step == args.max_steps:
             flush()
         signum = (stop.signum or asked[0]) if stopping else None
         if save_now:
@@ -442,8 +561,8 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
                 if not stopping:
                     raise
                 return stopped_without_save(signum, f"the save at step={step} failed", error)
-            if not finite:
-                return finish(UNSAFE_STATE_LINE.format(step=step, saved=saved) + pass_over_next(step, step), 3)
+            if not finite:  # this step's own update overflowed
+                return stop_on_nonfinite(UNSAFE_STATE_LINE.format(step=step, saved=saved), step, step, update=None)
             if in_background:
                 writing = (step, path, time.perf_counter() - t0)
             else:
@@ -454,6 +573,9 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     if writing is not None:
         complete_background_save(wait=True)
     log(f"training finished step={args.max_steps}", local_rank=local_rank)
+    if device.type == "cuda":  # every rank its own line (the node benchmark reads them; no log rule does)
+        print(MEMORY_LINE.format(rank=rank, allocated=torch.cuda.max_memory_allocated(device) / 2**30,
+                                 reserved=torch.cuda.max_memory_reserved(device) / 2**30), flush=True)
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -16,7 +16,7 @@ plan's minutes). This module runs them in order and prints the table; import fro
 
 from __future__ import annotations
 
-from cli.exposure import quota_name
+from cli.review.exposure import quota_name
 from cli.preflight.account import (
     CDK_TOOLKIT_STACK,
     REFUSED_CREDENTIALS,

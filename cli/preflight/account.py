@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from cli.exposure import quota_name
+from cli.review.exposure import quota_name
 from cli.preflight.base import Clients, Result, error_code
 from infra import identity
 from infra.config import Settings

@@ -63,8 +63,8 @@ def deploy_time(out_root: Path, context: dict, env: str, synthesize=None) -> Dep
     default cli.synth's); a line saying why there are none where synth refuses the config."""
     import tempfile
 
-    from cli import deploy_plan
-    from cli.assembly import load_stacks
+    from cli.review import deploy_plan
+    from cli.review.assembly import load_stacks
     from cli.synth import SynthRefused
 
     found = _review_time(out_root, context, env)

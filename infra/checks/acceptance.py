@@ -8,6 +8,7 @@ from infra.config.acceptance import unprovable
 from infra.config.base import Problems
 from infra.config.settings import Settings
 
+
 def accepted_groups(s: Settings) -> list:
     """The instance groups an acceptance run proves."""
     if s.acceptance.instance_groups:

@@ -8,6 +8,7 @@ from infra.config.addons import AddonsSettings, AddonSwitch, VersionFloor
 from infra.config.base import Model, Problems
 from infra.config.settings import Settings
 
+
 def check_addons(s: Settings, p: Problems):
     # What observability and Grafana need beside them (a 4xlarge node, the workspace, SAML's
     # metadata): infra/prerequisites.py.
@@ -37,6 +38,24 @@ def check_addons(s: Settings, p: Problems):
         pinned = getattr(a, floor.key).version
         if pinned and not versions.addon_version_at_least(pinned, floor.minimum):
             p.error(f"addons.{floor.key}.version", pinned, f"is older than {floor.minimum}, which {floor.needed_by} needs; use it or newer")
+    unpinned = [path for path, switch in tenancy_addons(s) if switch.version is None]
+    if unpinned and s.governance.teams and s.protection.termination_protection:
+        p.warn(
+            f"{', '.join(f'{u}.version' for u in unpinned)}: unset, so each new environment gets EKS's default of the day of "
+            "what keeps its teams apart; pin them: hyperpod-cdk upgrade-plan --to "
+            f"{s.eks.version} -c env={s.env_name} --from-account --write-pins"
+        )
+
+
+def tenancy_addons(s: Settings) -> list[tuple[str, "AddonSwitch"]]:
+    """(config path, switch) of each add-on this deploy installs that tenancy rests on: the VPC
+    CNI (its network policy agent), the Pod Identity agent (the jobs' roles, not the node's),
+    task governance (Kueue and its webhook: the queues) and observability (its collectors reach
+    into team namespaces)."""
+    core = [(f"eks.core_addons.{k}", getattr(s.eks.core_addons, k)) for k in ("vpc_cni", "pod_identity_agent")
+            if k in s.core_addons_installed]
+    return core + [(f"addons.{k}", getattr(s.addons, k)) for k in ("task_governance", "observability")
+                   if getattr(s.addons, k).enabled and not getattr(s.addons, k).existing]
 
 
 def _check_existing(s: Settings, key: str, switch: AddonSwitch, p: Problems) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import importlib.metadata
 from typing import Any
+
 from infra import identity, naming, versions
 from infra.config.base import Problems, collisions
 from infra.config.eks import NETWORK_POLICY_KEY, NETWORK_POLICY_ON, NOT_FOR_AN_EXISTING_CLUSTER, NOT_ON_THE_INTERNET, PUBLIC_ACCESS_CIDRS_MAX
 from infra.config.settings import Settings
+
 
 def vpc_cni_configuration(s: Settings) -> dict[str, Any]:
     """The vpc-cni add-on's configuration values: config's, with the network policy agent on."""

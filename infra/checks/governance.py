@@ -9,6 +9,7 @@ from infra.config.base import Problems, collisions, duplicates
 from infra.config.governance import QUEUE_LABEL, QUEUE_POLICY_SINCE, TOPOLOGY_LEVELS, QuotaResource, Team
 from infra.config.settings import Settings
 
+
 def check_governance(s: Settings, p: Problems):
     g = s.governance
     for name in duplicates(pc.name for pc in g.priority_classes):
@@ -23,7 +24,7 @@ def check_governance(s: Settings, p: Problems):
     for a, b in collisions([t.name for t in g.teams], naming.construct_key):
         p.error("governance.teams", b, f"and {a!r} differ only in punctuation, which CloudFormation logical ids drop; rename one")
     capacity = s.resource_capacity()
-    demand: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    sound_teams = []
     for i, team in enumerate(g.teams):
         path = f"governance.teams[{i}]"
         _check_team_name(s, team, path, p)
@@ -39,27 +40,18 @@ def check_governance(s: Settings, p: Problems):
             for j, q in enumerate(entries):
                 sound = _check_quota_entry(s, q, f"{path}.{field}[{j}]", capacity, p) and sound
         if sound:
-            # What the team's queue is given of each kind, as the admission model reads it.
-            for itype in {q.instance_type for q in team.quotas}:
-                for kind, n in admission.quota_of(team, itype, capacity).items():
-                    demand.setdefault((itype, kind), []).append((team.name, n))
-    # Per instance type, the first kind the teams' quotas together take more of than the
-    # groups have (whole instances first, memory last): one line a type.
-    for itype in sorted({t for t, _ in demand}):
-        for kind in sorted((k for t, k in demand if t == itype), key=admission.kind_order):
-            asks, have = demand[(itype, kind)], capacity[itype].get(kind, 0)
-            total = sum(n for _, n in asks)
-            if total <= have + 1e-9:
-                continue
-            teams = ", ".join(t for t, n in asks if n)
-            spec = catalogue.lookup(itype)
-            line = (f"governance.teams: quotas for {itype} add up to {admission.amount(kind, total, spec)}, above the cluster's "
-                    f"{admission.amount(kind, have, spec)} (teams: {teams})")
-            if g.allow_oversubscription:
-                p.warn(line + "; allowed by governance.allow_oversubscription")
-            else:
-                p.errors.append(line + "; set governance.allow_oversubscription to intend it")
-            break
+            sound_teams.append(team)
+    # Per instance type, the first kind the teams' quotas together take more of than the groups
+    # have (whole instances first, memory last): one line a type.
+    for over in admission.oversubscribed(sound_teams, capacity):
+        spec = catalogue.lookup(over.instance_type)
+        teams = ", ".join(t for t, n in over.asks if n)
+        line = (f"governance.teams: quotas for {over.instance_type} add up to {admission.amount(over.kind, over.total, spec)}, "
+                f"above the cluster's {admission.amount(over.kind, over.have, spec)} (teams: {teams})")
+        if g.allow_oversubscription:
+            p.warn(line + "; allowed by governance.allow_oversubscription")
+        else:
+            p.errors.append(line + "; set governance.allow_oversubscription to intend it")
     _check_queue_policy(s, p)
     if not g.fair_share:
         for i, team in enumerate(g.teams):
@@ -107,10 +99,20 @@ def _check_team_name(s: Settings, team: Team, path: str, p: Problems) -> None:
                 "(1-63 letters, digits and hyphens)")
 
 
+def _meant_by_a_misspelt_group(s: Settings, instance_type: str) -> bool:
+    """Whether a group's type is no type HyperPod takes and reads like `instance_type` misspelt:
+    the group's line (with its "did you mean") is the one problem, not every quota of the type."""
+    import difflib
+
+    unknown = [g.instance_type for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) is None]
+    return any(difflib.get_close_matches(t, [instance_type], n=1, cutoff=0.8) for t in unknown)
+
+
 def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict, p: Problems) -> bool:
     """One entry against its type's groups: whether it is sound."""
     if q.instance_type not in capacity:
-        p.error(f"{path}.instance_type", q.instance_type, f"is provided by no instance group; groups have: {', '.join(sorted(capacity))}")
+        if not _meant_by_a_misspelt_group(s, q.instance_type):  # else the group's own line says it, once
+            p.error(f"{path}.instance_type", q.instance_type, f"is provided by no instance group; groups have: {', '.join(sorted(capacity))}")
         return False
     given = q.given()
     shown = q.model_dump(exclude_none=True, exclude={"instance_type"})

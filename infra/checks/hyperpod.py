@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import difflib
 import re
+
 from infra import catalogue, cfn_schema, hyperpod_chart, naming
 from infra.config.base import LABEL_VALUE_WORDS, QUALIFIED_NAME_WORDS, Problems, duplicates, k8s_qualified_name
 from infra.config.hyperpod import HYPERPOD_NAMESPACE, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires, kubernetes_reserved, spec_efa
 from infra.config.settings import Settings
+
 
 def check_instance_groups(s: Settings, p: Problems):
     groups = s.hyperpod.instance_groups

@@ -3,10 +3,11 @@ last, for the fields no rule before it has named."""
 
 from __future__ import annotations
 
-from infra.field_paths import values
 from infra.config.base import Problems
 from infra.config.limits import FIELDS, Grammar, constraints, tags_limit, violation
 from infra.config.settings import Settings
+from infra.field_paths import values
+
 
 def check_limits(s: Settings, p: Problems) -> None:
     """Each mapped field against its source's limits; a field another rule already named is

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+
 from infra import catalogue
 from infra.config.base import Problems, duplicates
 from infra.config.network import AVOID, ENDPOINT_SERVICES, LINK_LOCAL, SUBNET_RESERVED, SUBNET_SIZES, association_refused, zone_id_prefix
 from infra.config.settings import Settings
+
 
 def _az_checks(s: Settings, p: Problems):
     for i, az in enumerate(s.availability_zones):

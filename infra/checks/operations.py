@@ -8,6 +8,7 @@ from infra.config.base import Problems, duplicates
 from infra.config.operations import EVENT_LEVELS, TOPIC_ARN
 from infra.config.settings import Settings
 
+
 def check_operations(s: Settings, p: Problems) -> None:
     ops = s.operations
     n = ops.notifications

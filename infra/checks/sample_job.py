@@ -5,10 +5,13 @@ GPUs' memory."""
 from __future__ import annotations
 
 import re
+
 from infra import catalogue, cfn_schema, naming
 from infra.config.base import Problems
-from infra.config.sample_job import FIT_MARGIN, GIB, MIB, TRAINING_IMAGE_PLATFORM, SampleJobSettings
+from infra.config.sample_job import MIB, TRAINING_IMAGE_PLATFORM, MemoryFit, SampleJobSettings, _gib
 from infra.config.settings import Settings
+from training.model_shape import FIT_SHARE, projected_per_gpu
+
 
 _PLATFORM_ARCHITECTURE = {"linux/amd64": "x86_64", "linux/arm64": "arm64"}
 
@@ -51,6 +54,9 @@ def check_sample_job(s: Settings, p: Problems):
     problem = memory_problem(s, job_model(s))
     if problem:
         p.error("sample_job.model", job_model(s), problem)
+    caution = memory_caution(s, job_model(s))
+    if caution:
+        p.warn(caution)
     team_names = [t.name for t in s.governance.teams]
     if job.team is not None and job.team not in team_names:
         p.error("sample_job.team", job.team, f"is not a team; teams: {', '.join(team_names) or '(none)'}")
@@ -132,16 +138,17 @@ def check_admission(s: Settings, p: Problems) -> None:
 
 
 def job_model(s: Settings) -> str:
-    """sample_job.model, or where unset the 8B where it fits the job's GPUs, else tiny."""
+    """sample_job.model, or where unset the 8B where it fits the job's GPUs with the margin, else tiny."""
     if s.sample_job.model:
         return s.sample_job.model
-    return "tiny" if memory_problem(s, "llama3.1-8b") else "llama3.1-8b"
+    fit = memory_fit(s, "llama3.1-8b")
+    return "llama3.1-8b" if fit is None or fit.verdict == "fits" else "tiny"
 
 
-def memory_problem(s: Settings, model: str) -> str | None:
-    """Why `model` does not fit the memory of the job's GPU (or MIG slice) as train.py runs it,
-    sharded over the job's ranks at its fewest nodes: the estimate, by parts, in words. None
-    where it fits, or where the group or its GPU is not known (other checks say so)."""
+def memory_fit(s: Settings, model: str) -> MemoryFit | None:
+    """What `model` needs of the memory of the job's GPU (or MIG slice) as train.py runs it,
+    sharded over the job's ranks at its fewest nodes. None where the group or its GPU is not
+    known (other checks say so)."""
     from training import model_shape
 
     job = s.sample_job
@@ -160,19 +167,32 @@ def memory_problem(s: Settings, model: str) -> str | None:
     preset = model_shape.PRESETS[model]
     seq_len, batch = model_shape.JOB_SEQ_LEN[model], model_shape.JOB_BATCH
     parts = model_shape.memory_per_gpu(preset, preset.vocab, seq_len=seq_len, batch=batch, ranks=ranks)
-    needed, memory = sum(parts.values()), mib * MIB
-    if needed <= FIT_MARGIN * memory:
+    projected = projected_per_gpu(parts, ranks)
+    return MemoryFit(model, where, ranks, seq_len, batch, parts, projected, mib * MIB)
+
+
+def memory_note(s: Settings) -> str:
+    """The sample job's memory margin, for validate's and render-job's lines ("" without a job or a known GPU)."""
+    fit = memory_fit(s, job_model(s)) if s.sample_job.enabled else None
+    return f"sample job: {fit.margin}" if fit else ""
+
+
+def memory_problem(s: Settings, model: str) -> str | None:
+    """Why `model` can never fit the job's GPU, in one line; None where it can."""
+    fit = memory_fit(s, model)
+    if fit is None or fit.verdict != "never":
         return None
-    return (
-        f"needs about {_gib(needed)} per GPU at sequence {seq_len} x batch {batch} over {ranks} rank{'s' * (ranks > 1)} "
-        f"(weights, gradients and Adam states {_gib(parts['state'])} sharded, gathered FSDP units {_gib(parts['gathered'])}, "
-        f"activations {_gib(parts['activations'])}), more than {FIT_MARGIN:.0%} ({_gib(FIT_MARGIN * memory)}) of {where}'s "
-        f"{_gib(memory)}; use model tiny, or more nodes or GPUs with more memory"
-    )
+    return (f"needs about {_gib(fit.projected)} per GPU over {fit.ranks} rank{'s' * (fit.ranks > 1)} {fit.reasoning}, more than "
+            f"{fit.where}'s {_gib(fit.memory)}; use model tiny, or more nodes or GPUs with more memory")
 
 
-def _gib(n: float) -> str:
-    return f"{n / GIB:.1f} GiB"
+def memory_caution(s: Settings, model: str) -> str | None:
+    """A job that fits its GPU without the margin FIT_SHARE keeps: the warning, with the margin."""
+    fit = memory_fit(s, model)
+    if fit is None or fit.verdict != "tight":
+        return None
+    return (f"sample_job.model: {fit.margin}, over the {FIT_SHARE:.0%} an honest margin allows ({fit.reasoning}): it may run out "
+            "of memory; more nodes shard the state further")
 
 
 def _check_partition(job: SampleJobSettings, group, p: Problems) -> None:

@@ -7,6 +7,7 @@ from infra import cfn_schema, hyperpod_chart, naming
 from infra.config.base import Problems, collisions
 from infra.config.settings import Settings
 
+
 def check_names(s: Settings, p: Problems):
     for suffix in naming.STACK_SUFFIXES:
         name = s.stack_name(suffix)

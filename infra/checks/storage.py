@@ -7,6 +7,7 @@ from infra.config.base import Problems
 from infra.config.settings import Settings
 from infra.config.storage import FSX_THROUGHPUTS
 
+
 def check_fsx(s: Settings, p: Problems) -> None:
     fsx = s.fsx
     if not fsx.enabled:

@@ -10,7 +10,7 @@ becomes one line naming the field path, the value and what is allowed. Nothing b
 reads context: stacks get the `Settings` validation returns.
 
 One module per area (network, eks, hyperpod, addons, governance, storage, sample_job,
-acceptance, operations), the root `Settings` in settings, the limits the services' own
+acceptance, operations, delivery), the root `Settings` in settings, the limits the services' own
 definitions put on fields in limits, what the areas share in base, loading (the merge, the
 error text of a field's own check, the walk over every field) in loading, and the
 configuration reference written from the models' descriptions in reference (`python -m
@@ -21,10 +21,11 @@ infra.config.reference`). This module is the models' public face: import them fr
 from infra.config.acceptance import AcceptanceSettings
 from infra.config.addons import EKS_ADDON_NAMES, AddonsSettings, AddonSwitch, GrafanaSettings, ObservabilityAddon, ObservabilityMetrics
 from infra.config.base import ConfigError
+from infra.config.delivery import DeliverySettings, DeliverySource
 from infra.config.eks import CORE_ADDON_NAMES, LOG_TYPES, CoreAddon, CoreAddons, EksSettings
 from infra.config.governance import TOPOLOGY_LEVELS, GovernanceSettings, PriorityClass, QuotaResource, Team, TopologySettings
 from infra.config.hyperpod import AutoPatch, HelmChartSource, HyperPodSettings, InstanceGroup, RollingBatch, ScheduledUpdate, Taint, VolumeEncryption
-from infra.config.loading import DEFAULT_ENV, context_from_cdk_cli, deep_merge, environment_names, field_paths, merged_environment
+from infra.config.loading import DEFAULT_ENV, context_from_cdk_cli, deep_merge, environment_names, field_paths, merged_environment, read_cdk_json
 from infra.config.operations import Alerts, Notifications, OperationsSettings
 from infra.config.network import ENDPOINT_SERVICES, ExistingVpc, HyperPodSubnet, NetworkSettings
 from infra.config.sample_job import TRAINING_IMAGE_PLATFORM, DatasetSettings, SampleJobSettings
@@ -34,10 +35,12 @@ from infra.config.storage import FSX_THROUGHPUTS, ExistingFileSystem, FsxSetting
 __all__ = [
     "AcceptanceSettings", "Alerts", "Notifications", "OperationsSettings",
     "CORE_ADDON_NAMES", "DEFAULT_ENV", "EKS_ADDON_NAMES", "ENDPOINT_SERVICES", "FSX_THROUGHPUTS", "LOG_TYPES", "TOPOLOGY_LEVELS",
-    "AddonSwitch", "AddonsSettings", "ConfigError", "CoreAddon", "CoreAddons", "DatasetSettings", "EksSettings",
+    "AddonSwitch", "AddonsSettings", "ConfigError", "DeliverySettings", "DeliverySource", "CoreAddon", "CoreAddons",
+    "DatasetSettings", "EksSettings",
     "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",
     "HyperPodSettings", "HyperPodSubnet", "InstanceGroup", "NetworkSettings", "ObservabilityAddon",
     "ObservabilityMetrics", "PriorityClass", "ProtectionSettings", "QuotaResource", "RollingBatch", "SampleJobSettings",
     "ScheduledUpdate", "Settings", "TRAINING_IMAGE_PLATFORM", "Taint", "Team", "TopologySettings", "AutoPatch", "VolumeEncryption",
-    "context_from_cdk_cli", "deep_merge", "environment_names", "field_paths", "merged_environment",
+    "context_from_cdk_cli", "deep_merge", "environment_names", "field_paths",
+    "merged_environment", "read_cdk_json",
 ]

@@ -109,10 +109,12 @@ class Team(Model):
     fair_share_weight: int = Field(default=50, description="Its weight in fair-share scheduling.")
     active: bool = Field(default=True, description="The quota is enabled.")
     pod_security: Literal["baseline", "restricted"] = Field(
-        default="baseline",
-        description="The Pod Security Standard its namespace enforces (warn and audit are always `restricted`): `baseline` "
-        "refuses privileged pods, host namespaces, hostPath and added capabilities; `restricted` also requires non-root, no "
-        "privilege escalation, seccomp and no capabilities.",
+        default="restricted",
+        description="The Pod Security Standard its namespace enforces (warn and audit are always `restricted`): `restricted` "
+        "requires non-root, no privilege escalation, an explicit seccomp profile and every capability dropped (the sample "
+        "job and the acceptance probes meet it); `baseline`, the opt-out for images that must run as root, refuses only "
+        "privileged pods, host namespaces, hostPath and added capabilities, and its warnings and audit events name what "
+        "restricted would refuse.",
     )
 
 

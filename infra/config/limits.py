@@ -113,6 +113,8 @@ def _vpc_cni(path: str) -> AddonSchema:
         "describe-addon-configuration (v1.18.6-eksbuild.1) quoted in aws/amazon-vpc-cni-k8s issue 3059",
     )
 FIELDS: dict[str, Limit] = {
+    "delivery.source.connection_arn": Limit(Api("codeconnections", "ConnectionArn")),
+    "delivery.source.branch": Limit(Api("codeconnections", "BranchName")),
     "hyperpod.cluster_name": Limit(Cfn(_CLUSTER, "ClusterName")),
     "hyperpod.instance_groups": Limit(Cfn(_CLUSTER, "InstanceGroups")),
     "hyperpod.tiered_storage_memory_percent": Limit(Cfn(_CLUSTER, "TieredStorageConfig.InstanceMemoryAllocationPercentage")),

@@ -5,7 +5,9 @@ every field of the models. Validation (infra/validation.py) parses and checks wi
 from __future__ import annotations
 
 import copy
+import difflib
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -43,6 +45,68 @@ def context_from_cdk_cli(environ: Mapping[str, str]) -> dict[str, Any]:
         with open(overflow) as handle:
             context.update(json.load(handle))
     return context
+
+
+def read_cdk_json(text: str, where: str = "cdk.json") -> Any:
+    """cdk.json's document, refusing a key written twice in one object: RFC 8259 leaves which of
+    the two counts to the reader (the CDK CLI and Python keep the last, silently), so neither is
+    taken. One line per repeated key, with the lines of both. A text that is no JSON raises
+    ValueError, as json.loads does."""
+    repeated = []
+
+    def pairs_hook(pairs):
+        keys = [k for k, _ in pairs]
+        repeated.extend(k for i, k in enumerate(keys) if k in keys[:i])
+        return dict(pairs)
+
+    doc = json.loads(text, object_pairs_hook=pairs_hook)
+    if repeated:
+        raise ConfigError([f"{where}: {line}" for line in _repeated_keys(text)])
+    return doc
+
+
+def _repeated_keys(text: str) -> list[str]:
+    """Each key written twice in one object of a JSON text, with both lines and the object's path."""
+    space = re.compile(r"[ \t\n\r]*")
+    decoder = json.JSONDecoder()
+    out: list[str] = []
+
+    def line(offset: int) -> int:
+        return text.count("\n", 0, offset) + 1
+
+    def value(i: int, path: tuple) -> int:
+        i = space.match(text, i).end()
+        if text[i] == "{":
+            seen: dict[str, int] = {}
+            i = space.match(text, i + 1).end()
+            if text[i] == "}":
+                return i + 1
+            while True:
+                start = space.match(text, i).end()
+                key, i = json.decoder.scanstring(text, start + 1)
+                if key in seen:
+                    where = ".".join(path) or "the top level"
+                    out.append(f'"{key}" is written twice in {where}, at line {seen[key]} and line {line(start)}: JSON leaves which '
+                               "one counts to the reader (RFC 8259; the CDK CLI takes the last), so neither is taken; remove one")
+                seen.setdefault(key, line(start))
+                i = value(space.match(text, i).end() + 1, (*path, key))
+                i = space.match(text, i).end()
+                if text[i] == "}":
+                    return i + 1
+                i += 1
+        if text[i] == "[":
+            i = space.match(text, i + 1).end()
+            index = 0
+            while text[i] != "]":
+                i = space.match(text, value(i, (*path, f"[{index}]"))).end()
+                index += 1
+                if text[i] == ",":
+                    i = space.match(text, i + 1).end()
+            return i + 1
+        return decoder.raw_decode(text, i)[1]
+
+    value(0, ())
+    return out
 
 
 def environment_names(context: Mapping[str, Any]) -> list[str]:
@@ -102,7 +166,11 @@ def _pydantic_lines(exc: ValidationError) -> list[str]:
         if err["type"] == "too_short" and any(other[: len(loc)] == loc and len(other) > len(loc) for other in locs):
             continue  # pydantic counts only the items that passed: the failed item's own line says it
         if err["type"] == "extra_forbidden":
-            lines.append(f"{path}: unknown field; allowed here: {', '.join(_allowed_keys(loc))}")
+            allowed = _allowed_keys(loc)
+            given = str(loc[-1]) if loc else ""
+            # The closest field by spelling, else one the given name begins (endpoint -> endpoint_access).
+            near = difflib.get_close_matches(given, allowed, n=1, cutoff=0.75) or [k for k in allowed if k.startswith(f"{given}_")][:1]
+            lines.append(f"{path}: unknown field;" + (f" did you mean {near[0]}?" if near else "") + f" allowed here: {', '.join(allowed)}")
         elif err["type"] == "missing":
             lines.append(f"{path}: required field is missing")
         elif err["type"] == "string_pattern_mismatch":

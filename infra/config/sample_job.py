@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, Optional
 
 from pydantic import Field
 
 from infra.config.base import Model
+from training.model_shape import CUDA_CONTEXT_BYTES, FIT_SHARE, NCCL_GROUP_BYTES, RESERVED_PER_ESTIMATE
 
 
 class DatasetSettings(Model):
@@ -39,8 +41,8 @@ class SampleJobSettings(Model):
     )
     model: Optional[Literal["llama3.1-8b", "tiny"]] = Field(
         default=None,
-        description="Unset: `llama3.1-8b` where it fits the group's GPUs, else `tiny`. A model that cannot fit is refused with "
-        "the estimate (docs/sample-job.md, Memory) against 90% of the GPU's memory.",
+        description="Unset: `llama3.1-8b` where it fits the group's GPUs with a 5% margin, else `tiny`. A model that cannot fit "
+        "is refused, one without the margin warned of, with the projection (docs/sample-job.md, Memory) against the GPU's memory.",
     )
     image_uri: Optional[str] = Field(
         default=None,
@@ -90,11 +92,50 @@ class SampleJobSettings(Model):
 TRAINING_IMAGE_PLATFORM = "linux/amd64"
 
 
-# The share of a GPU's memory the estimate may fill: the rest is for what
-# model_shape.memory_per_gpu leaves out, the CUDA context, NCCL's buffers, what the driver keeps
-# and what the caching allocator holds beyond the tensors (tests/training/test_memory.py holds
-# this against their sources and against the estimate measured on a GPU). Compared in bytes:
-# the GPU's MiB from the catalogue, the estimate's bytes; shown to people in GiB.
-# Headroom: the 8B on one ml.p4d.24xlarge estimates 33.6 GiB of the A100's 40 (36.0 allowed); allocator 1.7, NCCL 0.6, CUDA context 0.4 and driver 0.4 GiB leave 3.3 GiB free: it fits.
-FIT_MARGIN = 0.9
+# What one GPU must hold: training/model_shape.py projected_per_gpu, from the estimate by parts to
+# what the allocator holds on eight ranks (torchtitan's published 8-GPU figure), with the CUDA
+# context and NCCL beside it; within FIT_SHARE of the GPU's memory (the MiB DescribeInstanceTypes
+# states) a job fits with its margin, between that and the whole GPU it is tight (an explicit
+# model gets a warning, an unset one the tiny model), over the whole GPU it is refused.
 MIB, GIB = 2**20, 2**30
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """What `model` needs of one of the job's GPUs, projected (see RESERVED_PER_ESTIMATE), and
+    the verdict: fits (within FIT_SHARE), tight (within the GPU) or never."""
+
+    model: str
+    where: str  # "ml.p4d.24xlarge's A100", "a 1g.10gb slice"
+    ranks: int
+    seq_len: int
+    batch: int
+    parts: dict
+    projected: float
+    memory: float
+
+    @property
+    def verdict(self) -> str:
+        if self.projected <= FIT_SHARE * self.memory:
+            return "fits"
+        return "tight" if self.projected <= self.memory else "never"
+
+    @property
+    def margin(self) -> str:
+        """The projection against the GPU, in words: what validate and render-job print."""
+        return (f"{self.model} needs about {_gib(self.projected)} of {self.where}'s {_gib(self.memory)} per GPU over {self.ranks} "
+                f"rank{'s' * (self.ranks > 1)} ({self.projected / self.memory:.0%}, margin {_gib(self.memory - self.projected)})")
+
+    @property
+    def reasoning(self) -> str:
+        estimate = sum(self.parts.values())
+        return (
+            f"at sequence {self.seq_len} x batch {self.batch}: an estimate of {_gib(estimate)} (weights, gradients and Adam states "
+            f"{_gib(self.parts['state'])} sharded, gathered FSDP units {_gib(self.parts['gathered'])}, activations "
+            f"{_gib(self.parts['activations'])}) x{RESERVED_PER_ESTIMATE} for what the allocator holds on eight ranks "
+            f"(torchtitan's published 8-GPU figure), with the CUDA context{' and NCCL' if self.ranks > 1 else ''} beside it"
+        )
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"

@@ -18,6 +18,7 @@ from infra.config.storage import FsxSettings
 from infra.config.sample_job import SampleJobSettings
 from infra.config.acceptance import AcceptanceSettings
 from infra.config.operations import OperationsSettings
+from infra.config.delivery import DeliverySettings
 
 
 class ProtectionSettings(Model):
@@ -95,6 +96,11 @@ class Settings(Model):
     operations: OperationsSettings = Field(
         default=OperationsSettings(),
         description="The operations stack: who is told, and how, when the platform stops working (docs/operations.md).",
+    )
+    delivery: Optional[DeliverySettings] = Field(
+        default=None,
+        description="A pipeline (CDK Pipelines) that deploys the environments in waves from a repository branch, set in the "
+        "one environment whose `cdk synth` builds the delivery stack (docs/delivery.md).",
     )
 
     # Derived names, so every consumer uses the same ones.

@@ -15,6 +15,11 @@
 # node") and the EKS Best Practices Guide (Security, IAM). Host-network agents (the HyperPod
 # health agent, the Pod Identity agent) send from the host, not through FORWARD, and pods still
 # reach the Pod Identity endpoint, 169.254.170.23.
+# The guard fails closed: iptables waits for the xtables lock that kube-proxy and aws-node
+# hold at times (-w, as the EKS AMI's own kubelet unit does), tries again a bounded number of
+# times, and kubelet Requires the unit (a drop-in), so a node whose rule is not in place runs
+# no kubelet, goes NotReady and is replaced, instead of running pods that reach the node role.
+# At creation a guard that cannot be placed fails this script, and so the node.
 #
 # Written for Amazon Linux 2's bash 4.2: no arrays (an empty one aborts under `set -u`
 # there). Every step is logged, and running the script again changes nothing.
@@ -30,9 +35,18 @@ SYSTEMD_DIR="${SYSTEMD_DIR:-/etc/systemd/system}"
 MOUNT_WAIT_SECONDS="${MOUNT_WAIT_SECONDS:-60}"
 LOG_FILE="${LOG_FILE:-/var/log/hyperpod-cdk/on_create.log}"
 
+GUARD_DIR="${GUARD_DIR:-/usr/local/sbin}"
+
 IMDS_UNIT="hyperpod-cdk-block-pod-imds.service"
+IMDS_GUARD="$GUARD_DIR/hyperpod-cdk-block-pod-imds"
 # The rule: checked first (-C), so a restart of the unit adds it once.
 IMDS_RULE="FORWARD --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"
+# Seconds each iptables call waits for the xtables lock (the EKS AMI's kubelet unit: -w 5),
+# tries, and seconds between them; the unit's start timeout covers them all.
+IMDS_LOCK_WAIT_S="${IMDS_LOCK_WAIT_S:-5}"
+IMDS_TRIES="${IMDS_TRIES:-12}"
+IMDS_RETRY_S="${IMDS_RETRY_S:-5}"
+IMDS_TIMEOUT_S=$((IMDS_TRIES * (2 * IMDS_LOCK_WAIT_S + IMDS_RETRY_S) + 30))
 
 CONTAINERD_ROOT="$DATA_ROOT/containerd/data-root"
 KUBELET_ROOT="$DATA_ROOT/kubelet"
@@ -122,9 +136,27 @@ move_kubelet_dir() {
 }
 
 # A oneshot unit, enabled, so the rule is back at every boot before kubelet (a node recovered
-# by reboot does not run this script again) and in place now.
+# by reboot does not run this script again) and in place now; kubelet requires it.
 block_pod_imds() {
-  mkdir -p "$SYSTEMD_DIR"
+  mkdir -p "$GUARD_DIR" "$SYSTEMD_DIR/kubelet.service.d"
+  cat > "$IMDS_GUARD" <<GUARD
+#!/bin/sh
+# Written by the hyperpod-cdk lifecycle script: pods' traffic to 169.254.169.254 dropped, or a failure.
+try=1
+while :; do
+  if iptables -w $IMDS_LOCK_WAIT_S -C $IMDS_RULE 2>/dev/null || iptables -w $IMDS_LOCK_WAIT_S -I $IMDS_RULE; then
+    echo "pods' traffic to the instance metadata service is dropped"
+    exit 0
+  fi
+  if [ "\$try" -ge $IMDS_TRIES ]; then
+    echo "the rule is not in place after $IMDS_TRIES tries; kubelet stays stopped" >&2
+    exit 1
+  fi
+  try=\$((try + 1))
+  sleep $IMDS_RETRY_S
+done
+GUARD
+  chmod 0755 "$IMDS_GUARD"
   cat > "$SYSTEMD_DIR/$IMDS_UNIT" <<UNIT
 [Unit]
 Description=Drop pod traffic to the instance metadata service (hyperpod-cdk)
@@ -133,16 +165,20 @@ Before=kubelet.service
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/bin/sh -c 'iptables -C $IMDS_RULE 2>/dev/null || iptables -I $IMDS_RULE'
+TimeoutStartSec=$IMDS_TIMEOUT_S
+ExecStart=$IMDS_GUARD
 
 [Install]
 WantedBy=multi-user.target
+RequiredBy=kubelet.service
 UNIT
+  # kubelet starts only once the rule is in place, whatever enabled it.
+  printf '[Unit]\nRequires=%s\nAfter=%s\n' "$IMDS_UNIT" "$IMDS_UNIT" > "$SYSTEMD_DIR/kubelet.service.d/10-hyperpod-cdk-imds-guard.conf"
   if command -v systemctl >/dev/null; then
     systemctl daemon-reload
     systemctl enable --now "$IMDS_UNIT"
   fi
-  log "pods' traffic to 169.254.169.254 dropped ($IMDS_UNIT)"
+  log "pods' traffic to 169.254.169.254 dropped ($IMDS_UNIT, required by kubelet)"
 }
 
 log "starting; data root $DATA_ROOT"

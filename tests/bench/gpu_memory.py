@@ -11,8 +11,8 @@ runs in a process of its own (a fresh allocator); each prints one JSON line, the
 the measured peak, the estimate by parts, their ratio, and what the allocator reserved beyond
 its peak (fragmentation, which the fit check's margin must cover). One rank, so the state is
 not sharded; the estimate's per-layer and per-vocabulary terms are what this checks, and the
-ratio is what to carry to the job's sharded shape (8 ranks of a p4d, where the estimate is 33.6 GiB
-of the A100's 40: infra/config/sample_job.py FIT_MARGIN). A run on one H200 is recorded in
+ratio is one rank's; the job's sharded shape on eight ranks is projected with torchtitan's published
+eight-GPU figure instead (training/model_shape.py RESERVED_PER_ESTIMATE). A run on one H200 is recorded in
 tests/fixtures/gpu_memory_h200.json, which tests/training/test_memory.py holds the estimate to.
 """
 

@@ -88,7 +88,8 @@ class FakeCluster:
                 self.logs[obj["metadata"]["name"]] = slowed(P5, 0.5) if self.slow in hosts else P5
             elif obj["kind"] == "Job":
                 # The tenancy probes' verdicts where the team namespaces are tenants.
-                verdicts = {"tenancy-imds": m.BLOCKED, "tenancy-same": m.CONNECTED, "tenancy-other": m.REFUSED}
+                verdicts = {"tenancy-imds": m.BLOCKED, "tenancy-same": m.CONNECTED, "tenancy-other": m.BLOCKED,
+                            "tenancy-from": m.BLOCKED, "imds-guard": m.BLOCKED}
                 name = obj["metadata"]["name"]
                 self.logs[name] = next((v for k, v in verdicts.items() if name.startswith(k)), DCGM_PASS)
 
@@ -100,6 +101,9 @@ class FakeCluster:
 
     def result_log(self, run, namespace=m.NAMESPACE):
         return self.logs.get(run, "")
+
+    def pods(self, namespace):
+        return None  # the agents' checks are the recorded run's
 
     def refusal(self, obj):
         return 'pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged'
@@ -133,8 +137,11 @@ def test_checks_that_never_finish_fail_after_their_deadline_and_no_sooner():
     # The run waits out the longest check's activeDeadlineSeconds (the cluster stops it then).
     assert now[0] >= max(m.NCCL_DEADLINE_S, m.DCGM_DEADLINE_S)
     timed_out = [c for c in report.checks if "did not finish" in c.detail]
-    # The fabric, each node's diagnostics, and each team's three tenancy probes.
-    assert len(timed_out) == 1 + len(nodes) + 3 * 2
+    # The fabric, each node's diagnostics and metadata guard, and each team's two probes inside its
+    # namespace; the probes from outside never start, as the listener never answered inside.
+    assert len(timed_out) == 1 + 2 * len(nodes) + 2 * 2
+    assert [c.detail for c in report.checks if c.subject.startswith("from hyperpod-")] == [
+        "not run: the listener never answered from its own namespace, so a blocked connection would prove nothing"] * 4
 
 
 # ------------------------------------------------------------------ deep health check
@@ -303,8 +310,9 @@ def test_the_recorded_run_proves_each_teams_namespace_is_a_tenant():
     tenancy = {(c.group, c.subject): c for c in report.checks if c.check == "tenancy"}
     for ns in ("hyperpod-ns-ml-research", "hyperpod-ns-ml-production"):
         assert {s: c.status for (g, s), c in tenancy.items() if g == ns} == {
-            "privileged pod": "pass", "instance metadata": "pass", "from its own namespace": "pass", "from hyperpod-acceptance": "pass"}
-        assert 'violates PodSecurity "baseline:latest"' in tenancy[(ns, "privileged pod")].detail
+            "privileged pod": "pass", "instance metadata": "pass", "from its own namespace": "pass", "from hyperpod-acceptance": "pass",
+            f"from {({'hyperpod-ns-ml-research', 'hyperpod-ns-ml-production'} - {ns}).pop()}": "pass"}
+        assert 'violates PodSecurity "restricted:latest"' in tenancy[(ns, "privileged pod")].detail
 
 
 def test_a_reachable_metadata_service_an_open_namespace_and_an_admitted_privileged_pod_fail(tmp_path):
@@ -317,7 +325,7 @@ def test_a_reachable_metadata_service_an_open_namespace_and_an_admitted_privileg
     (folder / "dry-run" / "tenancy-privileged-ml-research.txt").unlink()
     report = accept.run(_prod(), accept.Recording(folder))
     failed = {c.subject: c.detail for c in report.checks if c.check == "tenancy" and c.group == "hyperpod-ns-ml-research" and c.status == "fail"}
-    assert failed == {"instance metadata": "REACHED", "from hyperpod-acceptance": "CONNECTED",
+    assert failed == {"instance metadata": "REACHED: wget: server returned error: HTTP/1.1 401 Unauthorized", "from hyperpod-acceptance": "CONNECTED",
                       "privileged pod": "admitted: the namespace enforces no Pod Security level"}
 
 
@@ -360,8 +368,11 @@ def _teams_recorded(folder, teams):
     shutil.copytree(RECORDING, folder)
     refusal = (RECORDING / "dry-run" / "tenancy-privileged-ml-research.txt").read_text()
     for team in teams:
-        for probe, verdict in (("imds", m.BLOCKED), ("same", m.CONNECTED), ("other", m.REFUSED)):
+        for probe, verdict in (("imds", m.BLOCKED), ("same", m.CONNECTED), ("other", m.BLOCKED)):
             (folder / "logs" / f"{m.name('tenancy-' + probe, team)}.log").write_text(verdict + "\n")
+        for other in teams:
+            if other != team:
+                (folder / "logs" / f"{m.name('tenancy-from', other, 'to', team)}.log").write_text(m.BLOCKED + "\n")
         name = m.name("tenancy-privileged", team)
         (folder / "dry-run" / f"{name}.txt").write_text(refusal.replace("tenancy-privileged-ml-research", name))
     return folder
@@ -376,8 +387,12 @@ def test_a_cluster_whose_gpus_are_all_mig_slices_still_gets_every_teams_tenancy_
     report = capsys.readouterr().out
     assert re.search(r"^gpu +gpu checks +group +SKIP +cut into MIG slices \(mixed-3-1g.10gb-1-4g.40gb\)", report, re.M)
     for ns in ("hyperpod-ns-research", "hyperpod-ns-inference"):
-        assert len(re.findall(rf"^{ns} +tenancy +.* PASS ", report, re.M)) == 4, report
-    assert report.endswith("PASS: 9 checks, none failed\n")
+        assert len(re.findall(rf"^{ns} +tenancy +.* PASS ", report, re.M)) == 5, report
+    # And the metadata guard on each of the recording's four nodes.
+    assert len(re.findall(r"^\w+ +metadata guard +hyperpod-i-\w+ +PASS +BLOCKED$", report, re.M)) == 4, report
+    # And the agents behind the guard (the recording's aws-hyperpod and hyperpod-observability).
+    assert len(re.findall(r"^\S+ +agents +.* PASS ", report, re.M)) == 3, report
+    assert report.endswith("PASS: 18 checks, none failed\n")
     # What it applies: the namespace the outside probe runs in, then the probes, none of which
     # asks for a device of the cluster's (they need no GPU, MIG slice or EFA interface).
     assert cli.main(["accept", "-c", "env=dev", "--from", str(recording), "--render"]) == 0
@@ -405,3 +420,144 @@ def test_a_closed_network_refuses_a_public_probe_image_in_accept_and_warns_in_va
     assert warning.startswith("warning: dev: acceptance.probe_image: public.ecr.aws/docker/library/busybox:1.37.0 cannot be pulled")
     assert cli.main(["accept", "-c", "env=dev"]) == 2
     assert "error: acceptance.probe_image: public.ecr.aws/docker/library/busybox:1.37.0 cannot be pulled" in capsys.readouterr().err
+
+
+# busybox wget's own words (networking/wget.c, libbb/xconnect.c), as the probe image prints them.
+WGET_SAYS = {
+    "timeout": "wget: download timed out",
+    "refused": "wget: can't connect to remote host (10.100.7.9): Connection refused",
+    "dns": "wget: bad address 'tenancy-listener-ml-research.hyperpod-ns-ml-research.svc'",
+    "401": "wget: server returned error: HTTP/1.1 401 Unauthorized",
+}
+
+
+def _probe_says(tmp_path, obj, outcomes: list[str]) -> list[str]:
+    """Run a probe's script in sh against a wget that answers each call with the next outcome
+    (None: success, else a key of WGET_SAYS); the lines it prints."""
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = "\n".join(f'[ "$n" = {i} ] && {{ echo "{WGET_SAYS[o]}" >&2; exit 1; }}' if o else f'[ "$n" = {i} ] && exit 0'
+                       for i, o in enumerate(outcomes, 1))
+    counter = tmp_path / "n"
+    counter.write_text("0")
+    (bin_dir / "wget").write_text(f'#!/bin/sh\nn=$(( $(cat {counter}) + 1 )); echo $n > {counter}\n{script}\n'
+                                  f'echo "{WGET_SAYS[outcomes[-1]] if outcomes[-1] else ""}" >&2; exit 1\n')
+    (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    command = obj["spec"]["template"]["spec"]["containers"][0]["command"]
+    result = subprocess.run(command, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True, text=True, timeout=30)
+    return result.stdout.splitlines()
+
+
+def test_only_a_timeout_counts_as_blocked(tmp_path):
+    objects = m.tenancy_objects(_prod(), "ml-research")
+    outside = objects["other team"]
+    assert outside["metadata"]["namespace"] == "hyperpod-ns-ml-production"  # a second team's namespace
+    assert _probe_says(tmp_path, outside, ["timeout"] * m.BLOCKED_TRIES)[-1] == m.BLOCKED
+    # Connection refused, or a name that does not resolve: the listener was not there, no policy proved.
+    assert _probe_says(tmp_path, outside, ["refused"])[-2:] == [WGET_SAYS["refused"], m.FAILED]
+    assert _probe_says(tmp_path, outside, ["timeout", "dns"])[-2:] == [WGET_SAYS["dns"], m.FAILED]
+    assert _probe_says(tmp_path, outside, ["timeout", None])[-1] == m.CONNECTED
+    # The listener's own namespace waits through refusals (it is starting) until it answers.
+    assert _probe_says(tmp_path, objects["same namespace"], ["refused", "dns", None])[-1] == m.CONNECTED
+    # The metadata service: only a timeout is blocked; an IMDSv2 401 is an answer.
+    assert _probe_says(tmp_path, objects["imds"], ["401"])[-2:] == [WGET_SAYS["401"], m.REACHED]
+    assert _probe_says(tmp_path, objects["imds"], ["timeout"]) == [m.BLOCKED]
+
+
+def _recorded(tmp_path, logs: dict[str, str]):
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(RECORDING, folder)
+    for run_name, text in logs.items():
+        (folder / "logs" / f"{run_name}.log").write_text(text)
+    return accept.run(_prod(), accept.Recording(folder))
+
+
+def test_a_cluster_without_the_policy_fails_the_proof_even_when_the_connection_is_refused(tmp_path):
+    refused = f"{WGET_SAYS['refused']}\n{m.FAILED}\n"
+    report = _recorded(tmp_path, {"tenancy-other-ml-research": refused, "tenancy-from-ml-production-to-ml-research": f"{m.CONNECTED}\n"})
+    failed = {c.subject: c.detail for c in report.checks if c.group == "hyperpod-ns-ml-research" and c.status == "fail"}
+    assert failed == {
+        "from hyperpod-acceptance": f"{WGET_SAYS['refused']}: not a timeout, so no proof that a policy dropped it",
+        "from hyperpod-ns-ml-production": m.CONNECTED,
+    }
+
+
+def test_the_outside_probes_start_only_after_the_listener_answers_its_own_namespace(tmp_path):
+    folder_report = _recorded(tmp_path, {"tenancy-same-ml-research": f"{WGET_SAYS['refused']}\n{m.FAILED}\n"})
+    checks = {c.subject: c for c in folder_report.checks if c.group == "hyperpod-ns-ml-research"}
+    assert checks["from its own namespace"].status == "fail"
+    for subject in ("from hyperpod-acceptance", "from hyperpod-ns-ml-production"):
+        assert checks[subject].status == "fail" and checks[subject].detail.startswith("not run: the listener never answered")
+    # In a live run: the outside probes are applied after the inside ones have been read.
+    cluster = FakeCluster([], slow=None)
+    accept.tenancy_checks(_prod(), cluster, "ml-research", sleep=lambda s: None, clock=lambda: 0.0)
+    names = [o["metadata"]["name"] for o in cluster.applied]
+    assert names.index("tenancy-same-ml-research") < names.index("tenancy-other-ml-research")
+    assert names.index("tenancy-same-ml-research") < names.index("tenancy-from-ml-production-to-ml-research")
+
+
+def test_a_node_without_the_metadata_guard_is_named(tmp_path):
+    node = "hyperpod-i-0c1d2e3f4a5b60602"
+    report = _recorded(tmp_path, {f"imds-guard-{node}": f"{WGET_SAYS['401']}\n{m.REACHED}\n"})
+    guard = [c for c in report.checks if c.check == "metadata guard"]
+    assert {c.subject for c in guard} == {"hyperpod-i-0c1d2e3f4a5b60601", node, "hyperpod-i-0a1b2c3d4e5f60701", "hyperpod-i-0a1b2c3d4e5f60702"}
+    assert [(c.group, c.subject, c.status) for c in guard if c.status != "pass"] == [("system", node, "fail")]
+    # Each probe is pinned to its node, on the pod network, tolerating every taint, and passes restricted.
+    from tests.manifests import pod_security_standards as pss
+
+    probe = m.guard_probe(_prod(), None, node)
+    spec = probe["spec"]["template"]["spec"]
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0] == {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    assert "hostNetwork" not in spec and spec["tolerations"] == [{"operator": "Exists"}]
+    assert pss.violations(pss.pod_of(probe["spec"]["template"]), "restricted") == []
+
+
+def test_the_agents_behind_the_guard_run_ready_with_no_instance_metadata_errors(tmp_path):
+    report = accept.run(_prod(), accept.Recording(RECORDING))
+    agents = {c.subject: c for c in report.checks if c.check == "agents"}
+    assert {k: c.status for k, c in agents.items()} == {"HyperPod agents": "pass", "training operator": "pass", "observability collectors": "pass"}
+    # The operator's controller is found by its Pod Identity service account (the one AWS's docs
+    # associate the add-on's role with), not by a name no source gives.
+    from addons import training_operator
+
+    assert ("training operator", "aws-hyperpod", training_operator.SERVICE_ACCOUNT) in accept.agents(_prod())
+    # A controller that logs an SDK's metadata failure, and one that is not Ready, fail.
+    import json
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(RECORDING, folder)
+    operator = "hp-training-operator-controller-manager-7d9f8b6c5-x2k4p"
+    sdk_says = ('failed to refresh cached credentials, no EC2 IMDS role found, operation error ec2imds: GetMetadata, '
+                'request canceled, context deadline exceeded')
+    (folder / "pod-logs" / "aws-hyperpod" / f"{operator}.log").write_text(f"starting\n{sdk_says}\n")
+    doc = json.loads((folder / "pods" / "hyperpod-observability.json").read_text())
+    doc["items"][0]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    (folder / "pods" / "hyperpod-observability.json").write_text(json.dumps(doc))
+    agents = {c.subject: c for c in accept.run(_prod(), accept.Recording(folder)).checks if c.check == "agents"}
+    assert agents["training operator"].status == "fail" and "no EC2 IMDS role found" in agents["training operator"].detail
+    assert agents["observability collectors"].detail == "hyperpod-observability-collector-5c7b9d-qp2lm not Ready"
+    # No controller pod at all: its add-on is installed and nothing runs it.
+    doc = json.loads((folder / "pods" / "aws-hyperpod.json").read_text())
+    doc["items"] = [p for p in doc["items"] if p["spec"]["serviceAccountName"] != training_operator.SERVICE_ACCOUNT]
+    (folder / "pods" / "aws-hyperpod.json").write_text(json.dumps(doc))
+    agents = {c.subject: c for c in accept.run(_prod(), accept.Recording(folder)).checks if c.check == "agents"}
+    assert agents["training operator"].detail == f"no pod runs as {training_operator.SERVICE_ACCOUNT}"
+
+
+def test_the_metadata_error_words_are_the_sdks_own():
+    # botocore, as installed: its IMDS fetcher's retries-exhausted line and its IMDSv2 token error.
+    import inspect
+
+    from botocore import utils
+
+    source = inspect.getsource(utils)
+    for words in accept.IMDS_ERRORS[:2]:
+        assert words in source, words

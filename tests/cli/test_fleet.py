@@ -72,7 +72,7 @@ def test_validate_all_on_the_committed_cdk_json_ends_with_a_row_per_environment(
     monkeypatch.chdir(ROOT)
     assert cli.main(["validate", "--all"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[:2] == ["ok: dev", "ok: prod"]
+    assert [line.split(" (")[0] for line in out.splitlines()[:2]] == ["ok: dev", "ok: prod"]
     rows = _table(out)
     assert list(rows) == ["dev", "prod"]
     for env, cells in rows.items():
@@ -88,7 +88,7 @@ def test_three_environments_in_two_regions_and_two_accounts_each_get_their_line_
     monkeypatch.chdir(_project(tmp_path, context))
     assert cli.main(["validate", "-c", "env=dev", "-c", "env=staging", "-c", "env=prod"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[:3] == ["ok: dev", "ok: staging", "ok: prod"]
+    assert [line.split(" (")[0] for line in out.splitlines()[:3]] == ["ok: dev", "ok: staging", "ok: prod"]
     rows = _table(out)
     assert rows["staging"][:4] == ["staging", "111111111111/eu-central-1", "1.35", "standard"]
     assert rows["prod"][:4] == ["prod", "222222222222/us-east-1", "1.34", "extended"]
@@ -112,7 +112,7 @@ def test_one_failing_environment_fails_the_run_and_the_others_are_still_said(tmp
     monkeypatch.chdir(_project(tmp_path, context))
     assert cli.main(["validate", "--all"]) == 2
     captured = capsys.readouterr()
-    assert captured.out.splitlines()[:4] == ["failed: broken", "ok: dev", "ok: prod", "ok: staging"]
+    assert [line.split(" (")[0] for line in captured.out.splitlines()[:4]] == ["failed: broken", "ok: dev", "ok: prod", "ok: staging"]
     assert "error: broken: network.nat_gateways" in captured.err
     assert list(_table(captured.out)) == ["dev", "prod", "staging"]
     assert cli.main(["upgrade-plan", "--to", "1.35", "-c", "env=broken", "-c", "env=dev"]) == 2

@@ -17,7 +17,8 @@ import pytest
 from botocore.credentials import CredentialProvider, Credentials, RefreshableCredentials
 from moto import mock_aws
 
-from cli import config_diff, preflight
+from cli import preflight
+from cli.review import config_diff
 from infra import validation
 from tests.conftest import CONTEXT
 

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from cli import main as cli
-from cli import deploy_plan, review
+from cli.review import report as review
+from cli.review import deploy_plan
 from tests.conftest import ROOT, review_outdir
 
 
@@ -220,7 +221,7 @@ def test_make_alone_prints_the_targets_and_bin_cdk_runs_the_pinned_cli():
 
 
 def test_the_data_table_names_our_resources_and_counts_cdks_lambda_log_groups(synth):
-    from cli import exposure
+    from cli.review import exposure
 
     report = review.build(synth("dev").outdir, with_lint=False)
     lambda_logs = [r for r in report["risk"]["stateful"] if r["resource"].endswith("/LogGroup/Resource")]
@@ -278,7 +279,7 @@ def test_a_baseline_of_another_environment_account_or_region_is_refused_in_one_l
 def test_the_embedded_cdk_diff_shows_no_asset_metadata_whatever_the_baseline(synth):
     # `cdk synth` (and so a deployed template) carries aws:asset:path and aws:asset:property on every
     # resource with a local asset; our in-process synth does not. Neither side's shows in the diff.
-    from cli import changes
+    from cli.review import changes
 
     s = synth("dev")
     stack = f"{s.settings.prefix}-dev-cluster"
@@ -300,7 +301,7 @@ def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypat
     # GPU nodes from 1 to 2, reviewed --against HEAD~1 in a worktree of the clone, offline.
     import subprocess
 
-    from cli import cost, prices
+    from cli.review import cost, prices
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
@@ -330,7 +331,8 @@ def test_review_against_the_previous_commit_in_a_fresh_clone(tmp_path, monkeypat
     assert len(worktrees.strip().splitlines()) == 1  # the temporary worktree is gone
     # The next review of a change against the same revision synthesizes only the change: the baseline is kept by
     # what it was built from (its tree, the environment, the libraries), and the lint of each template by its text.
-    from cli import changes, revision
+    from cli import revision
+    from cli.review import changes
     from cli.main import BASELINE_CACHE, LINT_CACHE
 
     said = []

@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from cli import changes, cost, deploy_plan, iam_audit, prices, review
-from cli.assembly import StackSummary, load_stacks
+from cli.review import report as review
+from cli.review import changes, cost, deploy_plan, iam_audit, prices
+from cli.review.assembly import StackSummary, load_stacks
 from infra import timing
 from tests.conftest import GATED
 
@@ -187,13 +188,14 @@ def test_a_narrowed_public_cidr_is_information_and_updates_the_cluster_in_place(
     report = _review(synth, None, NAMED_CIDR, cdk_diff=True)
     assert report["changes"]["callouts"] == []
     assert _lines(report, "exposure") == [
-        f"Exposure narrowed: the public Kubernetes API endpoint `{ENDPOINT}` admits 203.0.113.0/24 (was 0.0.0.0/0)"
+        f"Exposure narrowed: the public Kubernetes API endpoint `{ENDPOINT}` admits 203.0.113.0/24 (was 0.0.0.0/0): kubectl of "
+        "arn:aws:iam::111111111111:role/Admin from outside 203.0.113.0/24 loses the API"  # dev's one access entry: its admin
     ]
     assert [e["cidrs"] for e in report["risk"]["public_endpoints"]] == [["203.0.113.0/24"]]
     (eks,) = [c for c in report["changes"]["changes"] if c["type"] == "AWS::EKS::Cluster"]
     assert eks["action"] == "modified"  # PublicAccessCidrs is not create-only
     assert "203.0.113.0/24" in report["changes"]["cdk_diff"]["hyperpod-dev-cluster"]
-    from cli import sarif
+    from cli.review import sarif
 
     results = sarif.log(report)["runs"][0]["results"]
     (endpoint,) = [r for r in results if r["ruleId"] == "exposure/public-endpoint"]
@@ -335,7 +337,7 @@ def test_a_new_task_governance_add_on_installs_the_current_crds_and_needs_no_mig
 
 def test_the_embedded_cdk_diff_is_plain_text_whatever_force_color_says(synth, monkeypatch):
     # FORCE_COLOR=1 is common in CI, and the CDK CLI's colour library obeys it over NO_COLOR.
-    from cli import changes
+    from cli.review import changes
 
     monkeypatch.setenv("FORCE_COLOR", "1")
     s = synth("dev")
@@ -354,7 +356,7 @@ def test_a_new_write_or_permissions_management_action_on_any_resource_is_called_
     reads = {"Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}
     scoped = {"Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": "arn:aws:ec2:us-east-1:111111111111:instance/*"}
     anywhere = {"Effect": "Allow", "Action": ["ec2:RunInstances", "iam:PassRole", "ec2:CreateTags"], "Resource": "*"}
-    from cli import deltas
+    from cli.review import deltas
 
     def stacks(*statements):
         return [StackSummary("app", {"Resources": {"Role": _role(*statements)}}, [])]
@@ -369,7 +371,7 @@ def test_a_new_write_or_permissions_management_action_on_any_resource_is_called_
 
 
 def test_an_open_security_group_rule_added_is_called_out_and_one_closed_is_information():
-    from cli import deltas
+    from cli.review import deltas
 
     def stacks(*cidrs):
         group = {"Type": "AWS::EC2::SecurityGroup", "Metadata": {"aws:cdk:path": "net/Sg"}, "Properties": {
@@ -391,7 +393,7 @@ def test_an_open_security_group_rule_added_is_called_out_and_one_closed_is_infor
 
 
 def test_stateful_resources_added_and_removed_are_listed_with_their_delete_policy():
-    from cli import deltas
+    from cli.review import deltas
 
     bucket = {"Type": "AWS::S3::Bucket", "DeletionPolicy": "Retain", "Metadata": {"aws:cdk:path": "data/Checkpoints/Resource"}}
     fsx = {"Type": "AWS::FSx::FileSystem", "Metadata": {"aws:cdk:path": "data/Scratch"}, "Properties": {"StorageCapacity": 1200}}
@@ -431,7 +433,7 @@ def test_every_priced_ml_type_is_a_sourced_sagemaker_rate_or_marked_as_the_ec2_f
 
 
 def test_a_private_endpoint_made_public_is_called_out_and_made_private_is_information():
-    from cli import deltas
+    from cli.review import deltas
 
     def stacks(public: bool):
         vpc = {"EndpointPublicAccess": public, "EndpointPrivateAccess": True} | ({"PublicAccessCidrs": ["198.51.100.0/24"]} if public else {})
@@ -442,13 +444,14 @@ def test_a_private_endpoint_made_public_is_called_out_and_made_private_is_inform
     assert opened["callouts"] == ["EXPOSURE: the Kubernetes API endpoint `c/Cluster` becomes public, admitting 198.51.100.0/24"]
     closed = deltas.compare(stacks(True), stacks(False), "us-east-1", {})
     assert closed["callouts"] == [] and closed["lines"]["exposure"] == [
-        "Exposure narrowed: the Kubernetes API endpoint `c/Cluster` is no longer public (admitted 198.51.100.0/24)"
+        "Exposure narrowed: the Kubernetes API endpoint `c/Cluster` is no longer public (admitted 198.51.100.0/24): kubectl "
+        "from outside the VPC loses the API"
     ]
 
 
 def test_nodes_no_team_quota_covers_count_quotas_by_nodes_accelerators_and_mig_slices():
     # A p5 node: 8 H100s, each cut into seven 1g.10gb slices at most (NVIDIA's MIG profile table, infra.catalogue).
-    from cli import deltas
+    from cli.review import deltas
 
     def stacks(nodes: int, *quotas: dict):
         cluster = {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": [

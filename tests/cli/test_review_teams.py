@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from cli import changes, people, review, sarif
+from cli.review import report as review
+from cli.review import changes, people, sarif
 from infra import timing
 from tests.cli.test_sarif import _field_text, _project
 
@@ -121,7 +122,7 @@ def test_this_updates_plan_waits_for_the_new_nodes_deep_health_checks_and_the_ga
     assert ("Custom::HyperPodNodesReady", nodes) in path and ("AWS::SageMaker::Cluster", 3.0) in path
     assert nodes < plan["minutes"] < pull_request["deploy_plan"]["minutes"]  # not the first deploy's
     (line,) = pull_request["changes"]["deltas"]["lines"]["plan"]
-    assert line.startswith(f"Deploy: about {plan['minutes']} minute(s) for this update: nodes added: 1 x ml.p5.48xlarge")
+    assert line.startswith(f"Deploy: about {plan['minutes']} minutes for this update: nodes added: 1 x ml.p5.48xlarge")
     text = review.to_markdown(pull_request)
     assert "This update waits on (the plan at the end is a first deploy's):" in text and "## Estimated deploy plan (a first deploy)" in text
 

@@ -10,8 +10,9 @@ import copy
 
 import pytest
 
-from cli import changes, cost, prices, review, sarif
-from cli.assembly import load_stacks
+from cli.review import report as review
+from cli.review import changes, cost, prices, sarif
+from cli.review.assembly import load_stacks
 from tests.cli.test_review_changes import GROWN, GROWN_JOB_ON_TWO
 from tests.cli.test_sarif import CHANGES, _field_text, _project
 from tests.conftest import CAPABILITIES
@@ -56,10 +57,7 @@ def test_cutting_gpus_into_mig_slices_is_called_out_cluster_wide_and_the_job_cou
     report = _review(synth, WHOLE_GPUS, "mig")
     profile = CAPABILITIES["mig"]["hyperpod"]["instance_groups"][1]["mig_profile"]
     assert report["changes"]["callouts"] == [
-        # The label is one of what the node gate carries as rolling the nodes (stacks/hyperpod.py ROLLS_NODES).
-        "NODES ROLL: instance group gpu in hyperpod-dev-hyperpod changes what its nodes are made with (KubernetesConfig None -> "
-        f'{{"Labels": {{"nvidia.com/mig.config": "{profile}"}}}}): HyperPod rolls them, or nodes take it as they are replaced; '
-        "the node and accelerator gates wait for the group again before the add-ons and the job",
+        # The label is reconciled on the running nodes (cli/review/replacement.py): no roll; the MIG callout says what it does.
         "TEAM QUOTA: team inference: guaranteed ml.m5.4xlarge: 8 vCPUs -> none; guaranteed ml.p5.48xlarge: none -> 8 mig-4g.40gb "
         "slices; guaranteed ml.p5.48xlarge: none -> 64 vCPUs; guaranteed ml.p5.48xlarge: none -> 512 GiB of memory",
         "TEAM QUOTA: team research: guaranteed ml.p5.48xlarge: 1 instance -> none; guaranteed ml.p5.48xlarge: none -> 16 "
@@ -80,7 +78,7 @@ def test_cutting_gpus_into_mig_slices_is_called_out_cluster_wide_and_the_job_cou
     assert any(line.startswith("Chart hyperpod-dependencies values: nvidia-device-plugin.devicePlugin.enabled true -> false; "
                                "gpu-operator.enabled (unset) -> true") for line in report["changes"]["deltas"]["lines"]["cluster"])
     places = _places(report, CAPABILITIES["mig"], tmp_path)
-    assert places == {"NODES ROLL": f'"mig_profile": "{profile}"', "TEAM QUOTA": places["TEAM QUOTA"], "MIG": f'"mig_profile": "{profile}"',
+    assert places == {"TEAM QUOTA": places["TEAM QUOTA"], "MIG": f'"mig_profile": "{profile}"',
                       "GPU OPERATOR": f'"mig_profile": "{profile}"',
                       "JOB RESTARTS": '"gpu_partition": "1g.10gb"'}
     assert places["TEAM QUOTA"].startswith('"quotas": [{"instance_type": "ml.p5.48xlarge", "accelerator_partition"')
@@ -100,6 +98,9 @@ def test_karpenter_switches_the_cluster_to_continuous_provisioning_and_costs_a_r
     # The autoscaled group from 0 to the nodes its NodePool's limit admits (the template's NodePool: GPUs over 1 GPU a node).
     pool = next(o for o in synth("karpenter").manifests("hyperpod") if o["kind"] == "NodePool")
     most = int(pool["spec"]["limits"]["nvidia.com/gpu"]) // 1
+    # The quota it asks for is that number, not a pointer to the config.
+    assert (f"Quota: ml.g5.8xlarge for cluster usage: 1 -> 0 node(s) at deploy (autoscaled from 0 by Karpenter: the quota "
+            f"must cover {most} node(s), the most its NodePool admits)") in report["changes"]["deltas"]["lines"]["quotas"]
     rate = prices.SAGEMAKER_RATE["ml.g5.8xlarge"]
     (gpu,) = [line for line in report["cost"]["lines"] if "(gpu" in line["item"]]
     assert gpu["item"] == f"0 to {most} x ml.g5.8xlarge (gpu, autoscaled by Karpenter)"
@@ -113,27 +114,82 @@ def test_karpenter_switches_the_cluster_to_continuous_provisioning_and_costs_a_r
 
 UNPRICED = {
     "hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
-                                     {"name": "gpu", "instance_type": "ml.p5en.48xlarge", "count": 1}]},
-    "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.p5en.48xlarge", "count": 1}]}]},
+                                     {"name": "gpu", "instance_type": "ml.g7e.8xlarge", "count": 1}]},
+    "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.g7e.8xlarge", "count": 1}]}]},
 }
 
 
-def test_a_type_without_a_price_is_never_0_dollars_the_estimate_gives_no_total_and_says_why(synth, tmp_path):
-    assert prices.instance_rate("ml.p5en.48xlarge") == (None, "unpriced")  # neither a SageMaker rate nor an EC2 floor
+def test_a_type_without_a_price_is_never_0_dollars_and_the_change_says_its_known_part(synth, tmp_path, monkeypatch):
+    # Every type the catalogue accepts has a price or a floor (the test below); a type it gains before the table does has
+    # neither: here g7e, as the table was before its EC2 rows, with no SageMaker rate, no EC2 row of its family and no
+    # priced type it holds (cli/review/prices.py).
+    without_g7e = {t: r for t, r in prices.INSTANCE_FLOOR.items() if not t.startswith("ml.g7e.")}
+    monkeypatch.setattr(prices, "INSTANCE_FLOOR", without_g7e)
+    assert prices.instance_rate("ml.g7e.8xlarge") == (None, "unpriced")
     report = _review(synth, None, UNPRICED)
-    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODES REPLACED", "NODES ROLL", "NEW QUOTA", "TEAM QUOTA",
-                                                                        "JOB RESTARTS"]
-    why = "no price in the table for ml.p5en.48xlarge (neither SageMaker's rate nor EC2's floor); a total without it would be wrong"
+    assert [c.split(":")[0] for c in report["changes"]["callouts"]] == ["NODES REPLACED", "NEW QUOTA", "TEAM QUOTA", "JOB RESTARTS"]
+    why = ("no price in the table for ml.g7e.8xlarge (neither SageMaker's rate, EC2's floor nor a stated floor); a total "
+           "without it would be wrong")
     assert report["cost"]["hourly"] is None and report["cost"]["monthly"] is None and report["cost"]["no_total"] == why
-    assert report["changes"]["deltas"]["lines"]["cost"] == [f"Cost: no comparison: this change has no total ({why})"]
+    # The g5 node goes and a g7e comes: the priced part falls by the g5's rate, the g7e's is not known, so no direction.
+    (line,) = report["changes"]["deltas"]["lines"]["cost"]
+    before = cost.estimate(load_stacks(synth("dev").outdir), "us-east-1")["hourly"]
+    known = report["cost"]["known_hourly"]
+    assert line == (f"Cost: direction not known (the priced part ${before:,.2f} -> ${known:,.2f} an hour; not priced: "
+                    f"1 x ml.g7e.8xlarge (gpu): {prices.UNPRICED_WHY})")
+    assert known == pytest.approx(before - prices.SAGEMAKER_RATE["ml.g5.8xlarge"], abs=0.01)
     text = "\n".join(cost.markdown(report["cost"]))
-    assert f"**no total**: {why}" in text and "| 1 x ml.p5en.48xlarge (gpu) | unpriced | unpriced |" in text
+    assert f"**no total**: {why}" in text and "| 1 x ml.g7e.8xlarge (gpu) | unpriced | unpriced |" in text
     # This update replaces the group's nodes (an instance type change), and its plan says so.
     plan = report["changes"]["update_plan"]
-    assert plan["waits"][0].startswith("nodes replaced: every node of group gpu (1 x ml.p5en.48xlarge)")
+    assert plan["waits"][0].startswith("nodes replaced: every node of group gpu (1 x ml.g7e.8xlarge)")
     places = _places(report, UNPRICED, tmp_path)
-    assert places["NODES REPLACED"] == '"instance_type": "ml.p5en.48xlarge"' 
-    assert places["TEAM QUOTA"] == '"quotas": [{"instance_type": "ml.p5en.48xlarge", "count": 1}]'
+    assert places["NODES REPLACED"] == '"instance_type": "ml.g7e.8xlarge"'
+    assert places["TEAM QUOTA"] == '"quotas": [{"instance_type": "ml.g7e.8xlarge", "count": 1}]'
+
+
+def test_every_type_the_catalogue_takes_has_a_price_or_a_floor_with_its_source():
+    from infra import catalogue
+
+    for kind in catalogue.CATALOGUE.values():
+        rate, how = prices.instance_rate(kind.name)
+        assert how in ("sagemaker", "floor") and rate > 0, kind.name  # no gap, and never $0
+        if how == "floor" and kind.name not in prices.INSTANCE_FLOOR:
+            # A stated floor names the priced type it comes from, and that type's rate is a row of a table.
+            note = prices.floor_note(kind.name)
+            source = note.split(" x ", 1)[1].split("'s $", 1)[0]
+            assert prices.SAGEMAKER_RATE.get(source) or prices.INSTANCE_FLOOR.get(source), note
+    # Each family has a row of its own in a table, or is one GENERATION_FLOORS names with its reason.
+    rows = {name.split(".")[1] for name in (*prices.SAGEMAKER_RATE, *prices.INSTANCE_FLOOR)}
+    assert {name.split(".")[1] for name in catalogue.CATALOGUE} - rows <= set(prices.GENERATION_FLOORS)
+    # What HyperPod's named training types are priced at: never a gap (p5en/p6 at EC2's rate; p5e, p6e-gb200 and trn2,
+    # with no On-Demand row in EC2_FLOOR_SOURCE, at a stated floor from p5 and trn1).
+    for name in ("ml.p5en.48xlarge", "ml.p5e.48xlarge", "ml.p6-b200.48xlarge", "ml.p6e-gb200.36xlarge", "ml.trn2.48xlarge",
+                 "ml.trn2.3xlarge", "ml.p6-b300.48xlarge", "ml.p5.4xlarge"):
+        assert prices.instance_rate(name)[1] == "floor", name
+    assert prices.floor_note("ml.p5e.48xlarge").startswith("at least 1 x ml.p5.48xlarge's $55.04")
+    assert prices.floor_note("ml.trn2.48xlarge").startswith("at least 1 x ml.trn1.32xlarge's $21.5")
+    # GENERATION_FLOORS' rule holds where EC2 prices both generations: each newer one at or above the one it succeeds.
+    for newer in ("ml.p5en.48xlarge", "ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge"):
+        assert prices.INSTANCE_FLOOR[newer] >= prices.INSTANCE_FLOOR["ml.p5.48xlarge"], newer
+    # A size of a CPU family at its share of the family's row: EC2_FLOOR_SOURCE's own m6i.large is $0.096, m7g.large
+    # $0.0816 (factualminds.com's us-east-1 figure, 2026-06-17, alike); a GPU size at its own row, not a share.
+    assert prices.instance_rate("ml.m6i.large") == (0.096, "floor")
+    assert prices.instance_rate("ml.m7g.large") == (0.0816, "floor")
+    assert prices.instance_rate("ml.g7e.2xlarge") == (prices.INSTANCE_FLOOR["ml.g7e.2xlarge"], "floor")
+    assert prices.floor_note("ml.g7e.2xlarge") is None
+
+
+def test_a_p5_to_p5en_change_is_priced_at_the_p5en_floor(synth):
+    report = _review(synth, None, {**UNPRICED, "hyperpod": {"instance_groups": [
+        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.p5en.48xlarge", "count": 1}]},
+        "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.p5en.48xlarge", "count": 1}]}]}})
+    (gpu,) = [line for line in report["cost"]["lines"] if "(gpu)" in line["item"]]
+    # EC2's own p5en rate, above p5's (the stated floor from p5 it had before EC2_FLOOR_SOURCE gave it).
+    assert gpu["floor"] and gpu["hourly"] == prices.INSTANCE_FLOOR["ml.p5en.48xlarge"] > prices.INSTANCE_FLOOR["ml.p5.48xlarge"]
+    assert gpu["note"].startswith("a floor: EC2 On-Demand rate of the same hardware")
+    (line,) = report["changes"]["deltas"]["lines"]["cost"]
+    assert line.startswith("Cost: +$") and "ml.p5en.48xlarge priced at a floor" in line
 
 
 def test_a_refusal_and_a_job_restart_are_shown_at_the_field_that_changed(synth, tmp_path):

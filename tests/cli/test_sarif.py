@@ -18,7 +18,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from cli import changes, review, sarif
+from cli.review import report as review
+from cli.review import changes, sarif
 from tests.conftest import ROOT, patched_context
 
 GROUPS = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}]
@@ -231,5 +232,5 @@ def test_rules_carry_descriptions_and_help_from_their_source(reviews):
     (logical,) = endpoint["locations"][0]["logicalLocations"]
     assert logical["fullyQualifiedName"].startswith("hyperpod-dev-cluster/") and logical["fullyQualifiedName"].count("hyperpod-dev-cluster") == 1
     renamed = sarif.log(reviews["rename"], project=ROOT, env="dev")["runs"][0]["tool"]["driver"]["rules"]
-    assert {r["id"]: r["shortDescription"]["text"] for r in renamed}["change/refused"] == "CloudFormation would refuse this update"
+    assert {r["id"]: r["shortDescription"]["text"] for r in renamed}["change/refused"] == "The update would be refused"
     assert github_problems(log) == []

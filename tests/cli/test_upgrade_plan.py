@@ -33,10 +33,13 @@ def test_offline_the_plan_takes_one_minor_version_per_step_with_the_tables_versi
         for row in versions.ADDON_RELEASES:
             if step.after in row.kubernetes and row.addon in found:
                 assert found[row.addon] == row.version
-        # What no row names is left to the account, never guessed.
-        assert found["vpc-cni"] is None
-        unknown = next(s for s in step.addons if s.addon.name == "vpc-cni")
-        assert f"describe-addon-versions --kubernetes-version {step.after} --addon-name vpc-cni" in unknown.source
+        # What no row names is left to the account, never guessed: the Pod Identity agent at every
+        # step, the VPC CNI past the last Kubernetes version EKS's table lists it for (1.35).
+        assert found["eks-pod-identity-agent"] is None
+        assert (found["vpc-cni"] is None) == (step.after == "1.36")
+        for unknown in (s for s in step.addons if versions.offline_addon_release(s.addon.name, step.after) is None):
+            assert unknown.version is None
+            assert f"describe-addon-versions --kubernetes-version {step.after} --addon-name {unknown.addon.name}" in unknown.source
 
 
 def test_each_steps_cdk_json_change_is_a_config_that_validates():
@@ -121,6 +124,27 @@ def test_the_newest_target_is_the_newest_kubernetes_version_aws_cdk_lib_offers()
 def test_the_same_version_is_nothing_to_do(capsys):
     assert cli.main(["upgrade-plan", "--to", "1.34"]) == 0
     assert "nothing to do" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("target", ["1.34", "1.35"])
+def test_every_plan_says_how_nodes_made_before_the_metadata_guard_get_it(capsys, target):
+    # HyperPod runs OnCreate on new and replaced nodes only; UpdateClusterSoftware re-runs the
+    # lifecycle scripts on a whole group (HyperPod docs, "Updating a cluster with new or updated
+    # lifecycle scripts"). Each command is an operation of botocore's SageMaker model, with its
+    # parameters as the CLI spells them.
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    assert cli.main(["upgrade-plan", "--to", target, "-c", "env=prod"]) == 0
+    out = capsys.readouterr().out
+    guard = out[out.index("existing nodes:"):]
+    for group in _settings("prod").hyperpod.instance_groups:
+        assert f'--instance-groups \'[{{"InstanceGroupName":"{group.name}"}}]\'' in guard
+    for command, operation in (("update-cluster-software", "UpdateClusterSoftware"), ("batch-replace-cluster-nodes", "BatchReplaceClusterNodes")):
+        members = model.operation_model(operation).input_shape.members
+        line = next(l for l in guard.splitlines() if f"aws sagemaker {command} " in l)
+        flags = {w[2:] for w in line.split() if w.startswith("--") and w not in ("--region",)}
+        assert flags <= {"".join(("-" + c.lower()) if c.isupper() else c for c in m).lstrip("-") for m in members}, (command, flags)
 
 
 # ------------------------------------------------------------------ with credentials
@@ -256,3 +280,53 @@ def test_every_step_deploys_whatever_task_governances_version_turns_out_to_be():
         assert len(unconditional) == 1, (n, body)
     first = text.split("\nstep ")[1]
     assert "otherwise (v1.5 or later already), deploy" in first
+
+
+# ------------------------------------------------------------------ pins for the version the cluster runs
+
+
+def test_write_pins_pins_every_unpinned_add_on_with_the_accounts_default_and_the_config_validates(tmp_path, capsys, monkeypatch):
+    # prod: what tenancy rests on and no offline table versions for 1.34 (the Pod Identity agent,
+    # observability; the VPC CNI and task governance are pinned from the table): the account's
+    # DescribeAddonVersions default for the cluster's version is what gets pinned.
+    import json
+
+    from tests.conftest import cdk_project
+
+    settings = _settings("prod")
+    unpinned = [a for a in upgrade_plan.addons_of(settings) if not a.pinned]
+    assert {a.name for a in unpinned} >= {"amazon-sagemaker-hyperpod-observability", "eks-pod-identity-agent"}
+    assert not {"vpc-cni", "amazon-sagemaker-hyperpod-taskgovernance"} & {a.name for a in unpinned}
+    cluster = settings.eks_cluster_name
+    created = datetime.datetime(2026, 6, 1, tzinfo=datetime.timezone.utc)
+    responses = [("describe_cluster", {"cluster": {"name": cluster, "version": "1.34", "status": "ACTIVE", "createdAt": created}}, {"name": cluster})]
+    # The Pod Identity agent runs already (EKS's default at create): pinned as it runs, so the deploy changes nothing.
+    for a in unpinned:
+        params = {"clusterName": cluster, "addonName": a.name}
+        if a.name == "eks-pod-identity-agent":
+            responses.append(("describe_addon", {"addon": {"addonName": a.name, "clusterName": cluster, "status": "ACTIVE",
+                                                           "addonVersion": "v1.3.10-eksbuild.1"}}, params))
+            continue
+        responses.append(("describe_addon", "ResourceNotFoundException", params))
+        offered = [f"v2.1.{len(a.name)}-eksbuild.1", "v2.0.0-eksbuild.1"]
+        responses.append(("describe_addon_versions", _versions(a.name, "1.34", offered, offered[0]),
+                          {"kubernetesVersion": "1.34", "addonName": a.name}))
+    client, stub = _eks(responses)
+    project = cdk_project(CONTEXT, tmp_path / "project")
+    monkeypatch.chdir(project)
+    out = upgrade_plan.written_pins(settings, upgrade_plan.AccountVersions(client), "1.34", project / "cdk.json")
+    stub.assert_no_pending_responses()
+    pinned, _ = validation.load_settings(json.loads((project / "cdk.json").read_text())["context"], "prod")
+    assert not [a.name for a in upgrade_plan.addons_of(pinned) if not a.pinned]
+    assert pinned.eks.core_addons.pod_identity_agent.version == "v1.3.10-eksbuild.1"
+    assert pinned.eks.core_addons.vpc_cni.version == settings.eks.core_addons.vpc_cni.version == "v1.21.1-eksbuild.7"
+    assert pinned.addons.observability.version == f"v2.1.{len('amazon-sagemaker-hyperpod-observability')}-eksbuild.1"
+    assert pinned.addons.task_governance.version == settings.addons.task_governance.version == "v1.6.0-eksbuild.1"
+    # What was pinned before stays as it was; every new pin is named with its source.
+    assert pinned.addons.training_operator.version == settings.addons.training_operator.version
+    assert out.count("DescribeAddonVersions, the default") == len(unpinned) - 1 and out.count("the version the cluster runs") == 1
+    # Pins are for the version the cluster runs, not a later one.
+    with pytest.raises(upgrade_plan.Refused, match="--write-pins: pins are for the version the cluster runs"):
+        upgrade_plan.written_pins(settings, upgrade_plan.OfflineVersions(), "1.35", project / "cdk.json")
+    assert cli.main(["upgrade-plan", "--to", "1.35", "-c", "env=prod", "--write-pins"]) == 2
+    assert "error: --write-pins: pins are for the version the cluster runs (1.34), not --to 1.35" in capsys.readouterr().err

@@ -300,12 +300,12 @@ def test_an_elastic_job_that_can_never_reach_max_nodes_is_warned():
 
 
 def test_render_jobs_overrides_meet_the_same_model(capsys):
-    # The README's own example, as it was: 2 nodes + 50% = 3 for ml-production, so 4 is refused.
+    # The README's own example, as it was: 2 nodes + 50% = 3 for ml-production, so 4 is refused, named by the flag that gave it.
     from cli import main as cli
 
     assert cli.main(["render-job", "-c", "env=prod", "--nodes", "4", "--team", "ml-production", "--image", "img:1"]) == 2
     err = capsys.readouterr().err
-    assert "error: prod: sample_job.nodes: 4 nodes of ml.p5.48xlarge (32 GPUs) can never be admitted for team ml-production" in err
+    assert "error: prod: --nodes: 4 nodes of ml.p5.48xlarge (32 GPUs) can never be admitted for team ml-production" in err
 
 
 # ------------------------------------------------------------------ the largest job

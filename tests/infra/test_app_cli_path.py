@@ -36,6 +36,63 @@ def test_bad_config_exits_non_zero_with_one_line_per_problem_and_no_traceback(tm
 
 
 
+@pytest.mark.parametrize("command", [("synth", "--quiet"), ("deploy", "--all", "--require-approval", "never")])
+def test_a_context_argument_naming_an_environment_without_env_stops_before_anything_is_built(tmp_path, command):
+    # The pinned CLI passes nothing of `-c prod` to the app (it warns "Context argument is not an assignment (key=value):
+    # prod"), so the app would build dev; it reads what the CLI was told and stops with one line, before jsii starts.
+    result = run_cdk(*command, "-o", str(tmp_path / "out"), "-c", "prod")
+    # What the CDK CLI itself does: a warning, on stderr, or on stdout where CI=true (the CLI's --ci logging).
+    assert "Context argument is not an assignment (key=value): prod" in result.stderr + result.stdout
+    assert result.returncode != 0
+    assert ("error: -c prod: 'prod' is an environment, but the CDK CLI passes no context for an argument without '=', so "
+            "this would build the default environment; write -c env=prod (environments: dev, prod)") in result.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists() and "Traceback" not in result.stderr
+
+
+def test_a_key_written_twice_in_cdk_json_is_refused_by_cdk_synth_and_validate_with_both_lines(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, cdk_project
+
+    project = cdk_project(CONTEXT, tmp_path / "project")
+    text = json.dumps(json.loads((project / "cdk.json").read_text()), indent=1)
+    # The region written twice in defaults: Python and the CDK CLI keep the last, silently.
+    text = text.replace('"defaults": {', '"defaults": {\n  "region": "us-west-2",', 1)
+    (project / "cdk.json").write_text(text)
+    first = next(i for i, l in enumerate(text.splitlines(), 1) if '"region": "us-west-2"' in l)
+    second = next(i for i, l in enumerate(text.splitlines(), 1) if '"region": "us-east-1"' in l)
+    line = (f'"region" is written twice in context.defaults, at line {first} and line {second}: JSON leaves which one counts '
+            "to the reader (RFC 8259; the CDK CLI takes the last), so neither is taken; remove one")
+    synthesized = run_cdk("synth", "--quiet", "-c", "env=dev", cwd=project)
+    assert synthesized.returncode != 0 and f"error: cdk.json: {line}" in synthesized.stderr
+    validated = subprocess.run([sys.executable, "-m", "cli.main", "validate", "-c", "env=dev"], cwd=project,
+                               capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert validated.returncode == 2 and f"error: {project / 'cdk.json'}: {line}" in validated.stderr
+
+
+def test_an_instance_type_the_bundled_validator_lists_in_no_region_passes_validate_and_cdk_synth_alike(tmp_path):
+    # aws-cdk-lib's CloudFormation validator refuses ml.p6e-gb200.36xlarge in us-east-1 (E3644: its per-region lists
+    # predate it), while botocore's ClusterInstanceType has it and validate accepts it: whether a region offers a type
+    # is preflight's question, so both pass it, and neither refuses what the other takes.
+    from cli import main as cli
+    from tests.conftest import cdk_project, patched_context
+
+    groups = [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1},
+              {"name": "gb200", "instance_type": "ml.p6e-gb200.36xlarge", "count": 1}]
+    project = cdk_project(patched_context("dev", {"hyperpod": {"instance_groups": groups}}), tmp_path / "project")
+    synthesized = run_cdk("synth", "--quiet", "-c", "env=dev", "-o", str(tmp_path / "out"), cwd=project)
+    assert synthesized.returncode == 0, synthesized.stderr[-2000:]
+    import os
+
+    here = os.getcwd()
+    try:
+        os.chdir(project)
+        assert cli.main(["validate", "-c", "env=dev"]) == 0
+    finally:
+        os.chdir(here)
+
+
 # Flags set to something other than the pinned CLI's recommendation, each with its reason
 # (the README lists them too).
 FLAGS_NOT_AS_RECOMMENDED = {

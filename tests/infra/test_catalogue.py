@@ -48,7 +48,7 @@ def test_gpu_memory_is_the_mib_ec2_states_and_a_slice_its_eighths_of_it():
             assert spec.accelerator_memory_mib == gpus[0]["MemoryInfo"]["SizeInMiB"], name
     # NVIDIA's MIG user guide, "Getting Started with MIG", on an A100-SXM4-40GB: `nvidia-smi mig
     # -lgipp` places each profile on this many of the GPU's eight memory slices, and `-lgip` shows
-    # what the driver leaves of each (GiB): at most 5% under the share, which FIT_MARGIN covers.
+    # what the driver leaves of each (GiB): at most 5% under the share, which FIT_SHARE's margin covers.
     lgipp = {"1g.5gb": 1, "1g.10gb": 2, "2g.10gb": 2, "3g.20gb": 4, "4g.20gb": 4, "7g.40gb": 8}
     lgip = {"1g.5gb": 4.75, "1g.10gb": 9.62, "2g.10gb": 9.62, "3g.20gb": 19.50, "4g.20gb": 19.50, "7g.40gb": 39.25}
     p4d = catalogue.lookup("ml.p4d.24xlarge")

@@ -79,7 +79,33 @@ def test_unknown_environment_lists_the_valid_ones():
 )
 def test_unknown_field_is_an_error_naming_its_path_and_the_allowed_keys(patch, path):
     (line,) = [p for p in problems(patch) if path in p]
-    assert line.startswith(f"dev: {path}: unknown field; allowed here:")
+    assert line.startswith(f"dev: {path}: unknown field;") and " allowed here: " in line
+
+
+@pytest.mark.parametrize("patch, path, meant", [
+    ({"network": {"nat_gateway": 2}}, "network.nat_gateway", "nat_gateways"),
+    ({"eks": {"endpoint": "private"}}, "eks.endpoint", "endpoint_access"),
+    ({"hyperpod": {"node_recovry": "None"}}, "hyperpod.node_recovry", "node_recovery"),
+])
+def test_a_misspelt_field_gets_the_field_it_reads_like(patch, path, meant):
+    (line,) = [p for p in problems(patch) if path in p]
+    assert line.startswith(f"dev: {path}: unknown field; did you mean {meant}? allowed here: ")
+
+
+def test_an_unknown_field_like_no_field_gets_no_guess():
+    (line,) = problems({"typo_field": 1})
+    assert "did you mean" not in line
+
+
+def test_a_misspelt_instance_type_is_one_line_not_one_per_team_quota_of_the_type_it_meant():
+    from tests.conftest import patched_context
+
+    groups = [{"name": "system", "instance_type": "ml.m5.8xlarge", "count": 2},
+              {"name": "gpu", "instance_type": "ml.p5.48xlarg", "count": 4, "ebs_volume_gb": 1000}]
+    with pytest.raises(config.ConfigError) as err:
+        validation.load_settings(patched_context("prod", {"hyperpod": {"instance_groups": groups}}), "prod")
+    (line,) = err.value.problems  # prod's two teams' quotas and borrow limit name ml.p5.48xlarge: they follow from it
+    assert line.startswith("prod: hyperpod.instance_groups[1].instance_type: 'ml.p5.48xlarg' is not a type") and "did you mean ml.p5.48xlarge" in line
 
 
 def test_unknown_nested_field_lists_allowed_keys_of_that_model():

@@ -115,3 +115,14 @@ def test_coredns_is_held_to_its_release_lines_versions_and_what_no_row_settles_i
                                                  "vpc-cni": "v1.20.1-eksbuild.3"})
     assert [(o.addon, o.known) for o in unknown] == [("cert-manager", False), ("coredns", False), ("vpc-cni", False)]
     assert all("cannot be known offline" in o.reason and "DescribeAddonVersions" in o.reason for o in unknown)
+
+
+def test_the_vpc_cni_build_eks_lists_for_1_34_meets_hyperpods_floor_and_goes_with_its_versions():
+    # HyperPod's prerequisites page: VPC CNI 1.18.3 or later; EKS's VPC CNI table: v1.21.1-eksbuild.7
+    # for 1.29-1.35. Past the table's last version a pin is left to the account.
+    row = versions.offline_addon_release("vpc-cni", "1.34")
+    assert row is not None and "managing-vpc-cni" in row.source
+    assert versions.addon_version_at_least(row.version, "v" + ".".join(map(str, versions.VPC_CNI_MIN_FOR_HYPERPOD)))
+    assert versions.pins_off_version("1.34", {"vpc-cni": row.version}) == []
+    (later,) = versions.pins_off_version("1.36", {"vpc-cni": row.version})
+    assert not later.known and "its source lists it for 1.29, 1.30, 1.31, 1.32, 1.33, 1.34, 1.35 only" in later.reason

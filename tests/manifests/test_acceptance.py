@@ -4,6 +4,8 @@ names, and every node of the group gets one NCCL worker and one DCGM Job holding
 
 from __future__ import annotations
 
+import json
+
 import importlib.metadata
 import importlib.util
 import subprocess
@@ -167,7 +169,10 @@ def test_accept_render_prints_the_objects_the_run_applies(capsys):
     assert cli.main(["accept", "-c", "env=prod", "--render", "--from", str(RECORDING)]) == 0
     rendered = list(yaml.safe_load_all(capsys.readouterr().out))
     probes = [o for t in ("ml-research", "ml-production") for k, o in m.tenancy_objects(_prod(), t).items() if k != "privileged"]
-    assert rendered == _objects(nodes=NODES[:2]) + probes
+    nodes = json.loads((RECORDING / "nodes.json").read_text())["items"]
+    guards = [m.guard_probe(_prod(), None, n["metadata"]["name"]) for group in ("system", "gpu") for n in nodes
+              if n["metadata"]["labels"]["sagemaker.amazonaws.com/instance-group-name"] == group]
+    assert rendered == _objects(nodes=NODES[:2]) + guards + probes
 
 
 def test_the_builder_needs_no_cdk():

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from cli import main as cli
 from infra import config, naming, validation
+from infra.checks.sample_job import memory_note
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
 from training import log_format
@@ -128,6 +129,16 @@ def test_pods_go_to_healthy_nodes_of_the_group_with_shm_nvme_and_efa_env():
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
     assert pod["containers"][0]["command"][0] == "hyperpodrun"
+
+
+def test_the_allocator_grows_segments_as_torchtitans_launcher_sets_it():
+    # pytorch/torchtitan @ 01424cb2, run_train.sh line 24: PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"
+    # before torchrun (its newer launcher writes PYTORCH_ALLOC_CONF, PyTorch 2.9's name; the image's
+    # 2.7 reads the one set here, as training/Dockerfile's base tag says).
+    _, job = _job("prod")
+    env = {e["name"]: e["value"] for e in job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert "pytorch-training:2.7" in (ROOT / "training" / "Dockerfile").read_text()
 
 
 def test_run_policy_restarts_partially_first_and_watches_the_logs():
@@ -271,18 +282,19 @@ def test_render_job_overrides_in_the_spirit_of_hyp_create(capsys, crd_model):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--nodes", "9"], "sample_job.nodes: 9 is more than instance group 'gpu' can have (4)"),
+        # Each refused as the flag that gave it (cli/render_job.py), by the rule the config field has.
+        (["--nodes", "9"], "--nodes: 9 is more than instance group 'gpu' can have (4)"),
         # The README's old example: 2 nodes + 50% borrowed = 3 of the 4 asked for (infra/admission.py).
-        (["--nodes", "4", "--team", "ml-production"], "error: prod: sample_job.nodes: 4 nodes of ml.p5.48xlarge (32 GPUs) can never be "
+        (["--nodes", "4", "--team", "ml-production"], "error: prod: --nodes: 4 nodes of ml.p5.48xlarge (32 GPUs) can never be "
          "admitted for team ml-production: 16 guaranteed + at most 8 borrowed (borrow_limit 50% of its quota) = 24 GPUs; at most 3 nodes"),
-        (["--nodes", "0"], "sample_job.nodes: 0 is invalid: Input should be greater than or equal to 1"),
-        (["--nodes", "-3"], "sample_job.nodes: -3 is invalid: Input should be greater than or equal to 1"),
-        (["--max-steps", "0"], "sample_job.max_steps: 0 is invalid: Input should be greater than or equal to 1"),
-        (["--team", "nobody"], "sample_job.team: 'nobody' is not a team"),
-        (["--priority", "urgent"], "sample_job.priority: 'urgent' is not a priority class"),
-        (["--required-topology", "topology.k8s.aws/rack"], "topology.level: 'topology.k8s.aws/rack' is not a topology level"),
+        (["--nodes", "0"], "--nodes: 0 is invalid: Input should be greater than or equal to 1"),
+        (["--nodes", "-3"], "--nodes: -3 is invalid: Input should be greater than or equal to 1"),
+        (["--max-steps", "0"], "--max-steps: 0 is invalid: Input should be greater than or equal to 1"),
+        (["--team", "nobody"], "--team: 'nobody' is not a team"),
+        (["--priority", "urgent"], "--priority: 'urgent' is not a priority class"),
+        (["--required-topology", "topology.k8s.aws/rack"], "--required-topology: 'topology.k8s.aws/rack' is not a topology level"),
         # The image reference grammar, as for sample_job.image_uri (infra/grammars.py).
-        (["--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1"], "sample_job.image_uri: '111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1' breaks the grammar"),
+        (["--image", "111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1"], "--image: '111111111111.dkr.ecr.us-east-1.amazonaws.com/Train:1' breaks the grammar"),
     ],
 )
 def test_render_job_overrides_are_validated_by_the_same_rules(capsys, args, message):
@@ -294,3 +306,15 @@ def test_render_job_overrides_are_validated_by_the_same_rules(capsys, args, mess
 def test_render_job_needs_an_image(capsys):
     rc, _, err = _render(capsys, "-c", "env=dev")
     assert rc == 2 and "--image is required" in err
+
+
+def test_validate_and_render_job_print_the_jobs_memory_margin(capsys):
+    # The one projection the config admits the job with (infra/checks/sample_job.py memory_fit):
+    # prod's 8B over 16 H100, what it needs of each GPU and the margin left.
+    margin = ("sample job: llama3.1-8b needs about 30.5 GiB of ml.p5.48xlarge's H100's 80.0 GiB per GPU over 16 ranks "
+              "(38%, margin 49.5 GiB)")
+    assert memory_note(_job("prod")[0]) == margin
+    _, _, err = _render(capsys, "-c", "env=prod", "--image", IMAGE)
+    assert f"note: {margin}" in err.splitlines()
+    assert cli.main(["validate", "-c", "env=prod"]) == 0
+    assert f"ok: prod ({margin})" in capsys.readouterr().out.splitlines()

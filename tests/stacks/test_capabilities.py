@@ -404,8 +404,8 @@ def test_a_closed_network_says_what_will_not_work_and_refuses_what_cannot():
 
 
 def test_the_review_judges_an_existing_vpcs_own_blocks_as_inside(synth):
-    from cli import exposure
-    from cli.assembly import load_stacks
+    from cli.review import exposure
+    from cli.review.assembly import load_stacks
 
     stacks = load_stacks(synth("existing-vpc").outdir)
     # The endpoint group admits HTTPS from both of config's blocks (10.20.0.0/16, 100.64.0.0/16):
@@ -427,7 +427,7 @@ def test_an_existing_vpc_gets_its_flow_logs_and_takes_no_nat_setting(synth):
 
 
 def test_the_review_shows_the_new_resources(synth):
-    from cli import review
+    from cli.review import report as review
 
     fsx = review.build(synth("fsx").outdir, with_lint=False)
     assert any(r["type"] == "AWS::FSx::FileSystem" for r in fsx["risk"]["stateful"])
@@ -435,7 +435,7 @@ def test_the_review_shows_the_new_resources(synth):
     assert any("AutoscalerRole" in r["role"] for r in karpenter["iam"]["detail"])
     assert [q["line"] for q in karpenter["risk"]["quotas"]] == [
         "1 x ml.m5.4xlarge for cluster usage",
-        "ml.g5.8xlarge for cluster usage: autoscaled from 0 by Karpenter; cover the group's max_count",
+        "ml.g5.8xlarge for cluster usage: autoscaled from 0 by Karpenter; cover the most its NodePool admits, 4 node(s)",  # max_count 4
     ]
     closed = review.build(synth("closed-network").outdir, with_lint=False)
     # Which images are copied from where, and how: Docker Hub's with the credentials config names.

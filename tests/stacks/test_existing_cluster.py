@@ -233,7 +233,7 @@ def test_importing_the_cluster_asks_aws_nothing_at_synth(synth):
 def test_with_a_kubectl_role_given_the_cluster_stack_passes_cfn_lint_with_only_accepted_warnings(synth):
     # aws_eks_v2 leaves its ECR Public condition unused when the provider's role is given (W8001); the
     # variant is not a gated config, so cfn-lint runs here on the one stack it changes.
-    from cli import review
+    from cli.review import report as review
 
     s = synth("dev", WITH_OWN_ROLE)
     name = s.settings.stack_name("cluster")

@@ -63,6 +63,7 @@ def _sandbox(tmp_path: Path, *, os_version: str = "2", mounted_after_checks: int
         "OS_RELEASE": str(node / "etc/os-release"),
         "AL2_CONTAINERD_CONFIG": str(node / "etc/eks/containerd/containerd-config.toml"),
         "SYSTEMD_DIR": str(node / "etc/systemd/system"),
+        "GUARD_DIR": str(node / "usr/local/sbin"),
         "MOUNT_WAIT_SECONDS": "5",
         "LOG_FILE": str(node / "var/log/on_create.log"),
         "CALLS": str(calls),
@@ -167,21 +168,39 @@ def _unit(env: dict) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
-def _run_exec_start(env: dict, tmp_path: Path) -> list[str]:
-    """The unit's ExecStart as systemd runs it at boot, against an iptables that keeps its
-    rules in a file: the rules in FORWARD afterwards."""
-    rules = tmp_path / "forward.rules"
+def _fake_iptables(tmp_path: Path, *, locked_for: int = 0, fresh: bool = False) -> tuple[Path, Path]:
+    """An iptables that keeps FORWARD's rules in a file and logs each call; the first
+    `locked_for` calls find the xtables lock held (exit 4, "Resource temporarily unavailable",
+    as iptables does when -w runs out); `fresh`: a node whose FORWARD is empty again (a reboot).
+    (rules file, calls file)"""
+    rules, calls, count = tmp_path / "forward.rules", tmp_path / "iptables.calls", tmp_path / "iptables.count"
+    if fresh:
+        rules.unlink(missing_ok=True)
+    calls.unlink(missing_ok=True)
     rules.touch()
+    count.write_text("0")
     fake = tmp_path / "bin" / "iptables"
     fake.write_text(
-        f'#!/bin/sh\nop=$1; shift\nrule="$*"\n'
+        f'#!/bin/sh\necho "$*" >> {calls}\nn=$(( $(cat {count}) + 1 )); echo $n > {count}\n'
+        f'[ "$n" -le {locked_for} ] && exit 4\n'
+        f'[ "$1" = -w ] || exit 2\nshift 2\nop=$1; shift\nrule="$*"\n'
         f'case "$op" in -C) grep -qxF "$rule" {rules};; -I) echo "$rule" >> {rules};; *) exit 2;; esac\n'
     )
     fake.chmod(0o755)
+    return rules, calls
+
+
+def _run_exec_start(env: dict, tmp_path: Path, *, locked_for: int = 0, fresh: bool = False) -> tuple[int, list[str], list[str]]:
+    """The unit's ExecStart as systemd runs it at boot, against _fake_iptables: (exit status,
+    the rules in FORWARD afterwards, the iptables calls)."""
+    rules, calls = _fake_iptables(tmp_path, locked_for=locked_for, fresh=fresh)
     command = _unit(env)["ExecStart"]
-    assert command.startswith("/bin/sh -c ")
-    subprocess.run(["/bin/sh", "-c", command.removeprefix("/bin/sh -c ").strip("'")], env=env, check=True)
-    return rules.read_text().splitlines()
+    result = subprocess.run([command], env=env, capture_output=True, text=True, timeout=60)
+    return result.returncode, rules.read_text().splitlines(), calls.read_text().splitlines() if calls.exists() else []
+
+
+def _dropin(env: dict) -> str:
+    return (Path(env["SYSTEMD_DIR"]) / "kubelet.service.d" / "10-hyperpod-cdk-imds-guard.conf").read_text()
 
 
 def test_pods_lose_the_instance_metadata_service_at_every_boot_before_kubelet(tmp_path):
@@ -193,11 +212,51 @@ def test_pods_lose_the_instance_metadata_service_at_every_boot_before_kubelet(tm
     calls = Path(env["CALLS"]).read_text()
     assert f"systemctl enable --now {IMDS_UNIT}" in calls and "systemctl daemon-reload" in calls
     # The guide's rule, inserted at the head of FORWARD once however often the unit runs.
-    assert _run_exec_start(env, tmp_path) == ["FORWARD --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"]
-    assert _run_exec_start(env, tmp_path) == ["FORWARD --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"]
+    line = "FORWARD --in-interface eni+ --destination 169.254.169.254/32 --jump DROP"
+    assert _run_exec_start(env, tmp_path)[:2] == (0, [line])
+    assert _run_exec_start(env, tmp_path)[:2] == (0, [line])
     guide = EKS_GUIDE_RULE.split()
     assert guide[1:3] == ["--insert", "FORWARD"] and guide[3] == "1"
-    assert _run_exec_start(env, tmp_path)[0].split() == guide[2:3] + guide[4:]
+    assert _run_exec_start(env, tmp_path)[1][0].split() == guide[2:3] + guide[4:]
+
+
+# systemd.unit(5): Requires= with After= means the unit is not started when a required unit
+# fails; RequiredBy= in [Install] adds that Requires= when the unit is enabled.
+def test_kubelet_requires_the_guard_so_a_node_without_the_rule_runs_no_pod(tmp_path):
+    env = _sandbox(tmp_path)
+    assert _run(env).returncode == 0
+    assert _unit(env)["RequiredBy"] == "kubelet.service"
+    dropin = dict(line.split("=", 1) for line in _dropin(env).splitlines() if "=" in line)
+    assert dropin == {"Requires": IMDS_UNIT, "After": IMDS_UNIT}
+    assert _dropin(env).startswith("[Unit]\n")
+
+
+def test_the_guard_waits_for_the_xtables_lock_retries_and_fails_closed(tmp_path):
+    env = _sandbox(tmp_path)
+    assert _run(env).returncode == 0
+    unit = _unit(env)
+    # Every call waits for the lock (iptables(8): -w SECONDS), as the EKS AMI's kubelet unit's -w 5.
+    status, rules, calls = _run_exec_start(env, tmp_path, locked_for=5)
+    assert status == 0 and len(rules) == 1
+    assert calls and all(c.split()[:2] == ["-w", "5"] for c in calls), calls
+    # Held for longer than every try: the unit fails, so kubelet (which requires it) does not start.
+    guard = Path(unit["ExecStart"]).read_text()
+    tries = int(re.search(r'-ge (\d+) \]', guard).group(1))
+    status, rules, calls = _run_exec_start(env, tmp_path, locked_for=10_000, fresh=True)
+    assert status != 0 and rules == [] and len(calls) == 2 * tries
+    # The unit's start timeout outlasts every try: lock waits and pauses (systemd would kill it sooner).
+    pause = int(re.search(r"sleep (\d+)", guard).group(1))
+    assert int(unit["TimeoutStartSec"]) >= tries * (2 * 5 + pause)
+
+
+def test_on_create_fails_where_the_guard_cannot_be_placed(tmp_path):
+    # At creation the unit is started by the script (enable --now): a failure fails the script,
+    # and HyperPod then fails the node rather than let it join without the rule.
+    env = _sandbox(tmp_path)
+    systemctl = tmp_path / "bin" / "systemctl"
+    systemctl.write_text(systemctl.read_text().replace("exit 0\n", '[ "$1" = enable ] && exit 1\nexit 0\n'))
+    result = _run(env)
+    assert result.returncode != 0
 
 
 def test_the_rule_leaves_the_host_and_the_pod_identity_endpoint_alone():

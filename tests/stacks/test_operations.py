@@ -175,7 +175,7 @@ def test_an_existing_topic_takes_the_place_of_ours(synth):
 
 
 def test_review_counts_the_new_resources_and_places_the_stack_in_the_deploy_order(synth):
-    from cli import review
+    from cli.review import report as review
 
     report = review.build(synth("prod").outdir, with_lint=False, with_cdk_diff=False)
     names = [st["name"] for st in report["stacks"]]

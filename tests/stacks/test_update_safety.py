@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from cli import replacement
+from cli.review import replacement
 from stacks import lifecycle as lifecycle_module
 from tests.conftest import CONTEXT, _synthesize
 

@@ -109,3 +109,67 @@ def job_train_args() -> "argparse.Namespace":
     settings, _ = validation.load_settings(CONTEXT, "prod")
     command = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     return train_module().parse_args(command[command.index("/workspace/train.py") + 1 :])
+
+
+# A corpus whose every token names its document: document i is the word "d<i>" repeated, and the
+# tokenizer is word-level, so the tokens a step trained on say which documents it read, and how
+# much of each, with no help from train.py's own bookkeeping.
+SPECIALS = ("<unk>", "<s>", "</s>")
+
+
+def document_corpus(folder: Path, *, shards: int = 8, per_shard: int = 50) -> tuple[list[str], dict[int, int]]:
+    """Text files of `shards` x `per_shard` documents and a word-level tokenizer for them in
+    folder/"tok". Returns the files and each document's length in tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    lengths, files = {}, []
+    for shard in range(shards):
+        lines = []
+        for line in range(per_shard):
+            doc = shard * per_shard + line
+            lengths[doc] = 3 + (doc * 7) % 10
+            lines.append(" ".join([f"d{doc:04d}"] * lengths[doc]))
+        files.append(str(folder / f"part-{shard:02d}.txt"))
+        Path(files[-1]).write_text("\n".join(lines) + "\n")
+    vocab = {token: i for i, token in enumerate(SPECIALS)} | {f"d{doc:04d}": len(SPECIALS) + doc for doc in lengths}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(folder / "tok")
+    return files, lengths
+
+
+def document_tokens(rows) -> "Counter[int]":
+    """How many tokens of each document `rows` (token ids) hold."""
+    from collections import Counter
+
+    return Counter(t - len(SPECIALS) for row in rows for t in row if t >= len(SPECIALS))
+
+
+def documents_touched(calls: list[list[list[int]]], wanted: set[int]) -> set[int]:
+    """The documents any token of the calls numbered in `wanted` (from 1) belongs to, where
+    `calls` are one rank's chunks in the order it read them: an end-of-text token is its
+    document's (the one before it), a begin-of-text token the next one's."""
+    eos, bos = SPECIALS.index("</s>"), SPECIALS.index("<s>")
+    owner_of, last, pending = [], None, []
+    for call in calls:
+        for row in call:
+            for token in row:
+                if token >= len(SPECIALS):
+                    last = token - len(SPECIALS)
+                    for index in pending:
+                        owner_of[index] = last
+                    pending = []
+                    owner_of.append(last)
+                elif token == bos:
+                    pending.append(len(owner_of))
+                    owner_of.append(None)
+                else:
+                    owner_of.append(last if token == eos else None)
+    touched, at = set(), 0
+    for number, call in enumerate(calls, 1):
+        size = sum(len(row) for row in call)
+        if number in wanted:
+            touched |= {d for d in owner_of[at : at + size] if d is not None}
+        at += size
+    return touched

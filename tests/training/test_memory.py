@@ -17,8 +17,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
 from infra import catalogue, config, validation
-from infra.checks.sample_job import job_model
-from infra.config.sample_job import FIT_MARGIN, GIB, MIB
+from infra.checks.sample_job import job_model, memory_fit
+from infra.config.sample_job import CUDA_CONTEXT_BYTES, FIT_SHARE, GIB, MIB, NCCL_GROUP_BYTES, RESERVED_PER_ESTIMATE
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ROOT, patched_context
 
@@ -34,7 +34,11 @@ def _tiny_model(vocab: int = VOCAB, dtype=torch.float32):
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(train.model_config(model_shape.PRESETS["tiny"], vocab)).to(dtype)
-    model.config._attn_implementation = "sdpa"  # what the job runs: no attention matrix kept
+    # The attention the job runs (llama_model.CAUSAL_ATTENTION: SDPA told is_causal, no mask made),
+    # not transformers' stock "sdpa": called without a mask, as logits_of calls it, that builds a
+    # (batch, 1, seq, seq) bool mask from the position ids, and torch's CPU SDPA turns it into a
+    # float mask it keeps for backward in every layer, bytes the job never allocates.
+    assert model.config._attn_implementation == train.CAUSAL_ATTENTION
     return model
 
 
@@ -164,11 +168,12 @@ def _8b(ranks: int) -> dict[str, float]:
 def test_the_8b_on_one_a10g_is_refused_with_the_estimate_in_one_line():
     line = _refusal("dev", {"sample_job": {"model": "llama3.1-8b"}})
     parts = _8b(1)
-    assert f"needs about {sum(parts.values()) / GIB:.1f} GiB per GPU at sequence 8192 x batch 1 over 1 rank " in line
+    projected = RESERVED_PER_ESTIMATE * sum(parts.values()) + CUDA_CONTEXT_BYTES
+    assert f"needs about {projected / GIB:.1f} GiB per GPU over 1 rank at sequence 8192 x batch 1: an estimate of {sum(parts.values()) / GIB:.1f} GiB " in line
     assert f"Adam states {parts['state'] / GIB:.1f} GiB sharded" in line and "\n" not in line
     # DescribeInstanceTypes states the A10G's memory as 22888 MiB (22.4 GiB): compared in bytes.
     assert catalogue.lookup("ml.g5.8xlarge").accelerator_memory_mib == 22888
-    assert "more than 90% (20.1 GiB) of ml.g5.8xlarge's A10G's 22.4 GiB" in line
+    assert "more than ml.g5.8xlarge's A10G's 22.4 GiB" in line
 
 
 def test_the_8b_is_refused_on_a_slice_with_the_same_estimate():
@@ -180,37 +185,60 @@ def test_the_8b_is_refused_on_a_slice_with_the_same_estimate():
     }
     line = _refusal("dev", mig)
     # One eighth of the H100's 81920 MiB (catalogue.mig_memory_eighths).
-    assert "over 1 rank " in line and "of a 1g.10gb slice's 10.0 GiB" in line
+    assert "over 1 rank " in line and "than a 1g.10gb slice's 10.0 GiB" in line
 
 
-# What the estimate leaves out, per GPU, from their sources, which FIT_MARGIN must hold:
-# - the caching allocator's hold beyond the estimate: RESERVED_OVER_ESTIMATE below, from the
-#   GPU measurement (at most 3.9% there);
+# What the allocator's hold leaves out, per GPU, from their sources (infra/config/sample_job.py):
 # - CUDA's context with lazy module loading: about 400 MB (pytorch/pytorch issue 109888, ptrblck:
 #   "around 400MB if CUDA >= 11.7 is used and lazy module loading enabled"; PR 86509 measured 287 MB);
 # - NCCL's buffers for one group of more than two A100s over NVLink: 688 MB (NVIDIA/nccl issue 964);
 # - what the driver keeps of an A100-SXM4-40GB: nvidia-smi shows 40537 of the 40960 MiB
-#   DescribeInstanceTypes states (NVIDIA's MIG user guide, "Getting Started with MIG").
-CUDA_CONTEXT = 400e6
-NCCL_GROUP = 688e6
+#   DescribeInstanceTypes states (NVIDIA's MIG user guide, "Getting Started with MIG"), inside the
+#   5% FIT_SHARE leaves.
 A100_40GB_DRIVER = (40960 - 40537) * MIB
 
 
-def test_the_8b_fits_one_p4d_with_the_headroom_its_sources_leave():
-    # One p4d: 8 A100 of 40960 MiB (42.9e9 bytes). The 8B over 8 ranks needs 36.07e9 bytes,
-    # under the 90% (38.65e9) the estimate may fill, so it is the default there.
+def test_the_projection_holds_torchtitans_published_eight_gpu_figure():
+    # torchtitan's 8B with FSDP over 8 H100 (tests/fixtures/torchtitan_memory_8gpu.json, with its
+    # source): what the allocator held at its peak, per byte of the estimate for the same shape, is
+    # the factor the admission projects with, rounded up by less than 2%.
+    assert CUDA_CONTEXT_BYTES == 400e6 and NCCL_GROUP_BYTES == 688e6
+    figure = json.loads((ROOT / "tests" / "fixtures" / "torchtitan_memory_8gpu.json").read_text())
+    assert (figure["gpus"], figure["fsdp"], figure["activation_checkpointing"]) == (8, 8, "full")
+    preset = model_shape.PRESETS[figure["model"]]
+    estimate = sum(model_shape.memory_per_gpu(preset, preset.vocab, seq_len=figure["seq_len"], batch=figure["local_batch"],
+                                              ranks=figure["fsdp"]).values())
+    ratio = figure["memory_gib"] * GIB / estimate
+    assert round(ratio, 3) == 1.121 and ratio <= RESERVED_PER_ESTIMATE < ratio + 0.02
+    # It is more than one rank holds (the GPU measurement, 1.04 at most): eight ranks hold NCCL's and
+    # FSDP's communication buffers besides.
+    record = json.loads((ROOT / "tests" / "fixtures" / "gpu_memory_h200.json").read_text())
+    assert max(row["peak_reserved_gib"] / row["estimate_total_gib"] for row in record["rows"]) < ratio
+
+
+P4D = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.8xlarge", "count": 2},
+                                        {"name": "gpu", "instance_type": "ml.p4d.24xlarge", "count": 2}]},
+       "governance": {"teams": []}, "sample_job": {"model": None, "nodes": 1, "team": None, "priority": None}}
+
+
+def test_the_8b_on_one_p4d_has_no_honest_margin_and_is_warned_of_not_chosen():
+    # One p4d: 8 A100 of 40960 MiB. The 8B's estimate over 8 ranks, projected to what the allocator
+    # holds on eight ranks (torchtitan's figure) with the CUDA context and NCCL beside it, leaves
+    # about 1 GiB: under the 5% margin (2.0 GiB), and the driver keeps 0.4 of that. Unset, the model
+    # is tiny there; asked for, the 8B is a warning with the margin, not an error (it may fit).
     gpu = catalogue.figures("ml.p4d.24xlarge").accelerator_memory_mib * MIB
-    needed = sum(_8b(8).values())
-    assert gpu == 40 * GIB and needed < FIT_MARGIN * gpu
-    # What the estimate leaves out fits the 10% FIT_MARGIN keeps, with the allocator's share at
-    # the estimate's own size; so the job itself has room (3.3 GiB, as sample_job.py states).
-    left_out = RESERVED_OVER_ESTIMATE * needed + CUDA_CONTEXT + NCCL_GROUP + A100_40GB_DRIVER
-    assert left_out < (1 - FIT_MARGIN) * gpu
-    assert round((gpu - needed - left_out) / GIB, 1) == 3.3
-    p4d = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.8xlarge", "count": 2},
-                                            {"name": "gpu", "instance_type": "ml.p4d.24xlarge", "count": 1}]},
-           "governance": {"teams": []}, "sample_job": {"model": None, "nodes": 1, "team": None, "priority": None}}
-    assert job_model(_settings("prod", p4d)) == "llama3.1-8b"
+    projected = RESERVED_PER_ESTIMATE * sum(_8b(8).values()) + CUDA_CONTEXT_BYTES + NCCL_GROUP_BYTES
+    assert gpu == 40 * GIB and FIT_SHARE * gpu < projected < gpu - A100_40GB_DRIVER
+    assert job_model(_settings("prod", P4D)) == "tiny"
+    chosen = patched_context("prod", {**P4D, "sample_job": {**P4D["sample_job"], "model": "llama3.1-8b"}})
+    settings, warnings = validation.load_settings(chosen, "prod")
+    (line,) = [w for w in warnings if "sample_job.model" in w]
+    assert line.startswith("prod: sample_job.model: llama3.1-8b needs about 39.0 GiB of ml.p4d.24xlarge's A100's 40.0 GiB per GPU "
+                           "over 8 ranks (97%, margin 1.0 GiB), over the 95% an honest margin allows")
+    assert memory_fit(settings, "llama3.1-8b").verdict == "tight"
+    # Two p4d shard the state over 16 ranks: it fits, with its margin.
+    two = _settings("prod", {**P4D, "sample_job": {**P4D["sample_job"], "nodes": 2}})
+    assert job_model(two) == "llama3.1-8b" and memory_fit(two, "llama3.1-8b").verdict == "fits"
 
 
 def test_the_default_model_follows_the_group():
@@ -220,16 +248,15 @@ def test_the_default_model_follows_the_group():
     assert job_model(prod) == "llama3.1-8b"
     command = job_manifest.build(prod, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     assert "--model=llama3.1-8b" in command and "--seq-len=8192" in command and f"--batch-size={model_shape.JOB_BATCH}" in command
-    # Four A10G on one g5.12xlarge: 48.5 GiB each, over the 20.1 GiB 90% of 22.4 allows.
+    # Four A10G on one g5.12xlarge: far over 22.4 GiB each.
     g5 = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
                                            {"name": "gpu", "instance_type": "ml.g5.12xlarge", "count": 1}]},
           "governance": {"teams": []}, "sample_job": {"model": None, "team": None, "priority": None}}
     assert job_model(_settings("dev", g5)) == "tiny"
 
 
-# The allocator's reserve may exceed the estimate by this share of it: the most the GPU
-# measurement shows is 3.9% (2 layers), and half of FIT_MARGIN's 10% is left for it, the other half
-# for the CUDA context, NCCL and the driver (test_the_8b_fits_one_p4d_with_the_headroom_its_sources_leave).
+# On one rank the allocator's reserve exceeds the estimate by at most 3.9% (the GPU measurement,
+# 2 layers); the admission projects with torchtitan's eight-rank figure, which is more.
 RESERVED_OVER_ESTIMATE = 0.05
 
 

@@ -31,7 +31,7 @@ def _tiny_model(vocab: int = 50, seed: int = 0):
 def test_reported_loss_is_the_cross_entropy_of_each_position_against_its_next_token():
     model = _tiny_model()
     rows = torch.randint(50, (2, 9), generator=torch.Generator().manual_seed(1))
-    inputs, targets = next(train.batches(iter(rows.tolist()), 2, torch.device("cpu")))
+    inputs, targets, *_ = next(train.batches(iter(rows.tolist()), 2, torch.device("cpu")))
     logits = model(input_ids=inputs).logits
     loss = train.next_token_loss(logits, targets).item()
     # By hand, in float64: -log softmax(logits at t)[token at t+1], averaged over every position.
@@ -173,3 +173,82 @@ def test_the_hugging_face_token_is_read_from_the_secret_the_job_names(monkeypatc
         # A token already given wins; no secret named, nothing read.
         assert data_stream.load_hf_token({data_stream.HF_TOKEN_SECRET_ENV: "x", "HF_TOKEN": "given"}, client=object()) is None
         assert data_stream.load_hf_token({}, client=object()) is None
+
+
+def _document_losses(logits, rows, spans):
+    """By hand, in float64: each span's (document's) mean of -log softmax(logits at t)[token at t+1]."""
+    losses = []
+    for b, first, last in spans:
+        terms = [torch.logsumexp(logits[b, t].double(), 0).item() - logits[b, t, rows[b, t + 1]].double().item() for t in range(first, last)]
+        losses.append(sum(terms) / len(terms))
+    return losses
+
+
+def test_with_document_masking_each_packed_document_has_the_loss_it_has_alone():
+    # Llama 3 marks a document with <|begin_of_text|> (128000) before it and <|end_of_text|> (128001)
+    # after it (meta-llama/Llama-3.1-8B's tokenizer_config.json: bos_token, eos_token), and torchtitan
+    # packs text so (test_each_document_is_packed_between_begin_and_end_of_text). Ids 1 and 2 stand
+    # for them here: three documents packed in a row, each masked to itself.
+    bos, eos = 1, 2
+    docs = [[bos, 7, 9, 11, 13, eos], [bos, 20, 21, eos], [bos, 30, 31, 32, 33, 34, eos]]
+    packed = torch.tensor([[t for d in docs for t in d]])
+    model = _tiny_model()
+    model.eval()
+    segments = train.document_segments(packed, eos)
+    assert segments[0].tolist() == [[0] * 6 + [1] * 4 + [2] * 7] and segments[1].tolist() == [list(range(6)) + list(range(4)) + list(range(7))]
+    with torch.no_grad():
+        masked = train.logits_of(model, packed, segments)
+        plain = train.logits_of(model, packed)
+        alone = [train.logits_of(model, torch.tensor([d])) for d in docs]
+    spans, at = [], 0
+    for d in docs:
+        spans.append((0, at, at + len(d) - 1))  # each position predicting the next token of its own document
+        at += len(d)
+    by_hand_alone = [_document_losses(logits, torch.tensor([d]), [(0, 0, len(d) - 1)])[0] for logits, d in zip(alone, docs)]
+    assert _document_losses(masked, packed, spans) == pytest.approx(by_hand_alone, abs=1e-5)
+    # Without the mask the later documents see the earlier ones: their losses differ.
+    unmasked = _document_losses(plain, packed, spans)
+    assert unmasked[0] == pytest.approx(by_hand_alone[0], abs=1e-5) and unmasked[1] != pytest.approx(by_hand_alone[1], abs=1e-4)
+
+
+def test_the_causal_forward_makes_no_mask_and_syncs_nothing(monkeypatch):
+    # SDPA gets is_causal and no mask (its flash kernel on a GPU), and no mask check runs on the
+    # device: transformers' own SDPA mask would ask `padding_mask.all()` of an all-ones mask, a
+    # device-to-host sync per forward (masking_utils._ignore_causal_mask_sdpa).
+    from transformers import masking_utils
+
+    rows = torch.randint(50, (2, 9), generator=torch.Generator().manual_seed(1))
+    stock = _tiny_model()
+    stock.config._attn_implementation = "sdpa"  # transformers' own mask, the path train.py left
+    reference = stock(input_ids=rows, attention_mask=torch.ones_like(rows)).logits
+    model = _tiny_model()
+    seen, real = [], torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs.get("attn_mask") is None, kwargs.get("is_causal")))
+        return real(*args, **kwargs)
+
+    def no_check(*args, **kwargs):
+        raise AssertionError("the SDPA mask check ran")
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    monkeypatch.setattr(masking_utils, "_ignore_causal_mask_sdpa", no_check)
+    assert model.config._attn_implementation == train.CAUSAL_ATTENTION
+    assert train.logits_of(model, rows).equal(reference)  # the same logits
+    assert seen and set(seen) == {(True, True)}
+
+
+def test_each_document_is_packed_between_begin_and_end_of_text(workdir):
+    # torchtitan's text datasets encode each sample with add_bos=True, add_eos=True
+    # (pytorch/torchtitan @ b5bcd76, torchtitan/hf_datasets/text_datasets.py), as Llama 3 was
+    # trained: the stream puts the tokenizer's own begin- and end-of-text ids around each document.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(workdir / "tok")
+    args = train.parse_args(["--data-files", str(workdir / "corpus.txt"), "--shuffle-buffer=0"])
+    chunk = next(train.TokenStream(train.load_stream(args, 0, 1), tokenizer, 63, "text"))
+    lines = (workdir / "corpus.txt").read_text().splitlines()
+    expected = []
+    for line in lines[:10]:
+        expected += [tokenizer.bos_token_id, *tokenizer(line, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+    assert tokenizer.bos_token_id is not None and chunk == expected[:64]

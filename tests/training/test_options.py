@@ -65,9 +65,34 @@ def test_the_8b_job_trains_on_torchtitans_llama3_8b_recipe():
     assert args.warmup_steps == recipe["lr_scheduler"]["warmup_steps"]
     assert args.lr == recipe["optimizer"]["lr"] and args.grad_clip == recipe["training"]["max_norm"]
     assert (args.batch_size, args.seq_len) == (recipe["training"]["batch_size"], recipe["training"]["seq_len"])
+    # Its learning rate is for its global batch, 64 GPUs x 1 x 8192 = 524,288 tokens: the job's
+    # other batches scale it by the square root of the ratio (train.lr_scale).
+    recipe_tokens = recipe["preset_gpus"] * recipe["training"]["batch_size"] * recipe["training"]["seq_len"]
+    assert args.lr_batch_tokens == recipe_tokens == 524_288
+    prod_tokens = 16 * args.batch_size * args.seq_len  # prod's two p5 nodes
+    assert args.lr * train_module().lr_scale(prod_tokens, args.lr_batch_tokens) == pytest.approx(1.5e-4)
     # Another step count keeps torchtitan's share; the learning rate peaks at the warm-up's end.
     from training import model_shape
 
     assert model_shape.job_warmup_steps("llama3.1-8b", 3000) == 600
     factor = train_module().lr_schedule(args)
     assert factor(args.warmup_steps - 1) == 1.0 and factor(0) == 1 / args.warmup_steps
+
+
+def test_document_masking_runs_off_by_default_and_changes_what_a_token_sees(workdir, plain_losses):
+    # Off by default: a mask rules out SDPA's flash kernel (llama_model.logits_of), so it costs
+    # throughput; on, each token sees only its own document (its exactness: test_model.py).
+    assert not train_module().parse_args([]).document_masking and not job_train_args().document_masking
+    masked = _run_in_process(workdir, "--max-steps=4", "--log-interval=1", "--document-masking")
+    assert sorted(masked) == [1, 2, 3, 4]
+    assert masked[1] != pytest.approx(plain_losses[1], abs=1e-4)
+
+
+def test_the_learning_rate_is_given_for_a_global_batch_and_scaled_by_the_square_root_of_another(workdir):
+    # --lr at --lr-batch-tokens (the recipe's batch); a run of a quarter of that batch trains at half
+    # the rate (AdamW's square-root rule, Malladi et al., NeurIPS 2022), which it says at the start.
+    code, out = train_in_process(workdir, "--max-steps=2", "--log-interval=1", "--lr-batch-tokens=512")
+    assert code == 0, out[-2000:]
+    assert "learning rate 1.500e-03 at a global batch of 128 tokens: 3.000e-03 at 512 tokens x sqrt(128/512)" in out.splitlines()
+    args = train_module().parse_args(["--lr=3e-3", "--warmup-steps=3"])
+    assert "step=1 loss=" in out and f" lr={3e-3 * 0.5 * train_module().lr_schedule(args)(0):.3e} " in out

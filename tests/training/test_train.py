@@ -72,7 +72,8 @@ def test_checkpoints_are_complete_listed_and_only_the_newest_are_kept(first_run,
     for step in (20, 30):
         manifest = json.loads((workdir / "ckpt" / f"step_{step:08d}" / "_COMPLETE.json").read_text())
         assert manifest["step"] == step and ".metadata" in manifest["files"]
-        assert manifest["world"] == manifest["recipe_world"] == 2  # what the learning rate is given for
+        # The global batch trained with and the one the learning rate is given for (the first run's here).
+        assert (manifest["world"], manifest["batch_tokens"], manifest["lr_batch_tokens"]) == (2, 2 * 4 * 32, 2 * 4 * 32)
         # each rank's stream position is part of the checkpoint
         assert {"data_rank00000.json", "data_rank00001.json"} <= set(manifest["files"])
     assert sorted(p.name for p in (workdir / "ckpt").iterdir()) == ["step_00000020", "step_00000030"]
@@ -322,21 +323,25 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank_and_other_files_are_refused_w
     ckpt = tmp_path / "ckpt"
     shutil.copytree(workdir / "ckpt" / "step_00000020", ckpt / "step_00000020")  # two ranks' shards and positions
     code, out = train_in_process(workdir, "--max-steps=24", "--log-interval=1", f"--checkpoint-dir={ckpt}",
-                                  f"--shuffle-buffer={job_train_args().shuffle_buffer}")
+                                  f"--shuffle-buffer={job_train_args().shuffle_buffer}", "--lr-ramp-steps=2")
     assert code == 0, out[-2000:]
     assert "data position of 2 ranks re-divided over 1" in out and f"resumed from {ckpt / 'step_00000020'} at step=20" in out
     assert sorted(losses_of(out)) == [21, 22, 23, 24] and all(math.isfinite(v) for v in losses_of(out).values())
-    # Half the world trains on half the global batch: the learning rate follows it (the linear
-    # scaling rule), on the same schedule; the recipe's world goes on with the checkpoints.
+    # Half the world trains on half the global batch: for AdamW the learning rate follows the square
+    # root of the batch ratio (Malladi et al., NeurIPS 2022; the linear rule is SGD's), on the same
+    # schedule, reached over --lr-ramp-steps from the resume; the batch it is given for goes on with
+    # the checkpoints.
     train = train_module()
     args = train.parse_args(plain_command(workdir, "--max-steps=24")[2:])
-    assert ("world 2 -> 1: global batch 8 -> 4 sequences, learning rate x0.5 with it (peak 3.000e-03 -> 1.500e-03; "
-            "the linear scaling rule)") in out.splitlines()
+    ratio = math.sqrt(128 / 256)
+    assert ("global batch 256 -> 128 tokens: learning rate x0.7071 (the square root of the batch ratio, AdamW's rule; Malladi "
+            f"et al. 2022), peak 3.000e-03 -> {3e-3 * ratio:.3e}, ramped over steps 21-22; given as 3.000e-03 at 256 tokens") in out.splitlines()
     lrs = {int(m[0]): float(m[1]) for m in re.findall(r"^step=(\d+) loss=\S+ lr=(\S+) ", out, flags=re.M)}
+    ramp = {21: 1 + (ratio - 1) / 2, 22: ratio, 23: ratio, 24: ratio}
     for step, lr in lrs.items():
-        assert lr == pytest.approx(args.lr * 0.5 * train.lr_schedule(args)(step - 1), rel=1e-3), step
+        assert lr == pytest.approx(args.lr * ramp[step] * train.lr_schedule(args)(step - 1), rel=1e-3), step
     manifest = json.loads((ckpt / "step_00000024" / "_COMPLETE.json").read_text())
-    assert (manifest["world"], manifest["recipe_world"]) == (1, 2)
+    assert (manifest["world"], manifest["batch_tokens"], manifest["lr_batch_tokens"]) == (1, 128, 256)
     other = tmp_path / "other.txt"
     other.write_text((workdir / "corpus.txt").read_text())
     code, out = train_in_process(workdir, "--max-steps=30", f"--checkpoint-dir={ckpt}", "--data-files", str(workdir / "corpus.txt"), str(other))
@@ -344,3 +349,29 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank_and_other_files_are_refused_w
     (refused,) = [l for l in out.splitlines() if l.startswith("cannot resume")]
     assert refused == (f"cannot resume from {ckpt / 'step_00000024'}: the checkpoint's data position is over 1 shards and this "
                        "dataset has 2: a pass over other files cannot be continued")
+
+
+def test_a_background_save_writes_its_data_position_with_its_shards_not_before_them(workdir, tmp_path):
+    # --async-checkpoint: the step's data position is taken at the step and written by a thread,
+    # as the shards are (async_save), so training does not wait for some MB of JSON; the last save
+    # is synchronous, its position written in the loop's own thread.
+    import threading
+
+    train_module()  # training/ on the path, as the image has it
+    import checkpoints
+
+    writers = []
+    real = checkpoints.write_data_state
+
+    def recording(ckpt, state, rank):
+        writers.append((Path(ckpt).name, threading.current_thread().name))
+        return real(ckpt, state, rank)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoints, "write_data_state", recording)
+        code, out = train_in_process(workdir, "--max-steps=8", "--checkpoint-interval=4", "--async-checkpoint",
+                                      f"--checkpoint-dir={tmp_path / 'ckpt'}")
+    assert code == 0, out[-2000:]
+    assert [name for name, _ in writers] == ["step_00000004", "step_00000008"]
+    assert writers[0][1].startswith("data-state") and writers[1][1] == threading.main_thread().name
+    assert json.loads((tmp_path / "ckpt" / "step_00000004" / "data_rank00000.json").read_text())["kind"] == "documents"

@@ -26,17 +26,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cli import config_diff, diff_text, replacement, revision
-from cli.assembly import StackSummary, import_names, load_stacks
+from cli import revision
+from cli.review import config_diff, diff_text, replacement
+from cli.review.assembly import StackSummary, import_names, load_stacks
 from cli.synth import cdk_cli
 from infra import versions
 
 # Losing one of these loses a GPU cluster, or data.
 CRITICAL_TYPES = ("AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::FSx::FileSystem")
-# Instance-group fields whose change makes HyperPod replace every node of the group: the
-# schema of AWS::SageMaker::Cluster listed them as create-only per group until cfn-lint 1.51;
-# the current schema updates the cluster in place, so the schema no longer says it.
-NODE_REPLACING_FIELDS = ("InstanceType", "ExecutionRole", "ThreadsPerCore", "OverrideVpcConfig")
+# Instance-group fields whose change makes HyperPod replace every node of the group (the table of
+# what each property does to running nodes, with its sources: cli/review/replacement.py).
+NODE_REPLACING_FIELDS = tuple(k for k, (effect, _) in replacement.GROUP_PROPERTY_EFFECTS.items() if effect == replacement.REPLACE)
 # Not deployed infrastructure: CDK's version-reporting resource.
 IGNORED_TYPES = ("AWS::CDK::Metadata",)
 
@@ -366,44 +366,52 @@ def _instance_groups(old: Baseline, new: dict, replaced: dict[str, set[str]], gr
         if stack not in old.templates:
             continue
         before, after = _groups(old.templates[stack]), _groups(new[stack])
-        rolling = {g: set(spec) for g, spec in node_specs(new[stack]).items()}
-        for g, spec in node_specs(old.templates[stack]).items():
-            rolling.setdefault(g, set()).update(spec)
         for name in sorted(set(before) | set(after)):
             if name not in after:
                 callouts.append(f"NODES REMOVED: instance group {name} in {stack} is removed; its {before[name].get('InstanceCount')} node(s) are terminated")
             elif name not in before:
                 callouts.append(f"NODES ADDED: instance group {name} in {stack} is new ({after[name].get('InstanceCount')} x {after[name].get('InstanceType', 'flexible types')})")
             else:
-                fields = [
-                    f
-                    for f in NODE_REPLACING_FIELDS
-                    if before[name].get(f) != after[name].get(f) or _mentions(after[name].get(f), replaced.get(stack, set()))
-                ]
-                if fields:
-                    detail = ", ".join(f"{f} {_short(before[name].get(f))} -> {_short(after[name].get(f))}" for f in fields)
-                    callouts.append(f"NODES REPLACED: HyperPod replaces every node of instance group {name} in {stack} ({detail})")
-                    groups_replaced.setdefault(stack, []).append(name)
-                rolled = sorted(f for f in rolling.get(name, ()) if f not in fields and before[name].get(f) != after[name].get(f))
-                if rolled:
-                    detail = ", ".join(f"{f} {_short(before[name].get(f))} -> {_short(after[name].get(f))}" for f in rolled)
-                    callouts.append(
-                        f"NODES ROLL: instance group {name} in {stack} changes what its nodes are made with ({detail}): "
-                        "HyperPod rolls them, or nodes take it as they are replaced; the node and accelerator gates wait "
-                        "for the group again before the add-ons and the job"
-                    )
+                refused = False
                 keys_before, keys_after = _volume_keys(before[name]), _volume_keys(after[name])
                 if keys_before != keys_after or _mentions(list(keys_after.values()), replaced.get(stack, set())):
                     # HyperPod's smcluster-cmk page: "KMS key transition isn't currently supported ... create a new
                     # instance group with the desired key and delete your old instance group."
-                    detail = ", ".join(
+                    moved = ", ".join(
                         f"{volume} {_key(keys_before.get(volume))} -> {_key(keys_after.get(volume))}"
                         for volume in sorted(set(keys_before) | set(keys_after))
                         if keys_before.get(volume) != keys_after.get(volume) or _mentions(keys_after.get(volume), replaced.get(stack, set()))
                     )
+                    refused = True
                     callouts.append(
-                        f"REFUSED: HyperPod cannot change the volume key of instance group {name} in {stack} ({detail}); "
+                        f"REFUSED: HyperPod cannot change the volume key of instance group {name} in {stack} ({moved}); "
                         "add a new group with the key and remove this one instead"
+                    )
+                effects = replacement.group_effects(before[name], after[name])
+                fields = [f for f in NODE_REPLACING_FIELDS
+                          if f in effects.get(replacement.REPLACE, []) or _mentions(after[name].get(f), replaced.get(stack, set()))]
+
+                def detail(props: list[str]) -> str:
+                    return ", ".join(f"{f} {_short(before[name].get(f))} -> {_short(after[name].get(f))}" for f in props)
+
+                if refused:  # HyperPod refuses the update: nothing rolls
+                    continue
+                if fields:
+                    callouts.append(f"NODES REPLACED: HyperPod replaces every node of instance group {name} in {stack} ({detail(fields)})")
+                    groups_replaced.setdefault(stack, []).append(name)
+                rolled = [f for f in effects.get(replacement.ROLL, []) if f not in fields]
+                if rolled:
+                    callouts.append(
+                        f"NODES ROLL: instance group {name} in {stack} changes what its nodes are made with ({detail(rolled)}): "
+                        "HyperPod rolls them, each NotReady or Unschedulable in turn; the node and accelerator gates wait "
+                        "for the group again before the add-ons and the job"
+                    )
+                later = effects.get(replacement.NEW_NODES, []) if not fields and not rolled else []
+                if later:
+                    callouts.append(
+                        f"NEW NODES ONLY: instance group {name} in {stack} changes what its new nodes are made with ({detail(later)}): "
+                        "its running nodes keep what they were made with, so the group runs mixed until each is replaced "
+                        "(a repair, a scale-up, or `aws sagemaker batch-replace-cluster-nodes`)"
                     )
                 count_before, count_after = before[name].get("InstanceCount"), after[name].get("InstanceCount")
                 if count_before != count_after:
@@ -481,7 +489,7 @@ def _line(version: str) -> str:
 
 
 def _short(value) -> str:
-    from cli.iam_audit import readable
+    from cli.review.iam_audit import readable
 
     return str(value) if isinstance(value, (str, int)) or value is None else readable(value)
 

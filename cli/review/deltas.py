@@ -3,14 +3,14 @@ bill, to the quotas a deploy needs, to IAM access, to what the internet can reac
 running job and to what holds data.
 
 Each section yields plain lines (information, shown beside the totals) and callouts (what a
-reviewer must stop at), in the `KIND: detail` form of cli/changes.py:
+reviewer must stop at), in the `KIND: detail` form of cli/review/changes.py:
 - NEW QUOTA: an instance type the environment did not use (a new type's quota is often 0);
 - IAM ON ANY RESOURCE: a role gains a Write or Permissions management action on `*`;
 - EXPOSURE: a public endpoint, a public endpoint CIDR or an open security-group rule is added
   or widened (narrowed is information);
 - JOB RESTARTS: the job's object changes, or its instance group's nodes are replaced;
-- the teams' and people's callouts, and the jobs a change makes inadmissible (cli/people.py), and
-  the cluster-wide ones (cli/cluster_wide.py).
+- the teams' and people's callouts, and the jobs a change makes inadmissible (cli/review/people.py), and
+  the cluster-wide ones (cli/review/cluster_wide.py).
 Callouts that know the config field behind them say so (`anchors`: callout -> field paths),
 for the SARIF result's place.
 """
@@ -22,8 +22,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from cli import cluster_wide, cost, exposure, iam_audit, people
-from cli.assembly import StackSummary, group_instance_type, manifest_text, of_type
+from cli.review import cluster_wide, cost, exposure, iam_audit, people
+from cli.review.assembly import StackSummary, group_instance_type, manifest_text, of_type
 from infra import catalogue
 
 LAMBDA_LOG_GROUP = "/LogGroup/Resource"  # aws-cdk-lib's own Lambdas' log groups: counted, not named
@@ -42,20 +42,20 @@ def compare(before: list[StackSummary], after: list[StackSummary], region: str, 
     """{"lines": {section: [line]}, "callouts": [callout], "cost": {...}, "iam_levels": {...},
     "new_quotas": [quota]}. replaced_groups: stack -> instance groups whose nodes are replaced;
     settings: (baseline's, this change's) Settings where both configs are known and load, for
-    what the admission model says of the jobs (cli/people.py)."""
+    what the admission model says of the jobs (cli/review/people.py)."""
     cost_change = cost.delta(cost.estimate(before, region), cost.estimate(after, region))
     quota_lines, new_quotas = _quotas(before, after)
     iam_lines, iam_callouts, levels = _iam(before, after)
     exposure_lines, exposure_callouts = _exposure(before, after)
     job_lines, job_callouts = _job(before, after, replaced_groups)
-    cluster_lines, cluster_callouts = cluster_wide.compare(before, after)
+    cluster_lines, cluster_callouts = cluster_wide.compare(before, after, settings[1].env_name if settings else None)
     admitted_lines, admitted_callouts = people.jobs(*settings) if settings else ([], [])
     anchored = people.compare(before, after) + cluster_callouts + job_callouts + admitted_callouts
     lines = {
         "cost": [cost_change["line"]],
         "quotas": quota_lines,
         "iam": iam_lines,
-        "exposure": exposure_lines,
+        "exposure": exposure_lines + _alerts(before, after),
         "job": job_lines + admitted_lines,
         "cluster": cluster_lines,
         "stateful": _stateful(before, after),
@@ -74,13 +74,13 @@ def compare(before: list[StackSummary], after: list[StackSummary], region: str, 
 # --- quotas -------------------------------------------------------------------------------
 
 
-def _needs(stacks: list[StackSummary]) -> tuple[dict[str, int], set[str]]:
-    """(quota name -> nodes at deploy, quota names Karpenter scales from 0)."""
+def _needs(stacks: list[StackSummary]) -> tuple[dict[str, int], dict[str, int | None]]:
+    """(quota name -> nodes at deploy, quota name Karpenter scales from 0 -> the most it asks for)."""
     needs: dict[str, int] = {}
-    autoscaled: set[str] = set()
+    autoscaled: dict[str, int | None] = {}
     for q in exposure.quotas(stacks):
         if q["needed"] is None:
-            autoscaled.add(q["quota"])
+            autoscaled[q["quota"]] = q.get("most")
             needs.setdefault(q["quota"], 0)
         else:
             needs[q["quota"]] = needs.get(q["quota"], 0) + q["needed"]
@@ -92,12 +92,14 @@ def _quotas(before: list[StackSummary], after: list[StackSummary]) -> tuple[list
     (old, old_auto), (new, new_auto) = _needs(before), _needs(after)
     lines, fresh = [], []
     for quota in sorted(set(old) | set(new)):
-        auto = " (autoscaled from 0 by Karpenter: cover the group's max_count)" if quota in new_auto else ""
+        most = new_auto.get(quota)
+        auto = ("" if quota not in new_auto else f" (autoscaled from 0 by Karpenter: the quota must cover {most} node(s), "
+                "the most its NodePool admits)" if most is not None else " (autoscaled from 0 by Karpenter: cover the group's max_count)")
         if quota not in old:
             fresh.append((quota, f"{new[quota]} x {quota}{auto}"))
         elif quota not in new:
             lines.append(f"Quota: {quota} no longer needed (was {old[quota]})")
-        elif old[quota] != new[quota] or (quota in old_auto) != (quota in new_auto):
+        elif old[quota] != new[quota] or old_auto.get(quota, -1) != new_auto.get(quota, -1):
             lines.append(f"Quota: {quota}: {old[quota]} -> {new[quota]} node(s) at deploy{auto}")
     lines += _team_coverage(before, after)
     return lines, fresh
@@ -211,14 +213,16 @@ def _exposure(before: list[StackSummary], after: list[StackSummary]) -> tuple[li
         if resource not in old:
             callouts.append(f"EXPOSURE: the Kubernetes API endpoint `{resource}` becomes public, admitting {', '.join(new[resource])}")
         elif resource not in new:
-            lines.append(f"Exposure narrowed: the Kubernetes API endpoint `{resource}` is no longer public (admitted {', '.join(old[resource])})")
+            lines.append(f"Exposure narrowed: the Kubernetes API endpoint `{resource}` is no longer public (admitted {', '.join(old[resource])}): "
+                         f"{_who_loses_kubectl(after)} from outside the VPC loses the API")
         else:
             wider, narrower = _outside(new[resource], old[resource]), _outside(old[resource], new[resource])
             was = f"(was {', '.join(old[resource])})"
             if wider:
                 callouts.append(f"EXPOSURE: the public Kubernetes API endpoint `{resource}` now admits {', '.join(new[resource])} {was}")
             elif narrower:
-                lines.append(f"Exposure narrowed: the public Kubernetes API endpoint `{resource}` admits {', '.join(new[resource])} {was}")
+                lines.append(f"Exposure narrowed: the public Kubernetes API endpoint `{resource}` admits {', '.join(new[resource])} {was}: "
+                             f"{_who_loses_kubectl(after)} from outside {', '.join(new[resource])} loses the API")
     rules_before = exposure.open_ingress(before)
     rules_after = exposure.open_ingress(after)
     for rule in rules_after:
@@ -231,6 +235,25 @@ def _exposure(before: list[StackSummary], after: list[StackSummary]) -> tuple[li
         if _outside([rule["cidr"]], same):
             lines.append(f"Exposure narrowed: security group rule `{rule['resource']}` no longer admits {rule['cidr']} on {rule['ports']}")
     return lines, callouts
+
+
+def _who_loses_kubectl(stacks: list[StackSummary]) -> str:
+    """The principals with an access entry (cli/review/people.py): who runs kubectl, wherever they are."""
+    principals = sorted(people.access(stacks))
+    return f"kubectl of {', '.join(principals)}" if principals else "kubectl"
+
+
+def alert_emails(stacks: list[StackSummary]) -> set[str]:
+    """The e-mail addresses the alerts go to (SNS e-mail subscriptions)."""
+    return {str(res["Properties"].get("Endpoint")) for _, _, res in of_type(stacks, "AWS::SNS::Subscription")
+            if res.get("Properties", {}).get("Protocol") == "email"}
+
+
+def _alerts(before: list[StackSummary], after: list[StackSummary]) -> list[str]:
+    old, new = alert_emails(before), alert_emails(after)
+    lines = [f"Alerts: e-mailed to {address} from now on (a new subscriber: SNS sends it a confirmation first, and "
+             "nothing reaches it until it confirms)" for address in sorted(new - old)]
+    return lines + [f"Alerts: no longer e-mailed to {address}" for address in sorted(old - new)]
 
 
 # --- the job ------------------------------------------------------------------------------

@@ -10,11 +10,12 @@ deploys a stack only after its dependencies finished).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
-from cli.assembly import group_instance_type
-from cli.changes import NODE_REPLACING_FIELDS, node_specs
+from cli.review.assembly import group_instance_type
+from cli.review import replacement
 from infra import catalogue, timing
 
 # Typical creation minutes per resource type. Anything not listed: DEFAULT_MINUTES.
@@ -125,7 +126,7 @@ def _first_link(resource: dict) -> bool:
 
 
 def plan(stacks) -> tuple[float, list[Step]]:
-    """stacks: cli.review.StackSummary in deploy order. (total minutes, critical path)."""
+    """stacks: cli.review.assembly.StackSummary in deploy order. (total minutes, critical path)."""
     done = _schedule(stacks)
     longest = max(done.values(), key=_end, default=[])
     return _end(longest), longest
@@ -189,12 +190,12 @@ def _checks(group: dict) -> str:
     return f" with deep health checks {', '.join(checks)}" if checks else ""
 
 
-def cluster_update(old: dict, new: dict, rolling: dict[str, set[str]] | None = None) -> Update:
-    """The nodes an update of AWS::SageMaker::Cluster starts: a new group's, every node of a group
-    whose type, role, threads or subnets change (HyperPod replaces them), every node of a group
-    whose `rolling` properties change (the node gate's NodeSpecs: HyperPod rolls them), the
-    nodes a count adds."""
-    rolling = rolling or {}
+def cluster_update(old: dict, new: dict) -> Update:
+    """The nodes an update of AWS::SageMaker::Cluster starts, as the table of what each
+    instance-group property does to running nodes says (cli/review/replacement.py): a new group's, every
+    node of a group a change replaces or rolls, the nodes a count adds. A change that reaches
+    running nodes in place (labels, taints) or only the nodes made later (the lifecycle script)
+    starts none and takes no node time."""
     before = {g["InstanceGroupName"]: g for g in old.get("Properties", {}).get("InstanceGroups", [])}
     slowest, waits = 0.0, []
     for group in new.get("Properties", {}).get("InstanceGroups", []):
@@ -202,16 +203,19 @@ def cluster_update(old: dict, new: dict, rolling: dict[str, set[str]] | None = N
         prev = before.get(name)
         count = group.get("InstanceCount", 0)
         count = count if isinstance(count, int) else 1
+        effects = replacement.group_effects(prev, group) if prev is not None else {}
         if prev is None:
             took, what = group_minutes(group), f"nodes added: {count} x {itype} in the new group {name}{_checks(group)}"
-        elif any(prev.get(f) != group.get(f) for f in NODE_REPLACING_FIELDS):
+        elif replacement.REPLACE in effects:
             took, what = group_minutes(group), f"nodes replaced: every node of group {name} ({count} x {itype}){_checks(group)}"
-        elif any(prev.get(f) != group.get(f) for f in rolling.get(name, ())):
+        elif replacement.ROLL in effects:
             took, what = group_minutes(group), f"nodes roll: every node of group {name} ({count} x {itype}){_checks(group)}"
         elif isinstance(prev.get("InstanceCount"), int) and count > prev["InstanceCount"]:
             added = count - prev["InstanceCount"]
             took, what = group_minutes({**group, "InstanceCount": added}), f"nodes added: {added} x {itype} in group {name}{_checks(group)}"
         else:
+            if replacement.IN_PLACE in effects:
+                waits.append(f"group {name}: {', '.join(effects[replacement.IN_PLACE])} reconciled on the running nodes, no restart")
             continue
         if took:
             waits.append(f"{what} (~{took:.0f} min)")
@@ -219,16 +223,19 @@ def cluster_update(old: dict, new: dict, rolling: dict[str, set[str]] | None = N
     return Update(slowest, waits)
 
 
-def update_plan(before, after, changes: list[dict]) -> dict:
+def update_plan(before, after, changes: list[dict], refused: bool = False) -> dict:
     """This update's estimate, from the template diff: only what changes takes time. An added or
     replaced resource takes its create figure; a modified HyperPod cluster the nodes it starts
     (cluster_update); a modified gate its wait again (CloudFormation sends it an Update, and a
     gate waits on Update as on Create); any other modified resource its type's figure; an
-    unchanged one none (cdk deploy skips an unchanged stack)."""
+    unchanged one none (cdk deploy skips an unchanged stack). A refused update (a REFUSED callout:
+    CloudFormation or the service rejects it and rolls back) has no time and starts no node."""
+    if refused:
+        return {"minutes": None, "waits": [], "critical_path": [], "refused": True}
     action = {(c["stack"], c["resource"]): c["action"] for c in changes if c["action"] != "removed"}
     old = {s.name: s.resources for s in before}
     updates = {
-        s.name: cluster_update(old[s.name][lid], res, {g: set(spec) for g, spec in node_specs(s.template).items()})
+        s.name: cluster_update(old[s.name][lid], res)
         for s in after
         for lid, res in s.resources.items()
         if res["Type"] == "AWS::SageMaker::Cluster" and action.get((s.name, lid)) == "modified"
@@ -251,6 +258,8 @@ def update_plan(before, after, changes: list[dict]) -> dict:
             gates[res["Type"]] = gates.get(res["Type"], 0) + 1
             if res["Type"] == "Custom::HyperPodNodesReady":
                 return nodes if continuous and _first_link(res) else DEFAULT_MINUTES
+            if not nodes:  # no node starts: the gate finds what it found before at its first poll
+                return DEFAULT_MINUTES
         return TYPICAL_MINUTES.get(res["Type"], DEFAULT_MINUTES)
 
     done = _schedule(after, minutes)
@@ -263,7 +272,8 @@ def update_plan(before, after, changes: list[dict]) -> dict:
             waits.append(f"nothing waits for the new nodes in {name}: with continuous provisioning the cluster's update "
                          "ends before they run, and no node gate changes")
     return {
-        "minutes": round(_end(path)),
+        "minutes": math.ceil(_end(path) - 1e-9),  # rounded up: "about 0 minutes" is no estimate
+        "under_a_minute": _end(path) < 1,
         "waits": waits,
         "critical_path": [
             {"stack": st.stack, "resource": st.logical_id, "type": st.type, "start": round(st.start, 1), "minutes": st.minutes}
@@ -276,3 +286,12 @@ def update_plan(before, after, changes: list[dict]) -> dict:
 # The readiness gates, in words.
 GATE_TYPES = {"Custom::HyperPodNodesReady": "the node gate", "Custom::HyperPodAcceleratorsReady": "the accelerator gate",
               "Custom::AWSCDK-EKS-KubernetesObjectValue": "a readiness gate"}
+
+
+def in_words(update: dict) -> str:
+    """This update's time as the review says it."""
+    if update.get("refused"):
+        return "none: it is refused (REFUSED above), so nothing deploys and no node starts"
+    if update["under_a_minute"]:
+        return "under a minute"
+    return f"about {update['minutes']} minute{'s' if update['minutes'] != 1 else ''}"

@@ -1,5 +1,5 @@
 """What the environment costs to keep standing, per hour and per month, from the
-resources in the assembly and the dated table in cli/prices.py.
+resources in the assembly and the dated table in cli/review/prices.py.
 
 The instance groups dominate and are counted at their configured size. Usage-based
 charges (data through NAT, samples into Prometheus, storage) are shown with the
@@ -8,8 +8,8 @@ assumption they rest on, never hidden inside a total.
 
 from __future__ import annotations
 
-from cli import prices
-from cli.assembly import StackSummary, group_instance_type, manifest_objects, of_type
+from cli.review import prices
+from cli.review.assembly import StackSummary, group_instance_type, manifest_objects, of_type
 from infra import catalogue, versions
 
 # An assumption, named: active series a node sends to Prometheus (node exporter, DCGM,
@@ -23,7 +23,7 @@ GRAFANA_EDITORS = 1
 _RATE_NOTES = {
     "sagemaker": f"SageMaker list rate, on-demand ({prices.SAGEMAKER_AS_OF})",
     "floor": "a floor: EC2 On-Demand rate of the same hardware (no SageMaker rate in the table); the HyperPod rate is at or above it",
-    "unpriced": "no price in the table, neither SageMaker's nor EC2's: no total",
+    "unpriced": f"no price in the table, neither SageMaker's nor EC2's, nor a stated floor ({prices.UNPRICED_WHY}): no total",
 }
 
 
@@ -91,13 +91,14 @@ def estimate(stacks: list[StackSummary], region: str) -> dict:
             rate, kind = prices.instance_rate(itype)
             kinds[itype] = kind
             hourly = None if rate is None else rate * count
+            note = f"a stated floor, {prices.floor_note(itype)}" if prices.floor_note(itype) else _RATE_NOTES[kind]
             if name in ceilings:
                 most = ceilings[name]
                 shown = f"{count} to {most if most is not None else '?'} x {itype} ({name}, autoscaled by Karpenter)"
-                lines.append(_line(shown, count, hourly, _RATE_NOTES[kind], floor=kind == "floor", max_count=most,
+                lines.append(_line(shown, count, hourly, note, floor=kind == "floor", max_count=most,
                                    hourly_max=None if rate is None or most is None else rate * most))
             else:
-                lines.append(_line(f"{count} x {itype} ({name})", count, hourly, _RATE_NOTES[kind], floor=kind == "floor"))
+                lines.append(_line(f"{count} x {itype} ({name})", count, hourly, note, floor=kind == "floor"))
     for _, _, res in of_type(stacks, "AWS::EKS::Cluster"):
         version = res["Properties"].get("Version", versions.DEFAULT_EKS_VERSION)
         extended = versions.parse(version) < versions.OLDEST_STANDARD_SUPPORT
@@ -130,8 +131,8 @@ def estimate(stacks: list[StackSummary], region: str) -> dict:
         lines.append(_line(f"FSx for Lustre {size} GiB {lustre.get('DeploymentType')} at {tier} MB/s/TiB", 1, None, "no price in the table"))
     unpriced_types = sorted(t for t, k in kinds.items() if k == "unpriced")
     # An instance type without a price is never $0: the estimate has no total then, and says why.
-    no_total = (f"no price in the table for {', '.join(unpriced_types)} (neither SageMaker's rate nor EC2's floor); "
-                "a total without it would be wrong") if unpriced_types else None
+    no_total = (f"no price in the table for {', '.join(unpriced_types)} (neither SageMaker's rate, EC2's floor nor a stated "
+                "floor); a total without it would be wrong") if unpriced_types else None
     priced = [line for line in lines if line["hourly"] is not None]
     hourly = None if no_total else round(sum(line["hourly"] for line in priced), 2)
     autoscaled = [line for line in lines if "max_count" in line]
@@ -150,6 +151,9 @@ def estimate(stacks: list[StackSummary], region: str) -> dict:
         "autoscaled": bool(autoscaled),
         "no_total": no_total,
         "unpriced": [line["item"] for line in lines if line["hourly"] is None],
+        # What is priced, where there is no total: the part a change is known to move.
+        "known_hourly": round(sum(line["hourly"] for line in priced), 2),
+        "unpriced_types": unpriced_types,
         "floor_types": sorted(t for t, k in kinds.items() if k == "floor"),
         "rates": rates_used(kinds),
     }
@@ -162,16 +166,18 @@ def rates_used(kinds: dict[str, str]) -> str:
     listed_rates = f"SageMaker list rates ({prices.SAGEMAKER_AS_OF})"
     if not floor:
         return listed_rates
-    where = f"the EC2 floor for {', '.join(floor)} (no SageMaker rate in the table; the bill is higher)"
+    ec2 = [t for t in floor if not prices.floor_note(t)]
+    stated = [t for t in floor if prices.floor_note(t)]
+    where = " and ".join(
+        ([f"the EC2 floor for {', '.join(ec2)}"] if ec2 else []) + ([f"a stated floor for {', '.join(stated)}"] if stated else [])
+    ) + " (no SageMaker rate in the table; the bill is higher)"
     return f"{listed_rates}, except {where}" if listed else where
 
 
 def delta(before: dict, after: dict) -> dict:
     """The change in the estimate between a baseline's and this change's."""
     if before["hourly"] is None or after["hourly"] is None:
-        why = after["no_total"] or before["no_total"]
-        side = "this change" if after["hourly"] is None else "the baseline"
-        return {"hourly": None, "monthly": None, "line": f"Cost: no comparison: {side} has no total ({why})"}
+        return {"hourly": None, "monthly": None, "line": _partial(before, after)}
     hourly, monthly = round(after["hourly"] - before["hourly"], 2), round(after["monthly"] - before["monthly"], 2)
     line = (
         f"Cost: {_signed(hourly, 2)} an hour, {_signed(monthly, 0)} a month "
@@ -185,8 +191,25 @@ def delta(before: dict, after: dict) -> dict:
         line += f"; with the autoscaled groups at their most {most(before)} -> {most(after)} an hour"
     floors = sorted(set(before.get("floor_types", [])) | set(after.get("floor_types", [])))
     if floors and (hourly or monthly):
-        line += f" ({', '.join(floors)} priced at the EC2 floor, below the HyperPod rate: the bill moves more)"
+        line += f" ({', '.join(floors)} priced at a floor, at or below the HyperPod rate: the bill moves more)"
     return {"hourly": hourly, "monthly": monthly, "line": line}
+
+
+def _partial(before: dict, after: dict) -> str:
+    """Where a side has no total: the direction, where the known part settles it, and the known part."""
+    known_before, known_after = before.get("known_hourly", 0.0), after.get("known_hourly", 0.0)
+    missing_before, missing_after = before.get("unpriced", []), after.get("unpriced", [])
+    known = f"the priced part ${known_before:,.2f} -> ${known_after:,.2f} an hour"
+    unpriced = f"not priced: {', '.join(missing_after or missing_before)}" if not (missing_before and missing_after) else (
+        f"not priced: {', '.join(missing_before)} -> {', '.join(missing_after)}")
+    if missing_before == missing_after:  # the same unpriced lines on both sides: the change is the priced part's
+        moved = round(known_after - known_before, 2)
+        return f"Cost: {_signed(moved, 2)} an hour ({known}; {unpriced} on both sides, unchanged)"
+    if after["hourly"] is None and before["hourly"] is not None and known_after > before["hourly"]:
+        return f"Cost: up by at least {_signed(known_after - before['hourly'], 2)} an hour ({known}; {unpriced}, which adds more)"
+    if before["hourly"] is None and after["hourly"] is not None and known_before > after["hourly"]:
+        return f"Cost: down by at least {_signed(after['hourly'] - known_before, 2)} an hour ({known}; {unpriced}, which was more)"
+    return f"Cost: direction not known ({known}; {unpriced}: {prices.UNPRICED_WHY})"
 
 
 def _signed(amount: float, digits: int) -> str:
@@ -229,7 +252,7 @@ def markdown(cost: dict, change: dict | None = None) -> list[str]:
     out = [
         "## Estimated cost",
         "",
-        f"An estimate from the dated table in cli/prices.py ({where}), instances at {cost['rates']}: {total} while everything "
+        f"An estimate from the dated table in cli/review/prices.py ({where}), instances at {cost['rates']}: {total} while everything "
         "stands, before data transfer and storage.",
         "",
         "| item | per hour | per month | note |",

@@ -10,7 +10,7 @@ Read from the templates, so a deployed template is a baseline as good as a synth
   cluster admin). Only principals named by ARN count: the stack's own roles (a handler's, the
   kubectl provider's) are the deployment's, not people's.
 
-Each callout names the config field it comes from, where the review shows it (cli/sarif.py).
+Each callout names the config field it comes from, where the review shows it (cli/review/sarif.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cli.assembly import StackSummary, manifest_objects, of_type
+from cli.review.assembly import StackSummary, manifest_objects, of_type
 from infra import admission, catalogue, naming
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def _team_grant(team: str) -> str:
 
 
 def _policy_name(arn) -> str:
-    from cli.iam_audit import readable
+    from cli.review.iam_audit import readable
 
     return readable(arn).rsplit("/", 1)[-1]
 
@@ -247,6 +247,9 @@ def jobs(old: Settings, new: Settings) -> tuple[list[str], list[tuple[str, list[
       above its queue's potential maximum);
     - JOB BORROWS: the sample job, guaranteed before, is admitted only by borrowing now (it waits
       while the lenders use their quota, and is preempted when they reclaim it);
+    - GUARANTEE UNBACKED: the teams' quotas of a type come to add up past what its groups hold
+      (governance.allow_oversubscription lets validate pass it): the teams whose guarantee the
+      change leaves unbacked are named, and who took it;
     - lines for a guarantee that shrinks and a verdict that improves.
     A sample job no team can hold is not here: validation refuses that config, so the review of
     such a change is that refusal (cdk synth's too)."""
@@ -274,6 +277,7 @@ def jobs(old: Settings, new: Settings) -> tuple[list[str], list[tuple[str, list[
             elif now.guaranteed < prev.guaranteed:
                 lines.append(f"Jobs: team {team.name}'s jobs of {now.guaranteed + 1} to {prev.guaranteed} {_unit(now, 2)} {where} "
                              f"now run only by borrowing (guaranteed {prev.guaranteed} -> {now.guaranteed})")
+    callouts += _unbacked(old, new)
     job_before, job_now = admission.sample_job(old), admission.sample_job(new)
     if job_before is not None and job_now is not None and job_before.verdict != job_now.verdict:
         if job_before.verdict == "guaranteed" and job_now.verdict == "borrowing":
@@ -282,3 +286,31 @@ def jobs(old: Settings, new: Settings) -> tuple[list[str], list[tuple[str, list[
         else:
             lines.append(f"Job {job_now.job}: admission {job_before.verdict} -> {job_now.verdict} ({job_now.line})")
     return lines, callouts
+
+
+def _unbacked(old: Settings, new: Settings) -> list[tuple[str, list[str]]]:
+    """A guarantee no node backs that the baseline did not have: infra/admission.py's
+    oversubscribed(), which validate warns of, for both configs."""
+    capacity = old.resource_capacity()
+    was = {o.instance_type: o for o in admission.oversubscribed(old.governance.teams, capacity)}
+    callouts = []
+    for over in admission.oversubscribed(new.governance.teams, new.resource_capacity()):
+        prev = was.get(over.instance_type)
+        if prev is not None and (prev.kind, prev.asks, prev.have) == (over.kind, over.asks, over.have):
+            continue
+        before = {t.name: admission.quota_of(t, over.instance_type, capacity).get(over.kind, 0) for t in old.governance.teams}
+        raised = [t for t, n in over.asks if n > before.get(t, 0) + admission.EPSILON]
+        holders = [(t, n) for t, n in over.asks if n and t not in raised] or [(t, n) for t, n in over.asks if n]
+        spec = catalogue.lookup(over.instance_type)
+        named = ", ".join(f"team {t}'s guarantee of {admission.amount(over.kind, n, spec)}" for t, n in holders)
+        taken = f"; raised by {', '.join(raised)}" if raised else ""
+        every = ", ".join(f"{t} {admission.amount(over.kind, n, spec)}" for t, n in over.asks if n)
+        callouts.append((
+            f"GUARANTEE UNBACKED: {named} of {over.instance_type} {'is' if len(holders) == 1 else 'are'} no longer backed by "
+            f"nodes: the teams' quotas add up to "
+            f"{admission.amount(over.kind, over.total, spec)}, above the cluster's {admission.amount(over.kind, over.have, spec)} "
+            f"({every}{taken}), which governance.allow_oversubscription lets pass; while the others use their quota, a job within "
+            "the guarantee is admitted and finds no node",
+            [*(f"governance.teams[{t}].quotas" for t in raised), "governance.allow_oversubscription", "hyperpod.instance_groups"],
+        ))
+    return callouts

@@ -24,14 +24,14 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from cli.assembly import PACK_NAMES, StackSummary, load_nag, load_refusals, load_stacks, region_of
+from cli.review.assembly import PACK_NAMES, StackSummary, load_nag, load_refusals, load_stacks, region_of
 
 # cfn-lint warnings we accept on purpose, with why, and the message each must match.
 # Anything else is shown as a finding.
 ACCEPTED_LINT_WARNINGS = {
     "W3010": "availability zones are explicit by design: synth stays offline and GPU capacity is AZ-specific",
     "W3005": "redundant DependsOn inside CDK-built custom-resource providers (kubectl, bucket deployment, auto-delete, "
-    "the readiness gate's waiter state machine)",
+    "the readiness gate's waiter state machine) and CDK Pipelines' pipeline on its own role",
     "W8003": "without a prepared chart, every stack carries a rule that is false on purpose: deploy stops at the first "
     "change set with the command that prepares it",
     "E3006": "a resource type missing from cfn-lint's region list, an offline snapshot (in 1.58 us-west-2 lacks "
@@ -42,7 +42,7 @@ ACCEPTED_LINT_WARNINGS = {
 _REGION_SNAPSHOT = r"^Resource type '([\w:]+)' does not exist in '[a-z0-9-]+'$"
 _ACCEPTED_MESSAGES = {
     "W3010": r"availability zones",
-    "W3005": r"^'\w*(ServiceRole|CustomResourceProviderRole|waiterstatemachineRole)\w*' dependency",
+    "W3005": r"^'\w*(ServiceRole|CustomResourceProviderRole|waiterstatemachineRole|PipelineRole)\w*' dependency",
     "W8003": r"^\['not prepared', 'prepared'\] will always return False$",
     "E3006": _REGION_SNAPSHOT,
 }
@@ -61,6 +61,9 @@ class LintFinding:
         pattern = _ACCEPTED_MESSAGES.get(self.rule)
         return self.level == "warning" and pattern is not None and re.search(pattern, self.message) is not None
 
+
+# The callouts of nodes starting, which a refused update never gets to.
+ROLL_KINDS = ("NODES REPLACED", "NODES ROLL", "NEW NODES ONLY", "JOB RESTARTS")
 
 # Template findings kept in the lint cache (the least recently used beyond these are removed).
 LINT_CACHE_KEEP = 200
@@ -178,7 +181,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None;
     `cache` a folder where lint findings of templates seen before are kept; `config` the
     (cdk.json context, environment) the assembly was made of, where it does not say itself."""
-    from cli import changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
+    from cli.review import changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -277,10 +280,14 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups, settings)
         report["changes"]["callouts"] += report["changes"]["deltas"].pop("callouts")
         report["changes"]["anchors"] = report["changes"]["deltas"].pop("anchors")
-        update = deploy_plan.update_plan(before, stacks, report["changes"]["changes"])
+        refused = any(c.startswith("REFUSED:") for c in report["changes"]["callouts"])
+        if refused:  # nothing rolls where the update is refused (the callouts of what it would do would mislead)
+            report["changes"]["callouts"] = [c for c in report["changes"]["callouts"] if c.split(":")[0] not in ROLL_KINDS]
+        update = deploy_plan.update_plan(before, stacks, report["changes"]["changes"], refused)
         report["changes"]["update_plan"] = update
         report["changes"]["deltas"]["lines"]["plan"] = [
-            f"Deploy: about {update['minutes']} minute(s) for this update" + (f": {'; '.join(update['waits'])}" if update["waits"] else "")
+            f"Deploy: {deploy_plan.in_words(update)}" + ("" if refused else " for this update")
+            + (f": {'; '.join(update['waits'])}" if update["waits"] else "")
         ] if report["changes"]["changes"] else []
         if diffed is not None:
             report["changes"]["cdk_diff"] = diffed.result()
@@ -345,7 +352,8 @@ def _callout_lines(changes: dict) -> list[str]:
             "Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost, "
             "no add-on update that needs a migration first, no new instance type's quota, no new Write or Permissions "
             "management on `*`, no added or widened exposure, no team added, removed or re-quoted, no access gained or lost, "
-            "no cluster-wide change to running work, no restart of the running job."
+            "no cluster-wide change to running work, no restart of the running job, no Kubernetes version change, no change to "
+            "node recovery or to the network's way to the internet, no team guarantee left unbacked."
         ]
     return [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
 
@@ -415,7 +423,7 @@ def to_markdown(report: dict) -> str:
     out += ["", "Exports between the stacks (a solid edge carries exports; a dotted one orders only):", ""]
     out += stack_graph(report) + [""]
     out += _copies_markdown(report.get("image_copies", []))
-    from cli import cost, exposure
+    from cli.review import cost, exposure
 
     found = (report["changes"] or {}).get("deltas") or {}
     out += cost.markdown(report["cost"], found.get("cost")) + [""]
@@ -468,7 +476,7 @@ def to_markdown(report: dict) -> str:
         "## Estimated deploy plan" + (" (a first deploy)" if report["changes"] is not None else ""),
         "",
         f"From nothing, about {plan['minutes']} minutes of wall-clock time, {plan['hyperpod_nodes_minutes']} of them for the "
-        "HyperPod nodes (by instance type, count and deep health checks; typical figures in cli/deploy_plan.py). It waits on:",
+        "HyperPod nodes (by instance type, count and deep health checks; typical figures in cli/review/deploy_plan.py). It waits on:",
         "",
     ]
     for st in plan["critical_path"]:
@@ -483,7 +491,7 @@ def to_markdown(report: dict) -> str:
 
 def write(report: dict, base: Path) -> tuple[Path, Path, Path]:
     """review.md, .json and .sarif beside the assembly (`base` without suffix)."""
-    from cli import sarif
+    from cli.review import sarif
 
     md, js, sa = base.with_suffix(".md"), base.with_suffix(".json"), base.with_suffix(".sarif")
     md.write_text(to_markdown(report))

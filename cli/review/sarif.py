@@ -72,8 +72,9 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
                 "(or retained, as its removal policy says)."),
     "REPLACED WITH IT": ("Replaced because something it references is", "A resource whose create-only property references "
                          "a replaced resource is replaced too, in this stack or another."),
-    "REFUSED": ("CloudFormation would refuse this update", "An export another deployed stack imports would change or "
-                "disappear; CloudFormation refuses the update of the exporting stack."),
+    "REFUSED": ("The update would be refused", "CloudFormation or the service refuses it: an export another deployed stack "
+                "imports would change or disappear, a group's volume key would change, or the Kubernetes version would go down "
+                "or skip a minor version."),
     "NODES REPLACED": ("Every node of an instance group is replaced", "The group's instance type, execution role, threads "
                        "per core or subnets change: HyperPod replaces every node, and the jobs on them stop."),
     "NODES ROLL": ("Every node of an instance group rolls", "What the group's nodes are made with changes (an AMI "
@@ -115,6 +116,19 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
                       "replaced; MIG slices are no longer advertised."),
     "PROVISIONING MODE": ("The cluster's provisioning mode changes", "The HyperPod cluster switches to continuous "
                           "provisioning, which no later update sets back."),
+    "CONTROL PLANE UPGRADE": ("The Kubernetes version goes up, for good", "EKS cannot downgrade a cluster: the new version "
+                              "stays, with what it leaves behind (HyperPod's documented range, the nodes' AMI, add-on pins)."),
+    "NODE RECOVERY OFF": ("Failed nodes are no longer recovered", "With NodeRecovery None a faulty node stays as it is and "
+                          "the jobs on it are not resumed on a replacement."),
+    "NODE RECOVERY ON": ("Failed nodes are recovered automatically", "HyperPod reboots or replaces a faulty node itself."),
+    "INTERNET PATH LOST": ("The network loses its way to the internet", "No NAT gateway or internet gateway: nothing in "
+                           "the VPC reaches a public registry or endpoint."),
+    "INTERNET PATH GAINED": ("The network gains a way to the internet", "A NAT or internet gateway is added to a closed "
+                             "network."),
+    "PODS EVICTED": ("A NoExecute taint reaches running nodes", "Pods that do not tolerate the new taint are evicted from "
+                     "the group's running nodes."),
+    "GUARANTEE UNBACKED": ("A team's guarantee is no longer backed by nodes", "The teams' quotas of a type add up past "
+                           "what the cluster holds (allowed by governance.allow_oversubscription)."),
 }
 
 # A change callout's kind (the words before its colon) -> the config fields that may be behind
@@ -236,7 +250,7 @@ class CdkJson:
     """cdk.json's text and where each of an environment's fields is written in it."""
 
     def __init__(self, path: Path, env: str):
-        from cli.config_diff import merged
+        from cli.review.config_diff import merged
 
         self.path, self.env = path, env
         self.text = path.read_text()
@@ -470,7 +484,7 @@ def _rule(rule_id: str, nag: dict[str, str], lint: dict[str, tuple[str, str]]) -
         short, full, help_ = RULES[rule_id]
     elif family == "cfn-lint":
         short, full = lint.get(name, (f"cfn-lint rule {name}", f"cfn-lint rule {name} on a synthesized template."))
-        help_ = f"Fix the template's construct, or accept the rule in cli/review.py with the reason. cfn-lint's rule list: {name}."
+        help_ = f"Fix the template's construct, or accept the rule in cli/review/report.py with the reason. cfn-lint's rule list: {name}."
     elif family == "change":
         words = name.replace("-", " ")
         short, full = CHANGE_KINDS.get(words.upper(), (f"A change the review calls out: {words}", ""))

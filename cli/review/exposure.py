@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 
-from cli.assembly import StackSummary, group_instance_type, of_type, path_of
+from cli.review.assembly import StackSummary, group_instance_type, of_type, path_of
 from infra import naming
 
 # Types whose loss loses data or a running cluster.
@@ -94,8 +94,14 @@ def open_ingress(stacks: list[StackSummary]) -> list[dict]:
 
 
 def quotas(stacks: list[StackSummary]) -> list[dict]:
+    """The SageMaker "<type> for cluster usage" quotas the deploy needs: the nodes at deploy, and
+    for a type Karpenter scales from 0 the most its NodePools admit (cli.cost.autoscaled_ceilings),
+    which the quota must cover before Karpenter can get there."""
+    from cli.review.cost import autoscaled_ceilings
+
     needed: Counter = Counter()
-    autoscaled: set[str] = set()
+    autoscaled: dict[str, int | None] = {}
+    ceilings = autoscaled_ceilings(stacks)
     for _, _, res in of_type(stacks, "AWS::SageMaker::Cluster"):
         karpenter = res["Properties"].get("AutoScaling", {}).get("Mode") == "Enable"
         for group in res["Properties"].get("InstanceGroups", []):
@@ -103,12 +109,15 @@ def quotas(stacks: list[StackSummary]) -> list[dict]:
             itype = group_instance_type(group)
             needed[itype] += count if isinstance(count, int) else 0
             if karpenter and count == 0:
-                autoscaled.add(itype)
+                most = ceilings.get(group["InstanceGroupName"])
+                autoscaled[itype] = None if most is None or autoscaled.get(itype, 0) is None else autoscaled.get(itype, 0) + most
     rows = [{"quota": quota_name(t), "needed": n, "line": f"{n} x {quota_name(t)}"} for t, n in sorted(needed.items()) if n]
-    # Karpenter's groups start at 0: their ceiling (max_count) is config's, which preflight checks.
+    # Karpenter's groups start at 0: the quota must cover the most their NodePool admits.
     rows += [
-        {"quota": quota_name(t), "needed": None, "line": f"{quota_name(t)}: autoscaled from 0 by Karpenter; cover the group's max_count"}
-        for t in sorted(autoscaled)
+        {"quota": quota_name(t), "needed": None, "most": most,
+         "line": f"{quota_name(t)}: autoscaled from 0 by Karpenter; " + (
+             f"cover the most its NodePool admits, {most} node(s)" if most is not None else "cover the group's max_count")}
+        for t, most in sorted(autoscaled.items())
     ]
     return rows
 

@@ -1,0 +1,70 @@
+"""Delivery: the pipeline (CDK Pipelines) that deploys environments in waves from one repository
+branch, with its per-field checks. Which environments the waves name, and whether each of them
+validates, is a rule across environments: addons/registry.py's `pipeline` reads the context."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from pydantic import Field
+
+from infra.config.base import Model, Problems, duplicates
+
+# GitHub's owner/name (GitHub: "Repository names can contain ASCII letters, digits, and the characters ., -, and _";
+# an owner is letters, digits and single hyphens); CodePipeline's CodeStarSourceConnection action takes it as FullRepositoryId.
+REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+
+
+class DeliverySource(Model):
+    """Where the pipeline takes its code: a repository branch through a CodeConnections connection."""
+
+    connection_arn: str = Field(
+        description="The CodeConnections connection to the repository's host (GitHub, GitLab, Bitbucket), created once in "
+        "the console, where its owner completes the handshake (docs/delivery.md, The connection).",
+    )
+    repository: str = Field(description="The repository as `owner/name`.")
+    branch: str = Field(default="main", description="The branch whose every push runs the pipeline.")
+
+
+class DeliverySettings(Model):
+    source: DeliverySource = Field(description="The repository branch the pipeline builds, and the connection it reads it through.")
+    account: Optional[str] = Field(
+        default=None, pattern=r"^\d{12}$",
+        description="The account the pipeline runs in (default: this environment's); every environment's account trusts it "
+        "through `cdk bootstrap --trust` (docs/delivery.md).",
+    )
+    region: Optional[str] = Field(
+        default=None, pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", description="The pipeline's region (default: this environment's)."
+    )
+    waves: tuple[tuple[str, ...], ...] = Field(
+        min_length=1,
+        description="The environments the pipeline deploys, in order: a list of waves, each a list of environment names "
+        "deployed side by side (e.g. `[[\"dev\"], [\"staging\"], [\"prod\"]]`).",
+    )
+    protected: Optional[tuple[str, ...]] = Field(
+        default=None,
+        description="The environments that wait for a person's approval before their stage (default: those with "
+        "`protection.termination_protection`, which prod has and dev turns off).",
+    )
+
+    @property
+    def environments(self) -> tuple[str, ...]:
+        return tuple(name for wave in self.waves for name in wave)
+
+
+def check_delivery(d: DeliverySettings | None, p: Problems) -> None:
+    """The waves' own shape (it reads the block alone, so this module needs nothing of the root
+    Settings); whether each name is an environment that validates is the pipeline's rule."""
+    if d is None:
+        return
+    for i, wave in enumerate(d.waves):
+        if not wave:
+            p.error(f"delivery.waves[{i}]", [], "names no environment; a wave deploys at least one")
+    for name in duplicates(d.environments):
+        p.error("delivery.waves", name, "is named twice; each environment has one stage in the pipeline")
+    for name in d.protected or ():
+        if name not in d.environments:
+            p.error("delivery.protected", name, f"is in no wave; the waves name {', '.join(d.environments) or 'none'}")
+    if not REPOSITORY.match(d.source.repository):
+        p.error("delivery.source.repository", d.source.repository, "is not owner/name (letters, digits, '.', '-' and '_')")

@@ -1,0 +1,220 @@
+"""The delivery stack (tests/conftest.py's `delivery` config: dev; staging in another region; prod
+in another account) and the one composition it shares with hand deploys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli.review import replacement
+from cli.review.exposure import STATEFUL_TYPES
+from stacks import delivery
+from tests.conftest import CAPABILITIES, FLEETS
+
+# What holds state, as the review counts it (cli/review/exposure.py), and the network a cluster sits in:
+# a new logical ID for any of these replaces it (CloudFormation User Guide, "Update behaviors of
+# stack resources": a resource whose logical ID changes is deleted and created anew).
+HOLDS_STATE = (*STATEFUL_TYPES, "AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::VPCCidrBlock")
+# Recorded from main's synth of dev and prod at 89c91d8, before the composition moved: every stack
+# name and the logical ID of everything that holds state, as clusters deployed by hand have them.
+MAIN = Path(__file__).resolve().parent.parent / "fixtures" / "stateful_ids_main.json"
+
+
+def holds_state(template: dict) -> set[str]:
+    return {f"{r['Type']} {lid}" for lid, r in template["Resources"].items() if r["Type"] in HOLDS_STATE}
+
+
+def stage_templates(s, stage: str) -> dict[str, dict]:
+    """Stack name -> template of what the pipeline's Stage `stage` synthesized (its nested assembly)."""
+    folder = s.outdir / f"assembly-{stage}"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    return {a["properties"]["stackName"]: json.loads((folder / a["properties"]["templateFile"]).read_text())
+            for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"}
+
+
+def app_templates(s) -> dict[str, dict]:
+    return {s.settings.stack_name(suffix): t for suffix, t in s.templates.items()}
+
+
+def test_the_app_path_keeps_every_stack_name_and_stateful_logical_id_main_deployed(synth):
+    # A cluster deployed by hand from main is the same cluster after this change: nothing it holds
+    # is renamed (new resources may come; none that main deployed goes or moves).
+    recorded = json.loads(MAIN.read_text())
+    for env in ("dev", "prod"):
+        now = app_templates(synth(env))
+        assert set(recorded[env]) <= set(now), (env, sorted(set(recorded[env]) - set(now)))
+        for name, ids in recorded[env].items():
+            assert set(ids) <= holds_state(now[name]), (env, name, sorted(set(ids) - holds_state(now[name])))
+
+
+def test_the_pipelines_stage_builds_the_same_stacks_as_a_hand_deploy(synth):
+    # The Stage moves templates and artifact ids (assembly-<stage>/), never stack names or logical IDs.
+    s = synth("delivery")
+    for env in ("dev", "prod"):
+        by_hand, staged = app_templates(synth(env)), stage_templates(s, env)
+        assert sorted(staged) == sorted(by_hand), env
+        for name, template in by_hand.items():
+            assert holds_state(staged[name]) == holds_state(template), (env, name)
+            # Every other logical ID too (a security group's rule from itself, renamed, would be
+            # created anew beside the rule it replaces, which EC2 refuses as a duplicate).
+            assert set(staged[name]["Resources"]) == set(template["Resources"]), (env, name)
+            # And no create-only property differs (cfn-lint's schemas, as the review judges a
+            # replacement): what the Stage changes (construct paths in Name tags, descriptions and
+            # the EKS manifests' prune labels) is updated in place. dev's stage is in dev's account;
+            # prod's here is in another, whose CDK asset bucket its Lambda layers name.
+            for lid, resource in template["Resources"].items():
+                if env == "dev":
+                    assert replacement.replaced_by(resource, staged[name]["Resources"][lid]) == [], (env, name, lid)
+
+
+def test_hand_deploys_see_the_environments_stacks_at_the_top_level(synth):
+    # `cdk deploy --all -c env=dev` and a bare `cdk diff` see only top-level stacks: dev's own stay
+    # there beside the delivery stack; the stages' stacks are in nested assemblies only.
+    s = synth("delivery")
+    manifest = json.loads((s.outdir / "manifest.json").read_text())
+    top = {a["properties"].get("stackName", k) for k, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
+    assert {s.settings.stack_name(k) for k in synth("dev").templates} | {s.settings.stack_name("delivery")} <= top
+    assert not any(n.startswith(("hyperpod-staging-", "hyperpod-prod-")) for n in top)
+    assert {a for a, v in manifest["artifacts"].items() if v["type"] == "cdk:cloud-assembly"} == {"assembly-dev", "assembly-staging", "assembly-prod"}
+
+
+def _pipeline(s) -> dict:
+    (pipeline,) = s.resources("delivery", "AWS::CodePipeline::Pipeline").values()
+    return pipeline["Properties"]
+
+
+def _buildspec(s, action: dict) -> dict:
+    project = s.templates["delivery"]["Resources"][action["Configuration"]["ProjectName"]["Ref"]]
+    return json.loads(project["Properties"]["Source"]["BuildSpec"])
+
+
+def _commands(s, action: dict) -> list[str]:
+    phases = _buildspec(s, action)["phases"]
+    return [*phases.get("install", {}).get("commands", []), *phases["build"]["commands"]]
+
+
+def test_the_pipeline_deploys_the_waves_in_order_each_stage_after_its_checks(synth):
+    s = synth("delivery")
+    stages = {stage["Name"]: stage["Actions"] for stage in _pipeline(s)["Stages"]}
+    waves = CAPABILITIES["delivery"]["delivery"]["waves"]
+    names = [stage["Name"] for stage in _pipeline(s)["Stages"]]
+    assert names[:2] == ["Source", "Build"]
+    assert [n for n in names if n in {e for w in waves for e in w}] == [e for w in waves for e in w]
+    for env in (e for w in waves for e in w):
+        actions = sorted(stages[env], key=lambda a: a["RunOrder"])
+        kinds = [(a["Name"], a["ActionTypeId"]["Provider"], a["RunOrder"]) for a in actions]
+        checks = [k for k in kinds if k[1] != "CloudFormation"]
+        first_deploy = min(a["RunOrder"] for a in actions if a["ActionTypeId"]["Provider"] == "CloudFormation")
+        # validate, then the review, then preflight, one after another, all before the first change set.
+        assert [k[0] for k in checks[:3]] == [f"Validate-{env}", f"Review-{env}", f"Preflight-{env}"]
+        assert [k[2] for k in checks[:3]] == sorted({k[2] for k in checks[:3]}) and len({k[2] for k in checks[:3]}) == 3
+        assert all(k[2] < first_deploy for k in checks)
+        by_name = {a["Name"]: a for a in actions}
+        assert any(c.endswith(f"hyperpod-cdk validate -c env={env}") for c in _commands(s, by_name[f"Validate-{env}"]))
+        review = _commands(s, by_name[f"Review-{env}"])
+        # The review's own exit status ends its step: nothing after it masks a refusal.
+        assert review[-1].startswith(f".venv/bin/hyperpod-cdk review --env {env} $against")
+        assert any(c.endswith(f"hyperpod-cdk preflight -c env={env}") for c in _commands(s, by_name[f"Preflight-{env}"]))
+
+
+def test_a_person_approves_prod_and_staging_after_their_review_and_nobody_waits_for_dev(synth):
+    s = synth("delivery")
+    stages = {stage["Name"]: stage["Actions"] for stage in _pipeline(s)["Stages"]}
+    for env, protected in (("dev", False), ("staging", True), ("prod", True)):
+        approvals = [a for a in stages[env] if a["ActionTypeId"]["Category"] == "Approval"]
+        assert bool(approvals) == protected, env
+        if approvals:
+            order = {a["Name"]: a["RunOrder"] for a in stages[env]}
+            deploys = [a["RunOrder"] for a in stages[env] if a["ActionTypeId"]["Provider"] == "CloudFormation"]
+            assert order[f"Review-{env}"] < approvals[0]["RunOrder"] < min(deploys)
+
+
+def test_the_review_and_preflight_read_the_target_account_through_its_read_only_lookup_role(synth):
+    # The CDK bootstrap template's lookup role (cdk-<qualifier>-lookup-role-<account>-<region>),
+    # which `cdk bootstrap --trust` lets the pipeline's account assume (docs/delivery.md).
+    s = synth("delivery")
+    stages = {stage["Name"]: stage["Actions"] for stage in _pipeline(s)["Stages"]}
+    prod = FLEETS["delivery"]["prod"]["account"]
+    role = f"arn:aws:iam::{prod}:role/cdk-hnb659fds-lookup-role-{prod}-us-east-1"
+    for step in ("Review-prod", "Preflight-prod"):
+        action = next(a for a in stages["prod"] if a["Name"] == step)
+        assert any(f"--role-arn {role} " in c for c in _commands(s, action)), step
+    assumed = [st for p in s.resources("delivery", "AWS::IAM::Policy").values() for st in p["Properties"]["PolicyDocument"]["Statement"]
+               if st["Action"] == "sts:AssumeRole" and st.get("Resource") == role]
+    assert len(assumed) == 2  # the review's project role and preflight's, and no other
+
+
+def test_the_synth_step_does_the_readmes_set_up_prepares_each_chart_and_synthesizes_the_pipelines_environment(synth):
+    s = synth("delivery")
+    build = next(st for st in _pipeline(s)["Stages"] if st["Name"] == "Build")["Actions"][0]
+    commands = _commands(s, build)
+    assert "make install-synth" in commands and "make hyperpod-chart ENV=dev" in commands
+    assert commands[-1] == "bin/cdk synth --quiet -c env=dev"
+    assert _buildspec(s, build)["artifacts"]["base-directory"] == "cdk.out"
+
+
+def test_the_pipeline_reads_through_the_connection_and_shares_artifacts_across_accounts_under_its_key(synth):
+    s = synth("delivery")
+    source = next(st for st in _pipeline(s)["Stages"] if st["Name"] == "Source")["Actions"][0]
+    d = CAPABILITIES["delivery"]["delivery"]["source"]
+    assert source["Configuration"]["ConnectionArn"] == d["connection_arn"]
+    assert source["Configuration"]["FullRepositoryId"] == d["repository"] and source["Configuration"]["BranchName"] == d["branch"]
+    store = _pipeline(s).get("ArtifactStores") or [{"ArtifactStore": _pipeline(s)["ArtifactStore"]}]
+    assert all(st["ArtifactStore"]["EncryptionKey"]["Type"] == "KMS" for st in store)
+    # The other account's CDK deploy role may decrypt what the pipeline hands it (its bootstrap roles' names).
+    (key,) = s.resources("delivery", "AWS::KMS::Key").values()
+    prod = FLEETS["delivery"]["prod"]["account"]
+    granted = json.dumps([st["Principal"] for st in key["Properties"]["KeyPolicy"]["Statement"] if "kms:Decrypt" in st["Action"]])
+    assert f":iam::{prod}:role/cdk-hnb659fds-deploy-role-{prod}-us-east-1" in granted
+    # staging's region has its replication bucket in CodePipeline's support stack, deployed with this one.
+    assert "delivery-support-eu-central-1" in s.templates
+
+
+def test_the_pipeline_installs_the_cdk_cli_package_json_pins():
+    from tests.conftest import ROOT
+
+    assert delivery.cdk_cli_version() == json.loads((ROOT / "package-lock.json").read_text())["packages"]["node_modules/aws-cdk"]["version"]
+
+
+def test_the_lookup_role_is_read_only_and_assumable_by_the_accounts_bootstrap_trusts():
+    # The pinned CDK CLI's bootstrap template (node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml).
+    import yaml
+
+    from tests.conftest import ROOT
+
+    template = yaml.safe_load((ROOT / "node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml").read_text())
+    assert template["Parameters"]["Qualifier"]["Default"] == delivery.QUALIFIER
+    role = template["Resources"]["LookupRole"]["Properties"]
+    assert role["RoleName"] == {"Fn::Sub": "cdk-${Qualifier}-lookup-role-${AWS::AccountId}-${AWS::Region}"}
+    assert role["ManagedPolicyArns"] == [{"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/ReadOnlyAccess"}]
+    denied = [st for p in role["Policies"] for st in p["PolicyDocument"]["Statement"] if st["Effect"] == "Deny"]
+    assert any("kms:Decrypt" in st["Action"] for st in denied)
+    # `cdk bootstrap --trust ACCOUNT` (TrustedAccounts) may assume it, not only --trust-for-lookup.
+    trusted = json.dumps(role["AssumeRolePolicyDocument"]["Statement"])
+    assert '{"Ref": "TrustedAccounts"}' in trusted and '"sts:AssumeRole"' in trusted
+
+
+def _fleet(patch: dict | None = None):
+    from addons import registry
+    from tests.conftest import patched_context
+
+    context = patched_context("dev", {**CAPABILITIES["delivery"], **(patch or {})}, FLEETS["delivery"])
+    settings, _ = registry.load(context, "dev")
+    return settings, registry.pipeline(context, settings)
+
+
+def test_who_approves_is_the_environments_with_termination_protection_unless_the_block_names_them():
+    settings, waves = _fleet()
+    assert delivery.protected(settings, waves) == {"staging", "prod"}
+    named = {"delivery": {**CAPABILITIES["delivery"]["delivery"], "protected": ["prod"]}}
+    assert delivery.protected(*_fleet(named)) == {"prod"}
+    nobody = {"delivery": {**CAPABILITIES["delivery"]["delivery"], "protected": []}}
+    assert delivery.protected(*_fleet(nobody)) == set()
+
+
+def test_the_synth_prepares_each_chart_revision_once_and_synthesizes_the_environment_holding_the_block():
+    settings, waves = _fleet()
+    install, build = delivery.synth_commands(settings, waves)
+    assert install[-1] == "make install-synth"
+    # All three share the committed revision: one fetch, named after the first environment that uses it.
+    assert build == ["make hyperpod-chart ENV=dev", "bin/cdk synth --quiet -c env=dev"]
