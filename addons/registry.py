@@ -13,7 +13,8 @@ from addons.observability import ObservabilityAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
 from addons.training_operator import TrainingOperatorAddon
-from infra.config import ConfigError, Settings, load_settings
+from infra.config import ConfigError, Settings
+from infra.validation import load_settings
 
 ALL: tuple[type[Addon], ...] = (
     PodIdentityAgentAddon,

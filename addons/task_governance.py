@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from addons.base import AddonContext, ManagedAddon, ReadyWhen
 from infra import lazy, naming
 from infra.config import EKS_ADDON_NAMES, QuotaResource, Settings, Team
-from infra.config.governance import queue_label_enforced
+from infra.checks.governance import queue_label_enforced
 
 if TYPE_CHECKING:
     from constructs import IConstruct

@@ -34,8 +34,9 @@ from pathlib import Path
 
 from cli.diagnostics import clip, judge_dcgm, judge_nccl, pair_rounds, parse_dcgm, parse_nccl, suspects
 from infra import catalogue
+from infra.checks.acceptance import accepted_groups
 from infra.config import Settings
-from infra.config.acceptance import accepted_groups, unprovable
+from infra.config.acceptance import unprovable
 from manifests import acceptance as m
 
 GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 from cli import topology
-from infra import config
+from infra import config, validation
+from infra.checks.sample_job import memory_note
 
 
 class CliError(Exception):
@@ -104,7 +105,7 @@ def _fleet_table(settings: list, reports: dict) -> None:
 
 
 def _settings(env: str) -> tuple[config.Settings, list[str]]:
-    return config.load_settings(load_context(), env)
+    return validation.load_settings(load_context(), env)
 
 
 def cmd_render_job(args) -> int:
@@ -150,7 +151,7 @@ def cmd_validate(args) -> int:
             continue
         for line in warnings:
             print(f"warning: {line}", file=sys.stderr)
-        print(f"ok: {env}" + (f" ({note})" if (note := config.memory_note(settings)) else ""))
+        print(f"ok: {env}" + (f" ({note})" if (note := memory_note(settings)) else ""))
         passed.append(settings)
     if len(envs) > 1:
         out_root = find_cdk_json().parent / "cdk.out"
@@ -201,7 +202,7 @@ def cmd_review(args) -> int:
         # A config cdk synth would refuse (a job no team can ever hold among its rules) is refused here, in
         # its lines and exit 2, before anything is synthesized, the baseline included.
         try:
-            settings, _ = config.load_settings(context, env)
+            settings, _ = validation.load_settings(context, env)
         except config.ConfigError as err:
             _config_error(env, err)
             status, verdicts[env] = 2, "config refused"
@@ -266,7 +267,7 @@ def _names_by_env(context: dict) -> dict[str, list[str]]:
 def _stack_names(context: dict, env: str) -> list[str]:
     from infra import naming
 
-    settings, _ = config.load_settings(context, env)
+    settings, _ = validation.load_settings(context, env)
     return [settings.stack_name(suffix) for suffix in naming.STACK_SUFFIXES]
 
 
@@ -275,7 +276,7 @@ def cmd_preflight(args) -> int:
 
     cdk_json, env = find_cdk_json(), env_from(args)
     context = load_context(cdk_json)
-    settings, _ = config.load_settings(context, env)
+    settings, _ = validation.load_settings(context, env)
     # Whether the credentials outlast the deploy: this change's minutes from the last review, else the whole deploy's.
     deploy = lambda: preflight.deploy_time(cdk_json.parent / "cdk.out", context, env)  # noqa: E731
     try:
@@ -298,7 +299,7 @@ def cmd_upgrade_plan(args) -> int:
         raise CliError(f"{flag} reads one account with one profile: give one environment with it")
     for env in envs:
         try:
-            settings, _ = config.load_settings(context, env)
+            settings, _ = validation.load_settings(context, env)
             source = upgrade_plan.OfflineVersions()
             if args.from_account:
                 source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
@@ -323,7 +324,7 @@ def cmd_upgrade_plan(args) -> int:
 
 def cmd_accept(args) -> int:
     from cli import accept, preflight
-    from infra.config.acceptance import accepted_groups, unpullable_images
+    from infra.checks.acceptance import accepted_groups, unpullable_images
     from manifests import acceptance as acceptance_manifests
 
     settings, _ = _settings(env_from(args))

@@ -1,12 +1,13 @@
 """`hyperpod-cdk render-job`: the sample HyperPodPyTorchJob from config with the flags' overrides,
-validated by the same rules as `cdk synth` (config.override), its errors said as the flags typed."""
+validated by the same rules as `cdk synth` (validation.override), its errors said as the flags typed."""
 
 from __future__ import annotations
 
 import re
 import sys
 
-from infra import config
+from infra import config, validation
+from infra.checks.sample_job import memory_note
 from manifests import job as job_manifest
 
 
@@ -24,7 +25,7 @@ def render(deployed: config.Settings, args) -> str:
         mode = "preferred" if args.preferred_topology else "required"
         patch["topology"] = {"mode": mode, "level": args.preferred_topology or args.required_topology}
     try:
-        settings, warnings = config.override(deployed, patch)  # the same rules as cdk synth
+        settings, warnings = validation.override(deployed, patch)  # the same rules as cdk synth
     except config.ConfigError as err:  # said as what was typed: the flag, where a flag gave the field
         given = {field: flag for field, flag in RENDER_FLAGS.items() if _given(patch, field)}
         if "topology.level" in given:
@@ -32,7 +33,7 @@ def render(deployed: config.Settings, args) -> str:
         raise config.ConfigError([_as_flags(line, given) for line in err.problems], err.warnings) from None
     for line in [*warnings, *filter(None, [job_manifest.credentials_caution(deployed, settings.sample_job.team)])]:
         print(f"warning: {line}", file=sys.stderr)
-    sys.stderr.write("".join(f"note: {note}\n" for note in [config.memory_note(settings)] if note))  # the memory margin
+    sys.stderr.write("".join(f"note: {note}\n" for note in [memory_note(settings)] if note))  # the memory margin
     image = settings.sample_job.image_uri  # --image, held to the image reference grammar as config is
     if not image:
         raise config.ConfigError(["--image is required: sample_job.image_uri is unset (cdk deploy builds training/ into ECR; "

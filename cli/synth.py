@@ -33,7 +33,7 @@ def synthesize(context: dict, env: str, outdir: Path):
     import aws_cdk as cdk
 
     from infra import compliance
-    from infra.config import load_settings
+    from infra.validation import load_settings
 
     settings, warnings = load_settings(context, env)
     flags = {k: v for k, v in context.items() if k.startswith("@")}

@@ -51,7 +51,7 @@ API
   "mig-<profile>", "vcpu", "memory_gib"), what the team holds: guaranteed, borrowable, the
   cluster's, the ceiling, and what limits the borrowing, in words.
 - `sample_job(settings) -> Admission | None`: the verdict on the job `settings` render (the
-  sample job, or `render-job` after `config.override`): demand per kind, the shares, verdict
+  sample job, or `render-job` after `validation.override`): demand per kind, the shares, verdict
   "guaranteed" | "borrowing" | "never" | "unmanaged" | "disabled", the config field to change
   and its value, the arithmetic in words (`.line` is the whole line validation prints), and the
   most nodes the team can run guaranteed and at all. None when the job is off or its group or
@@ -368,7 +368,7 @@ def _nodes(n: int) -> str:
 
 def sample_job(settings: Settings) -> Admission | None:
     """The verdict on the job these settings render (the sample job; render-job's overrides
-    come in through config.override). None where the job is off or its group, type or team
+    come in through validation.override). None where the job is off or its group, type or team
     unknown: other checks name those."""
     job = settings.sample_job
     group = settings.instance_group(job.instance_group)

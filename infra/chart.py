@@ -17,8 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.config import ConfigError, HelmChartSource, load_settings
+from infra.config import ConfigError, HelmChartSource
 from infra.hyperpod_chart import CHART_IMAGES, GPU_OPERATOR_ACCOUNTS, MIG_CONFIGS, gpu_operator_values, value_at
+from infra.validation import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PREPARED_ROOT = ROOT / "build" / "hyperpod-chart"

@@ -1,7 +1,8 @@
 """Walking an environment's settings by a field path, as the config limits
 (infra/config/limits.py) and the prerequisites (infra/prerequisites.py) name fields: dotted,
-`[]` every item of a list, `{}` every key of a mapping, `{=}` every value. Below the config
-package, so that what the config's checks read can use it without importing the config.
+`[]` every item of a list, `{}` every key of a mapping, `{=}` every value. With the rules that
+span fields, one layer above the models it walks (infra/checks/limits.py and the prerequisites
+read it).
 """
 
 from __future__ import annotations

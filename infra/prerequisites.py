@@ -1,7 +1,7 @@
 """What each feature needs beside its own config, as data: one row per need, with the
 predicate that says the feature is on, the one that says the need is met, what it needs in
 words and where that is written. Validation reads this table (`check`, from
-infra/config/loading.py): a missing prerequisite is refused in one line, a contradiction (both
+infra/validation.py): a missing prerequisite is refused in one line, a contradiction (both
 may be set, but one undoes the other) is a warning.
 
 A row's `field` is the config field that turns the feature on; `[]` steps into each item of a
@@ -258,7 +258,7 @@ TABLE: tuple[Prerequisite, ...] = (
         "the observability add-on", "addons.observability.enabled",
         on=lambda s, _: s.addons.observability.enabled,
         needs="an instance group of 4xlarge (16 vCPUs) or larger for its collectors; add one or turn it off",
-        # A type whose vCPUs no source gives cannot be checked: infra/config/addons.py warns instead.
+        # A type whose vCPUs no source gives cannot be checked: infra/checks/addons.py warns instead.
         met=lambda s, _: observability_node(s) or any(_vcpus(g) is None for g in s.hyperpod.instance_groups),
         source="the observability add-on page: a HyperPod node of 4xlarge or larger",
     ),

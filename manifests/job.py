@@ -10,8 +10,8 @@ training/train.py prints.
 from __future__ import annotations
 
 from infra import admission, catalogue, naming
+from infra.checks.sample_job import job_model
 from infra.config import SampleJobSettings, Settings
-from infra.config.sample_job import job_model
 from manifests import autoscaling
 from training import log_format, model_shape
 
@@ -245,7 +245,7 @@ def _node_affinity(group) -> dict:
 
 
 def build(settings: Settings, *, image: str) -> dict:
-    """The HyperPodPyTorchJob object. Call with validated settings (config.check)."""
+    """The HyperPodPyTorchJob object. Call with validated settings (validation.check)."""
     job = settings.sample_job
     group = settings.instance_group(job.instance_group)
     spec = group.spec

@@ -42,8 +42,9 @@ these objects go onto that namespace once it exists (addons/task_governance.py):
 from __future__ import annotations
 
 from infra import naming
+from infra.checks.governance import queue_label_enforced
 from infra.config import Settings, Team
-from infra.config.governance import QUEUE_LABEL, queue_label_enforced
+from infra.config.governance import QUEUE_LABEL
 from manifests.job import AGENT_PORT, API_VERSION, OPERATOR_NAMESPACE
 
 PART_OF = {"app.kubernetes.io/part-of": "hyperpod-cdk"}

@@ -20,8 +20,8 @@ from constructs import Construct, IConstruct
 
 from addons.base import overwrite_conflicts
 from infra import catalogue, chart, compliance, hyperpod_chart, naming, versions
+from infra.checks.eks import vpc_cni_configuration
 from infra.config import CoreAddon, Settings, deep_merge
-from infra.config.eks import vpc_cni_configuration
 from infra.stack import PlatformStack
 from stacks import lifecycle, storage
 from stacks.network import NetworkStack
@@ -308,7 +308,7 @@ class ClusterStack(PlatformStack):
         come, which CloudFormation accepts; without it nodes boot with no cluster DNS)."""
         core = self.settings.eks.core_addons
         addons = {
-            # With its network policy agent on (infra/config/eks.py).
+            # With its network policy agent on (infra/checks/eks.py).
             "vpc-cni": self._addon("VpcCni", "vpc-cni", core.vpc_cni, vpc_cni_configuration(self.settings)),
             "kube-proxy": self._addon("KubeProxy", "kube-proxy", core.kube_proxy),
             "coredns": self._addon("CoreDns", "coredns", core.coredns),

@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
 
-from infra import config  # noqa: E402
+from infra import config, validation  # noqa: E402
 
 ENVIRONMENTS = config.environment_names(CONTEXT)
 
@@ -228,7 +228,7 @@ def _synthesized_once(folder: Path, context: dict, env: str) -> Synth:
     index = folder / "stacks.json"  # written last: a folder without it holds no finished synthesis
     with FileLock(f"{folder}.lock"):
         if index.exists():
-            settings, files = config.load_settings(context, env)[0], json.loads(index.read_text())
+            settings, files = validation.load_settings(context, env)[0], json.loads(index.read_text())
         else:
             shutil.rmtree(folder, ignore_errors=True)  # what a synthesis that raised left behind
             settings, files = _synthesize_files(context, env, folder / "out")

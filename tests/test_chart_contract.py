@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import config, hyperpod_chart
+from infra import config, hyperpod_chart, validation
 from stacks.cluster import chart_values
 from tests.conftest import CONTEXT, ENVIRONMENTS, GATED, patched_context
 
@@ -48,7 +48,7 @@ def test_chart_values_set_only_keys_the_chart_has(env):
     from tests.conftest import CAPABILITIES, patched_context
 
     _, keys = _chart_keys()
-    settings = config.load_settings(patched_context("dev", CAPABILITIES[env]) if env in CAPABILITIES else CONTEXT, "dev" if env in CAPABILITIES else env)[0]
+    settings = validation.load_settings(patched_context("dev", CAPABILITIES[env]) if env in CAPABILITIES else CONTEXT, "dev" if env in CAPABILITIES else env)[0]
 
     def leaves(value, prefix=""):
         if isinstance(value, dict):
@@ -124,7 +124,7 @@ def test_a_device_plugin_whose_image_no_value_can_move_is_refused_where_images_a
                                          {"name": "trn", "instance_type": "ml.trn1.32xlarge", "count": 1}]},
         "governance": {"teams": []}, "sample_job": {"enabled": False}})
     with pytest.raises(config.ConfigError) as refused:
-        config.load_settings(patched_context("dev", patch), "dev")
+        validation.load_settings(patched_context("dev", patch), "dev")
     (line,) = [e for e in refused.value.problems if e.startswith("dev: hyperpod.instance_groups:")]
     assert "public.ecr.aws/neuron/neuron-device-plugin:2.19.16.0" in line and "NAT" in line
 

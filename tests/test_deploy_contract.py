@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from infra import config, readiness, timing
+from infra import config, readiness, timing, validation
 from tests.conftest import ENVIRONMENTS, GATED, patched_context
 
 
@@ -221,7 +221,7 @@ def test_each_team_namespace_is_waited_for_after_its_quota_and_before_the_job(sy
 
 def _problems(patch: dict, env: str = "dev") -> tuple[list[str], list[str]]:
     try:
-        return [], config.load_settings(patched_context(env, patch), env)[1]
+        return [], validation.load_settings(patched_context(env, patch), env)[1]
     except config.ConfigError as err:
         return err.problems, err.warnings
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import config
+from infra import validation
 from infra.config.loading import fields
 from infra.naming import STACK_SUFFIXES
 from tests import doc_pages
@@ -167,7 +167,7 @@ def _drift_account(block, page_blocks, tmp_path, synth) -> str:
     from cli import preflight
     from tests.cli.test_drift import PATCH, drift
 
-    settings = config.load_settings(patched_context("dev", PATCH), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", PATCH), "dev")[0]
     return preflight.table(drift(settings)) + "\n"
 
 

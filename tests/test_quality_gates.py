@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cli.review import report as review
-from infra import config
+from infra import validation
 from tests.conftest import GATED, gated_templates
 
 
@@ -125,7 +125,7 @@ def test_cdk_synth_and_the_tests_synthesis_agree_on_every_instance_group_option(
     from tests.conftest import cdk_project, patched_context
 
     patch = _every_group_option()
-    settings, _ = config.load_settings(patched_context("dev", patch), "dev")
+    settings, _ = validation.load_settings(patched_context("dev", patch), "dev")
     optional = {name for name, f in InstanceGroup.model_fields.items() if not f.is_required()}
     assert optional <= set().union(*(g.model_fields_set for g in settings.hyperpod.instance_groups))
     project = cdk_project(patched_context("dev", patch), tmp_path / "project")

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from infra import config
+from infra import validation
 from cli.review import report as review
 from cli.review import iam_audit
 from manifests import job as job_manifest
@@ -39,7 +39,7 @@ def _failed(results: dict) -> list:
 
 
 def _job_files(folder, env):
-    settings, _ = config.load_settings(CONTEXT, env)
+    settings, _ = validation.load_settings(CONTEXT, env)
     objects = job_manifest.objects(settings, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/train:abc")
     folder.mkdir(parents=True)
     (folder / "job.yaml").write_text(job_manifest.to_yaml(objects))

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from addons import fsx_csi
-from infra import config, naming
+from infra import config, naming, validation
 from manifests import tenancy
 from tests.conftest import CAPABILITIES, patched_context
 from tests.manifests import pod_security_standards as pss
@@ -187,9 +187,9 @@ def test_below_kubernetes_1_30_teams_may_not_patch_workloads():
     # No policy to hold the patch to spec.active, so no patch (the addon grants it as the policy is made).
     from manifests import teams as team_rbac
 
-    settings, _ = config.load_settings(patched_context("prod", AT_1_29), "prod")
+    settings, _ = validation.load_settings(patched_context("prod", AT_1_29), "prod")
     assert tenancy.queue_label_policy(settings) == []
-    from infra.config.governance import queue_label_enforced
+    from infra.checks.governance import queue_label_enforced
 
     assert not queue_label_enforced(settings)  # what the addon grants the patch by
     (role,) = [o for o in team_rbac.rbac("ml-research", stop_workloads=queue_label_enforced(settings)) if o["kind"] == "Role"]
@@ -240,23 +240,23 @@ def test_the_queue_label_policy_binds_the_team_namespaces_and_their_peoples_grou
 
 def test_baseline_is_an_opt_out_whose_warnings_and_audit_stay_restricted():
     team = {"name": "ml-research", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}]}
-    settings = config.load_settings(patched_context("dev", {"governance": {"teams": [team]}}), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", {"governance": {"teams": [team]}}), "dev")[0]
     assert settings.governance.teams[0].pod_security == "restricted"
-    settings = config.load_settings(patched_context("dev", {"governance": {"teams": [{**team, "pod_security": "baseline"}]}}), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", {"governance": {"teams": [{**team, "pod_security": "baseline"}]}}), "dev")[0]
     labels = tenancy.pod_security_labels(settings.governance.teams[0])
     assert labels == {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "restricted",
                       "pod-security.kubernetes.io/audit": "restricted"}
 
 
 def test_below_kubernetes_1_30_no_queue_policy_is_made_and_validation_says_so():
-    settings, warnings = config.load_settings(patched_context("prod", AT_1_29), "prod")
+    settings, warnings = validation.load_settings(patched_context("prod", AT_1_29), "prod")
     assert tenancy.queue_label_policy(settings) == []
     assert any("1.29 has no ValidatingAdmissionPolicy (GA in 1.30)" in w for w in warnings), warnings
 
 
 def test_turning_the_network_policy_agent_off_is_refused():
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", {"eks": {"core_addons": {"vpc_cni": {"configuration_values": {"enableNetworkPolicy": True}}}}}), "dev")
+        validation.load_settings(patched_context("dev", {"eks": {"core_addons": {"vpc_cni": {"configuration_values": {"enableNetworkPolicy": True}}}}}), "dev")
     assert any(p.startswith("dev: eks.core_addons.vpc_cni.configuration_values.enableNetworkPolicy: True must be \"true\" (a string)")
                for p in err.value.problems), err.value.problems
 
@@ -266,7 +266,7 @@ def test_with_fsx_each_team_mounts_only_its_own_directory():
     # NodePublishVolume), so a mountname of <MountName>/<dir> is that Lustre subdirectory.
     patch = {**CAPABILITIES["fsx"], "governance": CAPABILITIES["mig"]["governance"]}
     patch = {**patch, "hyperpod": CAPABILITIES["mig"]["hyperpod"], "sample_job": {**CAPABILITIES["mig"]["sample_job"], "checkpoint_to": "fsx"}}
-    settings = config.load_settings(patched_context("dev", patch), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", patch), "dev")[0]
     from stacks.storage import FileSystem
 
     fs = FileSystem("fs-0123456789abcdef0", "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh")
@@ -402,7 +402,7 @@ def test_prod_pins_every_add_on_a_source_versions_for_its_kubernetes_and_names_t
 
     from cli import upgrade_plan
     from infra import versions
-    from infra.config.addons import tenancy_addons
+    from infra.checks.addons import tenancy_addons
 
     eks = botocore.session.get_session().get_service_model("eks")
     assert "defaultVersion" in eks.shape_for("Compatibility").members
@@ -419,7 +419,7 @@ def test_prod_pins_every_add_on_a_source_versions_for_its_kubernetes_and_names_t
     assert all(versions.offline_addon_release(name, kubernetes) is None for name in floating)
     # The network-policy agent rides in the VPC CNI: pinned from EKS's table.
     assert pinned["vpc-cni"] == versions.offline_addon_release("vpc-cni", kubernetes).version
-    _, warnings = config.load_settings(patched_context("prod", {}), "prod")
+    _, warnings = validation.load_settings(patched_context("prod", {}), "prod")
     (warning,) = [w for w in warnings if "--write-pins" in w]
     paths = {a.name: a.path for a in upgrade_plan.addons_of(s.settings)}
     assert all(f"{paths[name]}.version" in warning for name in floating), warning

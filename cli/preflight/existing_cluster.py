@@ -144,7 +144,7 @@ def _network_policy(cluster: str, values: str) -> Result:
 def _existing_addon(settings: Settings, addon, installed: set[str], eks) -> Result:
     """One line for an EKS add-on the deploy would create that the cluster has (what config
     should say), or one config adopts (there, and at a version what needs it accepts)."""
-    from infra.config.addons import version_floors
+    from infra.checks.addons import version_floors
     from infra import versions
 
     name, check, key = settings.eks_cluster_name, f"add-on {addon.eks_name}", f"addons.{addon.key}"

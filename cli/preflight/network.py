@@ -68,7 +68,7 @@ def check_existing_subnets(settings: Settings, aws: Clients) -> list[Result]:
     """Each existing HyperPod subnet has a free address for every node and, to run pods at
     EKS's max-pods density, one per pod (the VPC CNI gives each pod a subnet address)."""
     from infra import catalogue
-    from infra.config.network import _max_pods
+    from infra.checks.network import _max_pods
 
     subnets = [sn for sn in settings.network.hyperpod_subnets if sn.subnet_id]
     if not subnets:

@@ -302,7 +302,8 @@ def _both_settings(old_context: dict | None, config: tuple[dict, str] | None):
     """(the baseline's Settings, this change's) as the config loads them, None where a side's
     config is not known (deployed templates), or a line saying why one does not load (a
     baseline from before today's rules): what the admission model compares."""
-    from infra.config import ConfigError, load_settings
+    from infra.config import ConfigError
+    from infra.validation import load_settings
 
     if old_context is None or not config:
         return None

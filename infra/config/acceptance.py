@@ -3,15 +3,11 @@ and how close to the published bus bandwidth a fabric must come."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from infra import catalogue
-from infra.config.base import Model, Problems
+from infra.config.base import Model
 
-if TYPE_CHECKING:
-    from infra.config.settings import Settings
 
 # The awsome NCCL test image on AWS's public gallery, as its EKS manifest names it
 # (micro-benchmarks/nccl-tests/kubernetes/nccl-tests-gb200.yaml at commit c428b24) with the
@@ -60,40 +56,3 @@ def unprovable(group) -> str | None:
     if group.mig_profile:
         return f"cut into MIG slices ({group.mig_profile}): NCCL does not span slices and DCGM's diagnostics need whole GPUs"
     return None
-
-
-def accepted_groups(s: Settings) -> list:
-    """The instance groups an acceptance run proves."""
-    if s.acceptance.instance_groups:
-        return [g for g in s.hyperpod.instance_groups if g.name in s.acceptance.instance_groups]
-    return [g for g in s.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and not unprovable(g)]
-
-
-def unpullable_images(s: Settings) -> list[str]:
-    """One line per image the acceptance run would pull that a network without NAT cannot:
-    anything but ECR in its region (Settings.pulls_without_nat). The GPU
-    checks pull nccl_image and dcgm_image, each team namespace's tenancy probes probe_image."""
-    if not s.network.closed:
-        return []
-    used = (["nccl_image", "dcgm_image"] if accepted_groups(s) else []) + (["probe_image"] if s.governance.teams else [])
-    return [
-        f"acceptance.{name}: {getattr(s.acceptance, name)} cannot be pulled in a network without NAT; copy it into this "
-        f"account's ECR in {s.region} and name that copy"
-        for name in used if not s.pulls_without_nat(getattr(s.acceptance, name))
-    ]
-
-
-def check_acceptance(s: Settings, p: Problems):
-    names = [g.name for g in s.hyperpod.instance_groups]
-    for i, name in enumerate(s.acceptance.instance_groups):
-        path = f"acceptance.instance_groups[{i}]"
-        group = s.instance_group(name)
-        if group is None:
-            p.error(path, name, f"is not an instance group; groups: {', '.join(names)}")
-        elif not catalogue.lookup(group.instance_type):
-            continue  # the instance type's own error names it
-        elif why := unprovable(group):
-            p.error(path, name, f"is {why}")
-    # Only `accept` pulls them, so the deploy goes ahead; `accept` refuses to start with them.
-    for line in unpullable_images(s):
-        p.warn(f"{line} (`hyperpod-cdk accept` refuses to run until then)")

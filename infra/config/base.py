@@ -1,4 +1,4 @@
-"""Shared pieces of the config models and their checks: the base model, the error type,
+"""Shared pieces of the config models and the checks above them: the base model, the error type,
 the problem collector and the small helpers several areas use."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 from addons import registry
 from addons.cert_manager import CertManagerAddon
 from addons.training_operator import TrainingOperatorAddon
-from infra import config
+from infra import config, validation
 from tests.conftest import ENVIRONMENTS, patched_context
 
 
@@ -267,7 +267,7 @@ def test_switching_the_training_operator_off_keeps_cert_manager(synth):
 
 
 def test_a_missing_requirement_is_a_config_error_naming_both_addons():
-    settings, _ = config.load_settings(patched_context("dev", {"addons": {"cert_manager": {"enabled": False}}}), "dev")
+    settings, _ = validation.load_settings(patched_context("dev", {"addons": {"cert_manager": {"enabled": False}}}), "dev")
     with pytest.raises(config.ConfigError) as exc:
         registry.plan(settings)
     (line,) = exc.value.problems
@@ -275,7 +275,7 @@ def test_a_missing_requirement_is_a_config_error_naming_both_addons():
 
 
 def test_order_follows_requirements_not_list_position():
-    settings, _ = config.load_settings(patched_context("dev", {}), "dev")
+    settings, _ = validation.load_settings(patched_context("dev", {}), "dev")
     order = [type(a) for a in registry.plan(settings)]
     assert order.index(CertManagerAddon) < order.index(TrainingOperatorAddon)
     keys = [a.key for a in registry.plan(settings)]
@@ -295,5 +295,5 @@ def test_grafana_when_enabled_is_wired_into_observability(synth):
 
 def test_grafana_with_saml_needs_the_metadata_url():
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context("dev", {"addons": {"observability": {"grafana": {"enabled": True, "authentication_providers": ["SAML"]}}}}), "dev")
+        validation.load_settings(patched_context("dev", {"addons": {"observability": {"grafana": {"enabled": True, "authentication_providers": ["SAML"]}}}}), "dev")
     assert any("addons.observability.grafana.saml_metadata_url" in p for p in exc.value.problems)

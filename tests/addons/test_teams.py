@@ -9,14 +9,14 @@ import json
 import pytest
 
 from addons import task_governance as tg
-from infra import catalogue, cfn_schema, config, hyperpod_chart, naming
+from infra import catalogue, cfn_schema, config, hyperpod_chart, naming, validation
 from manifests import teams
 from tests.conftest import CAPABILITIES, ENVIRONMENTS, patched_context
 
 
 def _problems(patch: dict, env: str = "dev") -> list[str]:
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context(env, patch), env)
+        validation.load_settings(patched_context(env, patch), env)
     return err.value.problems
 
 
@@ -119,7 +119,7 @@ def test_oversubscription_is_counted_per_kind_with_what_sagemaker_fills_in():
     assert any("quotas for ml.g5.8xlarge add up to 40 vCPUs, above the cluster's 32 vCPUs (teams: a, b)" in l for l in lines), lines
     # vCPUs and memory that fit beside each other are no oversubscription.
     teams[0]["quotas"] = [{"instance_type": "ml.g5.8xlarge", "vcpu": 24}]
-    settings, _ = config.load_settings(patched_context("dev", {"governance": {"teams": teams}, "sample_job": {"team": None}}), "dev")
+    settings, _ = validation.load_settings(patched_context("dev", {"governance": {"teams": teams}, "sample_job": {"team": None}}), "dev")
     assert len(settings.governance.teams) == 2
 
 

@@ -16,7 +16,7 @@ from botocore.stub import Stubber
 
 from cli import accept
 from cli import main as cli
-from infra import config
+from infra import config, validation
 from manifests import acceptance as m
 from tests.cli.test_diagnostics import DCGM_PASS, P5, slowed
 from tests.conftest import CONTEXT, ROOT
@@ -26,7 +26,7 @@ RECORDING = FIXTURES / "prod-two-nodes"
 
 
 def _prod():
-    return config.load_settings(CONTEXT, "prod")[0]
+    return validation.load_settings(CONTEXT, "prod")[0]
 
 
 # ------------------------------------------------------------------ whole runs
@@ -58,7 +58,7 @@ def test_a_recorded_deep_health_check_is_read_from_list_cluster_nodes(tmp_path):
 
 
 def test_a_config_without_a_gpu_group_or_a_team_has_nothing_to_prove():
-    settings = config.load_settings(CONTEXT, "dev")[0]
+    settings = validation.load_settings(CONTEXT, "dev")[0]
     cpu_only = settings.hyperpod.model_copy(update={"instance_groups": (settings.instance_group("system"),)})
     no_teams = settings.governance.model_copy(update={"teams": ()})
     patched = settings.model_copy(update={"hyperpod": cpu_only, "governance": no_teams})
@@ -188,7 +188,7 @@ def test_the_deep_health_check_wait_covers_what_hyperpod_documents_for_p5():
 
 
 def test_types_without_deep_health_checks_are_skipped_without_an_api_call():
-    settings = config.load_settings(CONTEXT, "dev")[0]  # gpu: ml.g5.8xlarge
+    settings = validation.load_settings(CONTEXT, "dev")[0]  # gpu: ml.g5.8xlarge
     client, stub = _sagemaker()
     stub.activate()  # any call would fail: nothing is queued
     checks = accept.deep_health_checks(settings, [settings.instance_group("gpu")], FakeCluster([], None), client,
@@ -380,7 +380,7 @@ def _teams_recorded(folder, teams):
 
 def test_a_cluster_whose_gpus_are_all_mig_slices_still_gets_every_teams_tenancy_checks(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(_mig_project(tmp_path / "project"))
-    settings = config.load_settings(json.loads((tmp_path / "project" / "cdk.json").read_text())["context"], "dev")[0]
+    settings = validation.load_settings(json.loads((tmp_path / "project" / "cdk.json").read_text())["context"], "dev")[0]
     assert accept.chosen_groups(settings) == []  # nothing whole for NCCL and DCGM
     recording = _teams_recorded(tmp_path / "run", ["research", "inference"])
     assert cli.main(["accept", "-c", "env=dev", "--from", str(recording)]) == 0

@@ -12,7 +12,7 @@ import pytest
 
 from cli import dashboards
 from cli import main as cli
-from infra import config
+from infra import validation
 from tests.conftest import patched_context
 
 GRAFANA_ON = {"addons": {"observability": {"grafana": {"enabled": True}}}}
@@ -20,7 +20,7 @@ GRAFANA_ON = {"addons": {"observability": {"grafana": {"enabled": True}}}}
 
 @pytest.fixture(scope="module")
 def script() -> str:
-    settings, _ = config.load_settings(patched_context("prod", GRAFANA_ON), "prod")
+    settings, _ = validation.load_settings(patched_context("prod", GRAFANA_ON), "prod")
     return dashboards.command(settings)
 
 

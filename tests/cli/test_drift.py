@@ -12,7 +12,7 @@ import pytest
 from botocore.stub import Stubber
 
 from cli import preflight, upgrade_plan
-from infra import config
+from infra import config, validation
 from infra.naming import CHART_REVISION_OUTPUT
 from tests.conftest import CAPABILITIES, patched_context
 
@@ -95,7 +95,7 @@ def drift(settings: config.Settings) -> list[preflight.Result]:
 
 @pytest.fixture(scope="module")
 def results():
-    settings = config.load_settings(patched_context("dev", PATCH), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", PATCH), "dev")[0]
     return {r.check: r for r in drift(settings)}
 
 
@@ -106,7 +106,7 @@ def test_a_karpenter_scaled_group_is_expected_to_differ_from_its_count(results):
 
 
 def test_a_failed_node_turns_an_expected_count_into_one_to_look_at():
-    settings = config.load_settings(patched_context("dev", {}), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", {}), "dev")[0]
     sagemaker, sm = _client("sagemaker")
     sm.add_response("describe_cluster", {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdef012345",
                                          "ClusterName": settings.hyperpod_cluster_name, "ClusterStatus": "InService",
@@ -158,7 +158,7 @@ def test_auto_patching_past_a_pinned_release_is_expected():
         {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 2, "image_release_version": "1.0.0",
          "auto_patch": {"strategy": "WhenIdle"}},
         {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1}]}}
-    settings = config.load_settings(patched_context("dev", patch), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", patch), "dev")[0]
     sagemaker, sm = _client("sagemaker")
     sm.add_response("describe_cluster", {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdef012345",
                                          "ClusterName": settings.hyperpod_cluster_name, "ClusterStatus": "InService",
@@ -172,7 +172,7 @@ def test_auto_patching_past_a_pinned_release_is_expected():
 
 
 def test_no_deployed_cluster_is_one_line_and_nothing_else_is_asked():
-    settings = config.load_settings(patched_context("dev", {}), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", {}), "dev")[0]
     sagemaker, sm = _client("sagemaker")
     sm.add_client_error("describe_cluster", service_error_code="ResourceNotFound", http_status_code=400)
     sm.activate()
@@ -192,7 +192,7 @@ def test_the_table_shows_drift_as_its_own_section(results):
 def test_a_task_governance_pin_across_the_kueue_crd_migration_fails_while_the_cluster_runs_v1_3(running, status):
     # The task governance upgrade page: UpdateAddon from v1.3.x to v1.5 or later fails on the Kueue
     # CRDs' stored versions until they are migrated (the console's upgrade, or the page's steps).
-    settings = config.load_settings(patched_context("dev", {"addons": {"task_governance": {"version": "v1.6.0-eksbuild.1"}}}), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", {"addons": {"task_governance": {"version": "v1.6.0-eksbuild.1"}}}), "dev")[0]
     eks, ek = _client("eks")
     for addon in upgrade_plan.addons_of(settings):
         version = running if addon.name == upgrade_plan.TASK_GOVERNANCE else addon.pinned or "v1.0.0-eksbuild.1"

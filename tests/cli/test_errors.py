@@ -9,7 +9,7 @@ from botocore.stub import Stubber
 
 from cli import main as cli
 from cli import preflight
-from infra import config
+from infra import validation
 from tests.conftest import CONTEXT
 
 CASES = [
@@ -71,7 +71,7 @@ def test_refused_credentials_stop_preflight_with_what_to_do(code):
     stub = Stubber(sts)
     stub.add_client_error("get_caller_identity", service_error_code=code, http_status_code=403)
     stub.activate()
-    settings = config.load_settings(CONTEXT, "prod")[0]
+    settings = validation.load_settings(CONTEXT, "prod")[0]
     with pytest.raises(preflight.NoCredentials, match=f"AWS refused the credentials of the default credential chain .{code}.: renew them"):
         preflight.run(settings, session=boto3.Session(region_name="us-east-1"), clients={"sts": sts})
 

@@ -13,7 +13,7 @@ import shutil
 
 from cli import main as cli
 from cli.upgrade_plan import addons_of
-from infra import config, versions
+from infra import config, validation, versions
 from tests.conftest import CONTEXT, ROOT, review_outdir
 
 COST, ADDONS = 5, 6  # the columns after environment, account/region, Kubernetes, support, chart
@@ -57,7 +57,7 @@ def _table(out: str) -> dict[str, list[str]]:
 
 def _expected(context: dict, env: str) -> tuple[list[str], list]:
     """The first five cells as the settings say them, and the add-ons config pins."""
-    s = config.load_settings(context, env)[0]
+    s = validation.load_settings(context, env)[0]
     cells = [env, f"{s.account}/{s.region}", s.eks.version, versions.support_status(s.eks.version),
              s.hyperpod.helm_chart.revision[:12]]
     return cells, [a for a in addons_of(s) if a.pinned]

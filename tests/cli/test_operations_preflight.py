@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 from cli import preflight
-from infra import config
+from infra import validation
 from tests.cli.test_preflight import aws  # noqa: F401  (the moto account the preflight tests use)
 from tests.conftest import patched_context
 
 
 def _settings(topic_arn: str, alerts: bool = True):
     patch = {"operations": {"notifications": {"topic_arn": topic_arn}, "alerts": {"enabled": alerts}}}
-    return config.load_settings(patched_context("dev", patch), "dev")[0]
+    return validation.load_settings(patched_context("dev", patch), "dev")[0]
 
 
 def _topic(aws, services=(), **attributes) -> str:
@@ -30,7 +30,7 @@ def _topic(aws, services=(), **attributes) -> str:
 
 
 def test_no_existing_topic_no_check(aws):
-    settings = config.load_settings(patched_context("dev", {}), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", {}), "dev")[0]
     assert preflight.check_operations_topic(settings, aws) == []
 
 

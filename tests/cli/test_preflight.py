@@ -8,7 +8,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from infra import config
+from infra import config, validation
 from cli import preflight
 from tests.conftest import patched_context
 
@@ -16,7 +16,7 @@ REGION = "us-east-1"
 
 
 def _settings(patch=None, env="dev"):
-    return config.load_settings(patched_context(env, patch or {}), env)[0]
+    return validation.load_settings(patched_context(env, patch or {}), env)[0]
 
 
 @pytest.fixture
@@ -263,7 +263,7 @@ def test_a_kept_name_that_its_stack_still_owns_passes(aws):
 def test_an_ami_or_rollback_alarm_that_no_stack_creates_must_exist(aws):
     from tests.conftest import CAPABILITIES
 
-    settings = config.load_settings(patched_context("dev", CAPABILITIES["cluster-options"]), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", CAPABILITIES["cluster-options"]), "dev")[0]
     failed = {r.check for r in preflight.check_named_resources(settings, aws) if r.status == "fail"}
     assert failed == {"AMI ami-0123456789abcdef0", "alarm hyperpod-dev-node-health"}
     aws("cloudwatch").put_metric_alarm(AlarmName="hyperpod-dev-node-health", MetricName="x", Namespace="y", Statistic="Sum",
@@ -293,7 +293,7 @@ def test_an_endpoint_the_existing_vpc_already_has_is_named_before_the_deploy_fai
     ec2.create_vpc_endpoint(VpcId=vpc, ServiceName="com.amazonaws.us-east-1.s3", VpcEndpointType="Gateway", RouteTableIds=[rt])
     ec2.create_vpc_endpoint(VpcId=vpc, ServiceName="com.amazonaws.us-east-1.ecr.dkr", VpcEndpointType="Interface", PrivateDnsEnabled=True)
     patch = config.deep_merge(CAPABILITIES["existing-vpc"], {"network": {"existing_vpc": {"vpc_id": vpc, "private_subnet_route_table_ids": [rt] * 3}}})
-    settings = config.load_settings(patched_context("dev", patch), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", patch), "dev")[0]
     failed = {r.check: r for r in preflight.check_existing_vpc_endpoints(settings, aws) if r.status == "fail"}
     assert set(failed) == {"endpoint s3", "endpoint ecr.dkr"}
     assert failed["endpoint s3"].action == "set network.existing_vpc.s3_gateway_endpoint to false"

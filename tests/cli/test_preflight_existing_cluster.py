@@ -10,7 +10,7 @@ import pytest
 from botocore.stub import Stubber
 
 from cli import preflight
-from infra import config
+from infra import config, validation
 from tests.conftest import CAPABILITIES, patched_context
 
 REGION = "us-east-1"
@@ -24,7 +24,7 @@ ADMIN = "arn:aws:iam::111111111111:role/Admin"
 
 def _settings(eks: dict | None = None, **top):
     patch = config.deep_merge(EXISTING, {"eks": eks or {}, **top})
-    return config.load_settings(patched_context("dev", patch), "dev")[0]
+    return validation.load_settings(patched_context("dev", patch), "dev")[0]
 
 
 CORE = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
@@ -211,7 +211,7 @@ def test_an_adopted_add_on_the_cluster_lacks_fails_and_existing_needs_an_existin
     results = _quick_setup(adopted)
     assert results["add-on amazon-sagemaker-hyperpod-observability"].status == "fail"
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", {"addons": {"cert_manager": {"existing": True}}}), "dev")
+        validation.load_settings(patched_context("dev", {"addons": {"cert_manager": {"existing": True}}}), "dev")
     assert err.value.problems == ["dev: addons.cert_manager.existing: True applies only with eks.existing_cluster: a cluster this "
                                   "project creates runs none of its own add-ons"]
 
@@ -239,7 +239,7 @@ def test_what_a_new_cluster_would_check_or_keep_is_left_out():
     assert preflight.check_eks_name(s, preflight.Clients(None, REGION, {})) == []
     assert "vpc-cni" not in preflight.account._addons_to_create(s) and "eks-pod-identity-agent" not in preflight.account._addons_to_create(s)
     assert not [n for kind, n, _ in preflight.retained_names(s) if n.startswith("/aws/eks/")]
-    assert preflight.check_existing_cluster(config.load_settings(patched_context("dev", {}), "dev")[0], None) == []
+    assert preflight.check_existing_cluster(validation.load_settings(patched_context("dev", {}), "dev")[0], None) == []
     # No admins to add is no warning here: the cluster's access stays as it is.
     (admins,) = preflight.check_admins(_settings({"admin_principal_arns": []}), preflight.Clients(None, REGION, {"iam": object()}))
     assert admins.status == "pass"

@@ -19,7 +19,7 @@ from moto import mock_aws
 
 from cli import preflight
 from cli.review import config_diff
-from infra import config
+from infra import validation
 from tests.conftest import CONTEXT
 
 PROD_PLAN = preflight.DeployTime(135, "the whole deploy (review-prod.json compared with no baseline)")
@@ -82,7 +82,7 @@ def test_preflight_reads_the_expiry_of_the_sessions_credentials_after_the_accoun
     monkeypatch.setattr(preflight, "CHECKS", (preflight.check_account, preflight.check_zones))  # moto serves these two
     core = botocore.session.Session()
     core.get_component("credential_provider").insert_before("env", _Provider(_assumed_role(timedelta(minutes=30))))
-    settings = config.load_settings(CONTEXT, "prod")[0]
+    settings = validation.load_settings(CONTEXT, "prod")[0]
     asked = []
     with mock_aws():
         results = preflight.run(settings, session=boto3.Session(botocore_session=core, region_name="us-east-1"),

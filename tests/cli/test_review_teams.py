@@ -148,11 +148,11 @@ def test_the_jobs_a_quota_cut_keeps_out_are_the_ones_the_team_kit_says_it_can_no
     # One admission model (infra/admission.py) for validate, render-job, the team kit and the review: the kit's
     # largest job before and after is what the JOBS INADMISSIBLE callout names.
     from cli import team_kit
-    from infra import config
+    from infra import validation
     from tests.conftest import CONTEXT, patched_context
 
-    before = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-research")["largest_job"]
-    after = team_kit.build(config.load_settings(patched_context("prod", PULL_REQUEST), "prod")[0], "ml-research")["largest_job"]
+    before = team_kit.build(validation.load_settings(CONTEXT, "prod")[0], "ml-research")["largest_job"]
+    after = team_kit.build(validation.load_settings(patched_context("prod", PULL_REQUEST), "prod")[0], "ml-research")["largest_job"]
     assert before == ["ml.p5.48xlarge (group gpu): 2 nodes guaranteed, 3 with borrowing"]
     assert after == ["ml.p5.48xlarge (group gpu): 1 node guaranteed, 2 with borrowing"]
 

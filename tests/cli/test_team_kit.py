@@ -9,7 +9,7 @@ import yaml
 
 from cli import main as cli
 from cli import team_kit
-from infra import config
+from infra import validation
 from tests.conftest import CONTEXT
 
 
@@ -56,7 +56,7 @@ def test_the_kit_says_what_prods_templates_create(synth, capsys):
 
 
 def test_the_kits_job_command_renders_a_job_into_that_queue(capsys):
-    kit = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-production")
+    kit = team_kit.build(validation.load_settings(CONTEXT, "prod")[0], "ml-production")
     command = kit["render_job"].split(" > ")[0].replace("<training image URI>", "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1")
     rc = cli.main(command.split()[1:])
     out, err = capsys.readouterr()
@@ -67,7 +67,7 @@ def test_the_kits_job_command_renders_a_job_into_that_queue(capsys):
     # prod's job is deployed into ml-research: the command warns that ml-production's copy has no
     # AWS access, and the kit says the same (one function, manifests.job.credentials_caution).
     assert kit["render_job_caution"] and f"warning: {kit['render_job_caution']}" in err
-    assert team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-research")["render_job_caution"] is None
+    assert team_kit.build(validation.load_settings(CONTEXT, "prod")[0], "ml-research")["render_job_caution"] is None
 
 
 def test_an_unknown_team_is_one_line_naming_the_teams(capsys):
@@ -78,7 +78,7 @@ def test_an_unknown_team_is_one_line_naming_the_teams(capsys):
 def test_the_largest_job_the_kit_names_is_the_largest_render_job_accepts(capsys):
     # The kit and render-job read one admission model (infra/admission.py): the kit's "with
     # borrowing" renders (warned that it borrows), one node more is refused.
-    kit = team_kit.build(config.load_settings(CONTEXT, "prod")[0], "ml-production")
+    kit = team_kit.build(validation.load_settings(CONTEXT, "prod")[0], "ml-production")
     assert kit["largest_job"] == ["ml.p5.48xlarge (group gpu): 2 nodes guaranteed, 3 with borrowing"]
     base = ["render-job", "-c", "env=prod", "--team", "ml-production", "--image", "img:1", "--nodes"]
     assert cli.main([*base, "2"]) == 0 and "only by borrowing" not in capsys.readouterr().err
@@ -96,4 +96,4 @@ def test_on_a_private_endpoint_the_kit_says_where_kubectl_works_as_the_cluster_s
     rc, text, _ = _kit(capsys, "ml-research", "-c", "env=prod")
     assert f"  private API   the endpoint is private: kubectl works only {kit['reach_from']}" in text.splitlines()
     # dev's endpoint has a public side: nothing to add.
-    assert team_kit.build(config.load_settings(CONTEXT, "dev")[0], "ml-research")["reach_from"] is None
+    assert team_kit.build(validation.load_settings(CONTEXT, "dev")[0], "ml-research")["reach_from"] is None

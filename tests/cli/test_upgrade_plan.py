@@ -13,14 +13,14 @@ from botocore.stub import Stubber
 
 from cli import main as cli
 from cli import upgrade_plan
-from infra import config, versions
+from infra import config, validation, versions
 from tests.conftest import CAPABILITIES, CONTEXT, patched_context
 
 REGION = "us-east-1"
 
 
 def _settings(env="dev", patch=None):
-    return config.load_settings(patched_context(env, patch) if patch else CONTEXT, env)[0]
+    return validation.load_settings(patched_context(env, patch) if patch else CONTEXT, env)[0]
 
 
 def test_offline_the_plan_takes_one_minor_version_per_step_with_the_tables_versions():
@@ -56,13 +56,13 @@ def test_each_steps_cdk_json_change_is_a_config_that_validates():
             # the step says so, and validate refuses it until the account's build for 1.36 is pinned.
             assert [line.split(" ", 1)[0] for line in step.left_behind] == ["eks.core_addons.kube_proxy.version"]
             with pytest.raises(config.ConfigError) as refused:
-                config.load_settings(context, "dev")
+                validation.load_settings(context, "dev")
             assert any(l.startswith("dev: eks.core_addons.kube_proxy.version: 'v1.35.3-eksbuild.2' is built for Kubernetes 1.35, not 1.36")
                        for l in refused.value.problems), refused.value.problems
             text = upgrade_plan.to_text(settings, "1.34", "1.36", steps, upgrade_plan.OFFLINE_SOURCE)
             assert "LEFT BEHIND (validate refuses it at 1.36): eks.core_addons.kube_proxy.version v1.35.3-eksbuild.2 is built for" in text
             continue
-        after, _ = config.load_settings(context, "dev")
+        after, _ = validation.load_settings(context, "dev")
         assert after.eks.version == step.after and not step.left_behind
         assert after.eks.core_addons.kube_proxy.version == row.version
 
@@ -244,7 +244,7 @@ def test_on_an_existing_cluster_its_owner_upgrades_the_control_plane_and_only_ou
     names = {s.addon.name for s in steps[0].addons}
     assert not names & {"vpc-cni", "kube-proxy", "coredns"}
     context = patched_context("dev", config.deep_merge(CAPABILITIES["existing-cluster"], upgrade_plan.cdk_json_change(settings, steps[0])))
-    problems = config.load_settings(context, "dev")  # raises ConfigError on a refused field
+    problems = validation.load_settings(context, "dev")  # raises ConfigError on a refused field
     assert problems[0].eks.version == "1.35"
     text = upgrade_plan.to_text(settings, current, "1.35", steps, upgrade_plan.OFFLINE_SOURCE)
     assert (f"aws eks update-cluster-version --region {settings.region} --name {settings.eks.existing_cluster.name} "
@@ -316,7 +316,7 @@ def test_write_pins_pins_every_unpinned_add_on_with_the_accounts_default_and_the
     monkeypatch.chdir(project)
     out = upgrade_plan.written_pins(settings, upgrade_plan.AccountVersions(client), "1.34", project / "cdk.json")
     stub.assert_no_pending_responses()
-    pinned, _ = config.load_settings(json.loads((project / "cdk.json").read_text())["context"], "prod")
+    pinned, _ = validation.load_settings(json.loads((project / "cdk.json").read_text())["context"], "prod")
     assert not [a.name for a in upgrade_plan.addons_of(pinned) if not a.pinned]
     assert pinned.eks.core_addons.pod_identity_agent.version == "v1.3.10-eksbuild.1"
     assert pinned.eks.core_addons.vpc_cni.version == settings.eks.core_addons.vpc_cni.version == "v1.21.1-eksbuild.7"

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 from cli import preflight
-from infra import config
+from infra import validation
 from tests.cli.test_preflight import aws  # noqa: F401 - preflight's moto account, a fixture
 from tests.conftest import patched_context
 
 
 def _settings(arn: str):
     patch = {"hyperpod": {"continuous_provisioning": True, "volume_encryption": {"kms_key_arn": arn}}}
-    return config.load_settings(patched_context("dev", patch), "dev")[0]
+    return validation.load_settings(patched_context("dev", patch), "dev")[0]
 
 
 def _key(aws, policy: dict | None = None) -> str:
@@ -53,4 +53,4 @@ def test_a_disabled_or_missing_key_fails(aws):
 
 
 def test_nothing_is_asked_without_a_named_key(aws):
-    assert preflight.check_volume_key(config.load_settings(patched_context("dev", {}), "dev")[0], aws) == []
+    assert preflight.check_volume_key(validation.load_settings(patched_context("dev", {}), "dev")[0], aws) == []

@@ -10,7 +10,7 @@ import re
 import botocore.session
 import pytest
 
-from infra import admission, config
+from infra import admission, config, validation
 from infra.admission import QueueQuota, cluster_queue_maximum
 from tests.conftest import CAPABILITIES, CONTEXT, patched_context
 
@@ -19,17 +19,17 @@ GPU_GROUPS = lambda n: [{"name": "system", "instance_type": "ml.m5.4xlarge", "co
 
 
 def _settings(patch: dict, env: str = "dev") -> config.Settings:
-    return config.load_settings(patched_context(env, patch), env)[0]
+    return validation.load_settings(patched_context(env, patch), env)[0]
 
 
 def _problems(patch: dict, env: str = "dev") -> list[str]:
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context(env, patch), env)
+        validation.load_settings(patched_context(env, patch), env)
     return exc.value.problems
 
 
 def _warnings(patch: dict, env: str = "dev") -> list[str]:
-    return config.load_settings(patched_context(env, patch), env)[1]
+    return validation.load_settings(patched_context(env, patch), env)[1]
 
 
 def _sharing_docs() -> dict:
@@ -118,7 +118,7 @@ def test_idle_resource_sharing_is_what_the_api_reference_says_it_is():
     shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("SchedulerConfig")
     text = re.sub(r"\s+", " ", re.sub("<[^>]+>", "", shape.members["IdleResourceSharing"].documentation))
     assert "When enabled, unallocated resources are automatically calculated and made available for entities to borrow" in text
-    assert config.load_settings(CONTEXT, "prod")[0].governance.idle_resource_sharing
+    assert validation.load_settings(CONTEXT, "prod")[0].governance.idle_resource_sharing
 
 
 def test_a_cohorts_own_quota_is_borrowed_within_the_borrowing_limit():
@@ -200,7 +200,7 @@ def test_the_examples_team_can_never_run_four_instances_and_validate_says_so_wit
 def test_the_demand_is_what_the_rendered_pod_requests(env):
     from manifests import job
 
-    s = _settings(CAPABILITIES[env]) if env in CAPABILITIES else config.load_settings(CONTEXT, env)[0]
+    s = _settings(CAPABILITIES[env]) if env in CAPABILITIES else validation.load_settings(CONTEXT, env)[0]
     obj = job.build(s, image="example.com/train:1")
     (container,) = obj["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"]
     requests = {k: (int(v.removesuffix("Gi")) if isinstance(v, str) else v) for k, v in container["resources"]["requests"].items()}
@@ -212,7 +212,7 @@ def test_the_demand_is_what_the_rendered_pod_requests(env):
 
 def test_the_shipped_environments_run_their_jobs_on_guaranteed_quota():
     for env in ("dev", "prod"):
-        verdict = admission.sample_job(config.load_settings(CONTEXT, env)[0])
+        verdict = admission.sample_job(validation.load_settings(CONTEXT, env)[0])
         assert verdict.verdict == "guaranteed", verdict.line
 
 
@@ -312,7 +312,7 @@ def test_render_jobs_overrides_meet_the_same_model(capsys):
 
 
 def test_the_largest_job_per_team_and_group():
-    s = config.load_settings(CONTEXT, "prod")[0]
+    s = validation.load_settings(CONTEXT, "prod")[0]
     research, production = s.governance.teams
     assert admission.largest_jobs(s, research) == [admission.Largest("gpu", "ml.p5.48xlarge", "node", 2, 3)]
     assert admission.largest_jobs(s, production) == [admission.Largest("gpu", "ml.p5.48xlarge", "node", 2, 3)]

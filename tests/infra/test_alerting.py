@@ -16,7 +16,7 @@ import pytest
 import yaml
 from moto.events.models import EventPattern
 
-from infra import alerting, config
+from infra import alerting, validation
 from tests.conftest import CONTEXT, ROOT
 
 EVENTS = json.loads((ROOT / "tests" / "fixtures" / "hyperpod_eventbridge_events.json").read_text())
@@ -25,8 +25,8 @@ EXAMPLE_OF = {"ClusterStateChange": "cluster_state_change", "NodeHealth": "node_
 
 
 def _prod(**patch):
-    settings, _ = config.load_settings(CONTEXT, "prod")
-    return config.override(settings, patch)[0] if patch else settings
+    settings, _ = validation.load_settings(CONTEXT, "prod")
+    return validation.override(settings, patch)[0] if patch else settings
 
 
 # AWS's examples name their cluster sample-cluster; prod's rules, renamed so, must take them.
@@ -78,7 +78,7 @@ def test_cluster_events_are_sent_only_at_the_configured_levels():
 
 
 def test_cluster_events_need_continuous_provisioning_so_dev_has_no_such_rule():
-    dev, _ = config.load_settings(CONTEXT, "dev")
+    dev, _ = validation.load_settings(CONTEXT, "dev")
     assert "ClusterEvent" not in {r.id_ for r in alerting.event_rules(dev)}
 
 

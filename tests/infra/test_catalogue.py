@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import pytest
 
-from infra import catalogue, config
+from infra import catalogue, config, validation
 from tests.conftest import patched_context
 
 
@@ -75,7 +75,7 @@ def test_every_type_sagemaker_takes_validates_and_only_missing_figures_warn():
                                                   {"name": "probe", "instance_type": name, "count": 1}]},
                  "governance": {"teams": []}, "sample_job": {"enabled": False}}
         try:
-            _, warnings = config.load_settings(patched_context("dev", patch), "dev")
+            _, warnings = validation.load_settings(patched_context("dev", patch), "dev")
         except config.ConfigError as err:
             refused[name] = err.problems
             continue
@@ -88,7 +88,7 @@ def test_a_name_sagemaker_does_not_take_is_refused_with_the_nearest_it_does():
     patch = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
                                               {"name": "gpu", "instance_type": "ml.g6e.2xlarg", "count": 1}]}}
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", patch), "dev")
+        validation.load_settings(patched_context("dev", patch), "dev")
     (line,) = [p for p in err.value.problems if "instance_groups[1].instance_type" in p]
     assert "ClusterInstanceType" in line and "did you mean ml.g6e.2xlarge" in line
 
@@ -112,7 +112,7 @@ def test_a_type_without_figures_is_accepted_with_a_warning_and_counted_where_it_
              "governance": {"teams": [{"name": "ml-research", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}]},
                                       {"name": "vision", "quotas": [{"instance_type": figures_unknown, "count": 2}]},
                                       {"name": "speech", "quotas": [{"instance_type": figures_unknown, "vcpu": 8}]}]}}
-    settings, warnings = config.load_settings(patched_context("dev", patch), "dev")
+    settings, warnings = validation.load_settings(patched_context("dev", patch), "dev")
     (line,) = [w for w in warnings if "instance_groups[2].instance_type" in w]
     assert "vCPUs, memory, accelerators, EFA interfaces" in line and "cannot be checked" in line
     assert any("governance.teams[2].quotas[0].vcpu" in w and "cannot be checked" in w for w in warnings)
@@ -123,10 +123,10 @@ def test_a_type_without_figures_is_accepted_with_a_warning_and_counted_where_it_
     too_many = config.deep_merge(patch, {"governance": {"teams": [patch["governance"]["teams"][0],
                                                                   {"name": "vision", "quotas": [{"instance_type": figures_unknown, "count": 4}]}]}})
     with pytest.raises(config.ConfigError, match="count: 4 is more than the cluster's 3 instances of ml.g6e.2xlarge"):
-        config.load_settings(patched_context("dev", too_many), "dev")
+        validation.load_settings(patched_context("dev", too_many), "dev")
     job = config.deep_merge(patch, {"sample_job": {"instance_group": "new"}})
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", job), "dev")
+        validation.load_settings(patched_context("dev", job), "dev")
     assert any(p.startswith("dev: sample_job.instance_group: 'new' is ml.g6e.2xlarge, whose vCPUs") for p in err.value.problems)
 
 

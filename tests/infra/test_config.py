@@ -9,12 +9,12 @@ from pydantic import ValidationError
 
 import json
 
-from infra import config, versions
+from infra import config, validation, versions
 from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
 
 
 def load(patch: dict | None = None, env: str = "dev"):
-    return config.load_settings(patched_context(env, patch) if patch else CONTEXT, env)
+    return validation.load_settings(patched_context(env, patch) if patch else CONTEXT, env)
 
 
 def problems(patch: dict, env: str = "dev") -> list[str]:
@@ -25,18 +25,18 @@ def problems(patch: dict, env: str = "dev") -> list[str]:
 
 def test_dev_and_prod_exist_and_dev_is_the_default():
     assert {"dev", "prod"} <= set(ENVIRONMENTS)
-    settings, _ = config.load_settings(CONTEXT, None)
+    settings, _ = validation.load_settings(CONTEXT, None)
     assert settings.env_name == "dev"
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_every_environment_in_cdk_json_is_valid(env):
-    settings, _ = config.load_settings(CONTEXT, env)
+    settings, _ = validation.load_settings(CONTEXT, env)
     assert settings.eks.version == versions.DEFAULT_EKS_VERSION
 
 
 def test_environment_block_is_deep_merged_over_defaults():
-    prod, _ = config.load_settings(CONTEXT, "prod")
+    prod, _ = validation.load_settings(CONTEXT, "prod")
     # from defaults, untouched by prod's network block
     assert str(prod.network.vpc_cidr) == CONTEXT["defaults"]["network"]["vpc_cidr"]
     assert prod.region == CONTEXT["defaults"]["region"]
@@ -48,7 +48,7 @@ def test_environment_block_is_deep_merged_over_defaults():
 
 
 def test_prod_is_four_p5_with_topology_and_protection():
-    prod, _ = config.load_settings(CONTEXT, "prod")
+    prod, _ = validation.load_settings(CONTEXT, "prod")
     assert prod.capacity()["ml.p5.48xlarge"] == 4
     assert prod.topology.mode == "required"
     assert prod.protection.termination_protection and prod.protection.retain_data
@@ -62,7 +62,7 @@ def test_settings_are_immutable():
 
 def test_unknown_environment_lists_the_valid_ones():
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(CONTEXT, "staging")
+        validation.load_settings(CONTEXT, "staging")
     (line,) = exc.value.problems
     assert "'staging'" in line and "dev" in line and "prod" in line
 
@@ -103,7 +103,7 @@ def test_a_misspelt_instance_type_is_one_line_not_one_per_team_quota_of_the_type
     groups = [{"name": "system", "instance_type": "ml.m5.8xlarge", "count": 2},
               {"name": "gpu", "instance_type": "ml.p5.48xlarg", "count": 4, "ebs_volume_gb": 1000}]
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("prod", {"hyperpod": {"instance_groups": groups}}), "prod")
+        validation.load_settings(patched_context("prod", {"hyperpod": {"instance_groups": groups}}), "prod")
     (line,) = err.value.problems  # prod's two teams' quotas and borrow limit name ml.p5.48xlarge: they follow from it
     assert line.startswith("prod: hyperpod.instance_groups[1].instance_type: 'ml.p5.48xlarg' is not a type") and "did you mean ml.p5.48xlarge" in line
 
@@ -158,12 +158,12 @@ def test_the_one_bad_item_of_a_list_that_needs_one_is_one_line():
     context = patched_context("dev", {})
     context["environments"]["dev"]["hyperpod"]["instance_groups"] = [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": "x"}]
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(context, "dev")
+        validation.load_settings(context, "dev")
     assert err.value.problems == ["dev: hyperpod.instance_groups[0].count: 'x' is invalid: Input should be a valid integer"]
     # An empty list is still too short, in its own line.
     context["environments"]["dev"]["hyperpod"]["instance_groups"] = []
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(context, "dev")
+        validation.load_settings(context, "dev")
     assert [p for p in err.value.problems if "at least 1 item" in p] == ["dev: hyperpod.instance_groups: [] is invalid: Tuple should have at least 1 item after validation, not 0"]
 
 
@@ -206,7 +206,7 @@ def test_a_type_missing_from_cfn_lints_region_list_is_a_warning_that_names_prefl
         patch = {"region": region, "availability_zones": zones,
                  "network": {"hyperpod_subnets": [{"availability_zone": zones[0], "cidr": "10.1.0.0/16"}]}}
         for env in ("dev", "prod"):
-            settings, warnings = config.load_settings(patched_context(env, patch), env)
+            settings, warnings = validation.load_settings(patched_context(env, patch), env)
             assert [w for w in warnings if w.startswith(f"{env}: region:")] == [
                 f"{env}: region: {region} is missing {', '.join(missing)} in cfn-lint's region list, an offline snapshot that lags "
                 "CloudFormation; `hyperpod-cdk preflight` asks the account's CloudFormation (DescribeType)"]
@@ -231,17 +231,17 @@ def test_a_team_name_breaking_the_name_rule_is_one_line():
 def test_a_principal_of_another_account_is_taken_with_a_warning():
     # EKS user guide, Create access entries: a STANDARD entry may name another account's principal;
     # the example's ARNs left behind in a config of another account are said, not refused.
-    settings, warnings = config.load_settings(patched_context("prod", {"account": "222222222222"}), "prod")
+    settings, warnings = validation.load_settings(patched_context("prod", {"account": "222222222222"}), "prod")
     assert settings.eks.admin_principal_arns == ("arn:aws:iam::111111111111:role/Admin",)
     assert [w.split(":", 2)[1].strip() for w in warnings if "not 222222222222, the account this deploys to" in w] == [
         "eks.admin_principal_arns[0]", "governance.teams[0].principals[0]", "governance.teams[1].principals[0]"]
-    assert not [w for w in config.load_settings(CONTEXT, "prod")[1] if "the account this deploys to" in w]
+    assert not [w for w in validation.load_settings(CONTEXT, "prod")[1] if "the account this deploys to" in w]
     # A role a service runs as must be of the account: refused, in its one line, no warning beside it.
     from tests.conftest import CAPABILITIES
 
     patch = config.deep_merge(CAPABILITIES["existing-cluster"], {"eks": {"existing_cluster": {"kubectl_role_arn": "arn:aws:iam::222222222222:role/k"}}})
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", patch), "dev")
+        validation.load_settings(patched_context("dev", patch), "dev")
     assert [l for l in err.value.problems + err.value.warnings if "kubectl_role_arn" in l] == [
         "dev: eks.existing_cluster.kubectl_role_arn: 'arn:aws:iam::222222222222:role/k' must be a role of account 111111111111 in "
         "partition aws: the kubectl Lambda runs as it"]
@@ -325,7 +325,7 @@ def test_the_context_is_read_as_the_cdk_cli_passes_it(tmp_path):
 
 
 def test_null_means_no_value_not_the_default():
-    settings, _ = config.load_settings(patched_context("dev", {"sample_job": {"priority": None}}), "dev")
+    settings, _ = validation.load_settings(patched_context("dev", {"sample_job": {"priority": None}}), "dev")
     assert settings.sample_job.priority is None  # the defaults block says "training"
 
 
@@ -343,7 +343,7 @@ def test_null_means_no_value_not_the_default():
     ],
 )
 def test_legal_values_that_need_something_else_are_warnings(patch, starts):
-    _, warnings = config.load_settings(patched_context("dev", patch), "dev")
+    _, warnings = validation.load_settings(patched_context("dev", patch), "dev")
     assert any(w.startswith(f"dev: {starts}") for w in warnings), warnings
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import catalogue, config, naming
+from infra import catalogue, config, naming, validation
 from infra.config import limits
 from infra.config.settings import ProtectionSettings
 
@@ -63,11 +63,11 @@ def test_tags_are_limited_by_the_strictest_tagged_type_counting_ours():
     strictest = min(limits.constraints(limits.Cfn(t, "Tags")).get("maxItems", 10**9) for t in limits.TAGGED_TYPES)
     assert limits.constraints(limit.source)["maxItems"] == strictest == 50
     # project, environment, dev's owner, and the SageMaker tag both references put on the cluster
-    given = {**config.load_settings(_ctx({}), "dev")[0].all_tags, **naming.HYPERPOD_CLUSTER_TAGS}
+    given = {**validation.load_settings(_ctx({}), "dev")[0].all_tags, **naming.HYPERPOD_CLUSTER_TAGS}
     ok = {f"t{i}": "x" for i in range(strictest - len(given))}
-    config.load_settings(_ctx({"tags": ok}), "dev")
+    validation.load_settings(_ctx({"tags": ok}), "dev")
     with pytest.raises(config.ConfigError, match=r"dev: tags: 51 entries; at most 50"):
-        config.load_settings(_ctx({"tags": {**ok, "one": "more"}}), "dev")
+        validation.load_settings(_ctx({"tags": {**ok, "one": "more"}}), "dev")
 
 
 def test_the_log_retention_choices_are_exactly_the_schemas():
@@ -85,7 +85,7 @@ def test_every_catalogue_type_is_one_sagemaker_knows():
 def test_a_rule_that_already_named_a_field_keeps_its_own_line():
     # The naming rule says why a 64-character HyperPod name breaks; the schema's line would repeat it.
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(_ctx({"hyperpod": {"cluster_name": "x" * 64}}), "dev")
+        validation.load_settings(_ctx({"hyperpod": {"cluster_name": "x" * 64}}), "dev")
     assert len([p for p in err.value.problems if p.startswith("dev: hyperpod.cluster_name:")]) == 1
 
 

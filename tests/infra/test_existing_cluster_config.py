@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from infra import config
+from infra import config, validation
 from tests.conftest import CAPABILITIES, patched_context
 
 
 def _load(extra: dict | None = None):
-    return config.load_settings(patched_context("dev", config.deep_merge(CAPABILITIES["existing-cluster"], extra or {})), "dev")
+    return validation.load_settings(patched_context("dev", config.deep_merge(CAPABILITIES["existing-cluster"], extra or {})), "dev")
 
 
 def test_an_existing_cluster_needs_no_new_admin_and_its_endpoint_is_not_ours_to_warn_about():
@@ -19,7 +19,7 @@ def test_an_existing_cluster_needs_no_new_admin_and_its_endpoint_is_not_ours_to_
     assert not [w for w in warnings if "public_access_cidrs" in w or "eks.logging" in w]
     # A cluster of ours with the same admins is refused: nobody could run kubectl.
     with pytest.raises(config.ConfigError, match="eks.admin_principal_arns"):
-        config.load_settings(patched_context("dev", {"eks": {"admin_principal_arns": []}}), "dev")
+        validation.load_settings(patched_context("dev", {"eks": {"admin_principal_arns": []}}), "dev")
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra import config
+from infra import config, validation
 from tests.conftest import patched_context
 
 PROD_GPU = "ml.p5.48xlarge"
@@ -16,12 +16,12 @@ def _team(name, count=1, itype="ml.g5.8xlarge", **extra):
 
 def problems(patch, env="dev"):
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context(env, patch), env)
+        validation.load_settings(patched_context(env, patch), env)
     return exc.value.problems
 
 
 def warnings(patch, env="dev"):
-    return config.load_settings(patched_context(env, patch), env)[1]
+    return validation.load_settings(patched_context(env, patch), env)[1]
 
 
 def test_quota_for_a_type_no_group_provides():
@@ -84,7 +84,7 @@ def test_topology_level_outside_the_allowed_set():
 def test_required_topology_on_a_type_without_topology_labels():
     lines = problems({"topology": {"mode": "required"}})  # dev's GPU group is g5
     assert any("topology.mode: 'required' but hyperpod.instance_groups[1] (ml.g5.8xlarge) has no EC2 topology labels" in l for l in lines)
-    config.load_settings(patched_context("dev", {"topology": {"mode": "preferred"}}), "dev")  # preferred is fine
+    validation.load_settings(patched_context("dev", {"topology": {"mode": "preferred"}}), "dev")  # preferred is fine
 
 
 def test_borrow_limit_only_with_lend_and_borrow():
@@ -123,11 +123,11 @@ def test_a_fair_share_weight_given_with_fair_share_off_is_a_warning_as_the_api_r
     doc = botocore.session.get_session().get_service_model("sagemaker").shape_for("ComputeQuotaTarget").members["FairShareWeight"].documentation
     assert "only used when <code>FairShare</code> is enabled" in doc
     team = _team("ml-research", fair_share_weight=80)
-    _, warnings = config.load_settings(patched_context("dev", {"governance": {"fair_share": False, "teams": [team]}}), "dev")
+    _, warnings = validation.load_settings(patched_context("dev", {"governance": {"fair_share": False, "teams": [team]}}), "dev")
     assert [w for w in warnings if "fair_share_weight" in w] == [
         "dev: governance.teams[0].fair_share_weight: 80 is used only when FairShare is enabled (SageMaker API reference, "
         "ComputeQuotaTarget); with governance.fair_share false, teams borrow idle compute first come, first served"]
     # Left at its default, or with fair share on, nothing is said.
     for patch in ({"fair_share": False, "teams": [_team("ml-research")]}, {"teams": [team]}):
-        _, warnings = config.load_settings(patched_context("dev", {"governance": patch}), "dev")
+        _, warnings = validation.load_settings(patched_context("dev", {"governance": patch}), "dev")
         assert not [w for w in warnings if "fair_share_weight" in w]

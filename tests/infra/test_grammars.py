@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra import config, grammars
+from infra import config, grammars, validation
 from tests.conftest import patched_context
 
 HEX64 = "f" * 64
@@ -70,7 +70,7 @@ def test_an_image_without_its_registry_or_a_tag_is_legal_and_warned(reference, s
     caution = grammars.image_reference_caution(reference)
     assert caution is None if says is None else says in caution
     if says:
-        _, warnings = config.load_settings(patched_context("dev", {"sample_job": {"image_uri": reference}}), "dev")
+        _, warnings = validation.load_settings(patched_context("dev", {"sample_job": {"image_uri": reference}}), "dev")
         assert any(w.startswith(f"dev: sample_job.image_uri: {reference!r} ") and says in w for w in warnings), warnings
 
 
@@ -78,7 +78,7 @@ def test_an_image_without_its_registry_or_a_tag_is_legal_and_warned(reference, s
 def test_every_field_that_takes_an_image_is_held_to_the_grammar(field):
     section, name = field.split(".")
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", {section: {name: "reg.io/Repo:1"}}), "dev")
+        validation.load_settings(patched_context("dev", {section: {name: "reg.io/Repo:1"}}), "dev")
     assert any(p.startswith(f"dev: {field}: 'reg.io/Repo:1' breaks the grammar") for p in err.value.problems)
     defaults = config.AcceptanceSettings()
     assert grammars.image_reference_problem(defaults.nccl_image) is None and grammars.image_reference_problem(defaults.dcgm_image) is None

@@ -9,7 +9,7 @@ import re
 import botocore.session
 import pytest
 
-from infra import config, identity
+from infra import config, identity, validation
 from tests.conftest import patched_context
 
 A = "arn:aws:iam::111111111111:role/"
@@ -21,7 +21,7 @@ def _iam_shape(name: str):
 
 def _problems(patch: dict) -> list[str]:
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context("dev", patch), "dev")
+        validation.load_settings(patched_context("dev", patch), "dev")
     return exc.value.problems
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import config, prerequisites
+from infra import config, prerequisites, validation
 from tests.conftest import CAPABILITIES, ROOT, patched_context
 
 CORPUS = [json.loads(p.read_text()) for p in sorted((ROOT / "tests" / "bad_inputs").glob("*.json"))]
@@ -17,7 +17,7 @@ SYSTEM = {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}
 
 
 def _load(patch: dict):
-    return config.load_settings(patched_context("dev", patch), "dev")
+    return validation.load_settings(patched_context("dev", patch), "dev")
 
 
 def _problems(patch: dict) -> list[str]:

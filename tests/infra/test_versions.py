@@ -76,10 +76,10 @@ def test_prod_pins_every_add_on_it_installs_to_the_version_a_dated_source_publis
     # The pins are the rows of the offline table for prod's Kubernetes version (each row names its
     # source); an add-on no source publishes a version of for it is named with why, never guessed.
     from cli.upgrade_plan import addons_of
-    from infra import config
+    from infra import validation
     from tests.conftest import CONTEXT
 
-    prod = config.load_settings(CONTEXT, "prod")[0]
+    prod = validation.load_settings(CONTEXT, "prod")[0]
     for addon in addons_of(prod):
         row = versions.offline_addon_release(addon.name, prod.eks.version)
         if row is not None:

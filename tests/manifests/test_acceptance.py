@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from cli import main as cli
-from infra import catalogue, config, naming
+from infra import catalogue, naming, validation
 from manifests import acceptance as m
 from tests.conftest import CONTEXT, ROOT, patched_context
 
@@ -47,7 +47,7 @@ def pod_template():
 
 
 def _prod():
-    return config.load_settings(CONTEXT, "prod")[0]
+    return validation.load_settings(CONTEXT, "prod")[0]
 
 
 def _objects(settings=None, nodes=NODES):
@@ -123,7 +123,7 @@ def test_mpirun_spans_all_ranks_over_efa_and_sweeps_to_the_published_message_siz
 
 
 def test_rdma_read_is_asked_for_only_where_the_type_has_it():
-    settings = config.load_settings(CONTEXT, "dev")[0]  # gpu: ml.g5.8xlarge, one EFA interface, no RDMA read
+    settings = validation.load_settings(CONTEXT, "dev")[0]  # gpu: ml.g5.8xlarge, one EFA interface, no RDMA read
     job = m.nccl_job(settings, settings.instance_group("gpu"), NODES[:2])
     command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     assert "FI_PROVIDER=efa" in command and "FI_EFA_USE_DEVICE_RDMA=1" not in command
@@ -151,10 +151,10 @@ def test_the_dcgm_budget_covers_the_awsome_level_2_timeout():
 
 
 def test_group_taints_are_tolerated_on_every_pod():
-    settings = config.load_settings(CONTEXT, "prod")[0]
+    settings = validation.load_settings(CONTEXT, "prod")[0]
     patch = {"hyperpod": {"instance_groups": [g.model_dump(mode="json", exclude_unset=True) for g in settings.hyperpod.instance_groups]}}
     patch["hyperpod"]["instance_groups"][1]["taints"] = [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]
-    tainted = config.load_settings(patched_context("prod", patch), "prod")[0]
+    tainted = validation.load_settings(patched_context("prod", patch), "prod")[0]
     for obj in _objects(tainted):
         for template in _templates(obj):
             assert template["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]

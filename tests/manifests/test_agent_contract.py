@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 
-from infra import config
+from infra import validation
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ROOT
 
@@ -32,7 +32,7 @@ def agent_sources() -> dict[str, ast.Module]:
 
 @pytest.fixture(scope="module")
 def pod():
-    settings, _ = config.load_settings(CONTEXT, "prod")
+    settings, _ = validation.load_settings(CONTEXT, "prod")
     return job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]
 
 

@@ -13,7 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from cli import main as cli
-from infra import config, naming
+from infra import config, naming, validation
+from infra.checks.sample_job import memory_note
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
 from training import log_format
@@ -34,7 +35,7 @@ def crd_model():
 
 def _job(env="dev", patch=None):
     ctx = patched_context(env, patch) if patch else CONTEXT
-    settings, _ = config.load_settings(ctx, env)
+    settings, _ = validation.load_settings(ctx, env)
     return settings, job_manifest.build(settings, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1")
 
 
@@ -179,7 +180,7 @@ def test_efa_rdma_read_is_asked_for_only_where_the_instance_has_it():
 
 
 def test_the_operator_namespace_reaches_the_agent_port_and_nothing_else_gets_in():
-    settings, _ = config.load_settings(CONTEXT, "prod")
+    settings, _ = validation.load_settings(CONTEXT, "prod")
     policy = job_manifest.network_policy(settings)
     own, operator = policy["spec"]["ingress"]
     assert own == {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": settings.sample_job.name}}}]}
@@ -193,15 +194,15 @@ def test_the_operator_namespace_reaches_the_agent_port_and_nothing_else_gets_in(
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_local_checkpoints_are_refused_as_the_pods_scratch_goes_with_the_pod(env):
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context(env, {"sample_job": {"checkpoint_to": "local"}}), env)
+        validation.load_settings(patched_context(env, {"sample_job": {"checkpoint_to": "local"}}), env)
     assert any(p.startswith(f"{env}: sample_job.checkpoint_to: 'local' must be s3 or fsx: the job's local scratch") for p in exc.value.problems)
 
 
 def test_the_gated_tokenizer_needs_its_secret_and_the_8b_model_wants_it():
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context("prod", {"sample_job": {"hf_token_secret": None}}), "prod")
+        validation.load_settings(patched_context("prod", {"sample_job": {"hf_token_secret": None}}), "prod")
     assert any("sample_job.hf_token_secret: None is required: meta-llama/Llama-3.1-8B is gated on Hugging Face" in p for p in exc.value.problems)
-    _, warnings = config.load_settings(patched_context("prod", {"sample_job": {"tokenizer": "hf-internal-testing/llama-tokenizer"}}), "prod")
+    _, warnings = validation.load_settings(patched_context("prod", {"sample_job": {"tokenizer": "hf-internal-testing/llama-tokenizer"}}), "prod")
     assert any("sample_job.tokenizer: hf-internal-testing/llama-tokenizer is not the LLaMA 3 tokenizer" in w for w in warnings)
 
 
@@ -222,7 +223,7 @@ def test_the_secret_name_follows_secrets_managers_rules_and_validation_says_how_
 
 def _problems_of(patch: dict) -> list[str]:
     try:
-        config.load_settings(patched_context("prod", patch), "prod")
+        validation.load_settings(patched_context("prod", patch), "prod")
     except config.ConfigError as err:
         return err.problems
     return []
@@ -230,7 +231,7 @@ def _problems_of(patch: dict) -> list[str]:
 
 def test_gpu_or_efa_counts_that_do_not_match_the_type_are_refused():
     with pytest.raises(config.ConfigError) as exc:
-        config.load_settings(patched_context("prod", {"sample_job": {"gpus_per_node": 4, "efa_per_node": 4}}), "prod")
+        validation.load_settings(patched_context("prod", {"sample_job": {"gpus_per_node": 4, "efa_per_node": 4}}), "prod")
     assert any("sample_job.gpus_per_node: 4 does not match ml.p5.48xlarge, which has 8" in p for p in exc.value.problems)
     assert any("sample_job.efa_per_node: 4 does not match ml.p5.48xlarge, which has 32 EFA" in p for p in exc.value.problems)
 
@@ -308,11 +309,11 @@ def test_render_job_needs_an_image(capsys):
 
 
 def test_validate_and_render_job_print_the_jobs_memory_margin(capsys):
-    # The one projection the config admits the job with (infra/config/sample_job.py memory_fit):
+    # The one projection the config admits the job with (infra/checks/sample_job.py memory_fit):
     # prod's 8B over 16 H100, what it needs of each GPU and the margin left.
     margin = ("sample job: llama3.1-8b needs about 30.5 GiB of ml.p5.48xlarge's H100's 80.0 GiB per GPU over 16 ranks "
               "(38%, margin 49.5 GiB)")
-    assert config.memory_note(_job("prod")[0]) == margin
+    assert memory_note(_job("prod")[0]) == margin
     _, _, err = _render(capsys, "-c", "env=prod", "--image", IMAGE)
     assert f"note: {margin}" in err.splitlines()
     assert cli.main(["validate", "-c", "env=prod"]) == 0

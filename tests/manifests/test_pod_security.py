@@ -34,11 +34,11 @@ def test_the_rendered_job_passes_restricted(capsys, env):
 
 
 def _job_pod():
-    from infra import config
+    from infra import validation
     from manifests import job
     from tests.conftest import patched_context
 
-    settings = config.load_settings(patched_context("dev", CAPABILITIES["fsx"]), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", CAPABILITIES["fsx"]), "dev")[0]
     return pss.pod_of(job.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"])
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from infra import cfn_schema, config
+from infra import cfn_schema, config, validation
 from manifests import autoscaling
 from manifests import job as job_manifest
 from stacks import hyperpod
@@ -21,7 +21,7 @@ def _one(s, suffix, type_):
 
 def _problems(patch: dict) -> list[str]:
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", patch), "dev")
+        validation.load_settings(patched_context("dev", patch), "dev")
     return err.value.problems
 
 
@@ -125,7 +125,7 @@ def test_a_given_volume_key_is_used_as_it_is_and_granted_to_the_role_alone():
 
     arn = "arn:aws:kms:us-east-1:111111111111:key/0a1b2c3d-1111-2222-3333-444455556666"
     patch = {"hyperpod": {"continuous_provisioning": True, "volume_encryption": {"kms_key_arn": arn, "root_volume": False}}}
-    settings = config.load_settings(patched_context("dev", patch), "dev")[0]
+    settings = validation.load_settings(patched_context("dev", patch), "dev")[0]
     template = Template.from_stack(_hyperpod_stack(settings))
     template.resource_count_is("AWS::KMS::Key", 0)
     template.has_resource_properties("AWS::SageMaker::Cluster", {"InstanceGroups": Match.array_with([Match.object_like(
@@ -392,7 +392,7 @@ def test_endpoints_admit_https_from_every_vpc_cidr_block(synth):
 
 
 def test_a_closed_network_says_what_will_not_work_and_refuses_what_cannot():
-    settings, warnings = config.load_settings(patched_context("dev", CAPABILITIES["closed-network"]), "dev")
+    settings, warnings = validation.load_settings(patched_context("dev", CAPABILITIES["closed-network"]), "dev")
     assert any("no internet access" in w and "copied into ECR" in w for w in warnings)
     # The job cannot stream from Hugging Face there (its dataset and tokenizer must be on FSx).
     lines = _problems(config.deep_merge(CAPABILITIES["closed-network"], {"sample_job": {"dataset": {"files": []}, "tokenizer": "meta-llama/Llama-3.1-8B", "hf_token_secret": "t"}}))

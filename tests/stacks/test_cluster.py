@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Match
 
-from infra import config
+from infra import config, validation
 from tests.conftest import ENVIRONMENTS, patched_context
 from tests.stacks.test_network import EXISTING_VPC
 
@@ -117,7 +117,7 @@ def test_every_endpoint_access_and_cidr_combination_builds_or_is_refused_in_one_
 
     patch = {"eks": {"endpoint_access": access, **({"public_access_cidrs": cidrs} if cidrs is not None else {})}}
     try:
-        config.load_settings(patched_context("dev", patch), "dev")
+        validation.load_settings(patched_context("dev", patch), "dev")
         refused = None
     except config.ConfigError as err:
         refused = err.problems

@@ -132,21 +132,21 @@ def test_an_existing_vpc_gets_the_s3_gateway_endpoint_on_its_route_tables_unless
     ev = s.settings.network.existing_vpc
     wanted = {*ev.private_subnet_route_table_ids, *(sn.route_table_id for sn in s.settings.network.hyperpod_subnets)}
     assert set(endpoint["RouteTableIds"]) == wanted
-    from infra import config
+    from infra import config, validation
     from tests.conftest import CAPABILITIES, patched_context
 
     off = config.deep_merge(CAPABILITIES["existing-vpc"], {"network": {"existing_vpc": {"s3_gateway_endpoint": False},
                                                                        "hyperpod_subnets": [{"availability_zone": "us-east-1a", "subnet_id": "subnet-0a1b2c3d4e5f60714"}]}})
-    settings, _ = config.load_settings(patched_context("dev", off), "dev")  # no route table needed then
+    settings, _ = validation.load_settings(patched_context("dev", off), "dev")  # no route table needed then
     assert not settings.network.existing_vpc.s3_gateway_endpoint
 
 
 def test_interface_endpoints_can_be_chosen_one_by_one(synth):
-    from infra import config
+    from infra import config, validation
     from tests.conftest import patched_context
 
-    settings, _ = config.load_settings(patched_context("dev", {"network": {"interface_endpoints": ["sagemaker.api", "ecr.dkr"]}}), "dev")
+    settings, _ = validation.load_settings(patched_context("dev", {"network": {"interface_endpoints": ["sagemaker.api", "ecr.dkr"]}}), "dev")
     assert settings.network.endpoint_services == ("sagemaker.api", "ecr.dkr")
     with pytest.raises(config.ConfigError) as err:
-        config.load_settings(patched_context("dev", {"network": {"interface_endpoints": ["sagemaker.runtime"]}}), "dev")
+        validation.load_settings(patched_context("dev", {"network": {"interface_endpoints": ["sagemaker.runtime"]}}), "dev")
     assert any(p.startswith("dev: network.interface_endpoints[0]: 'sagemaker.runtime' is not a service the platform calls") for p in err.value.problems)

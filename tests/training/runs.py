@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from infra import config
+from infra import validation
 from manifests import job as job_manifest
 from tests.bench import bench_train
 from tests.conftest import CONTEXT, ROOT
@@ -106,7 +106,7 @@ def saved_tensors(ckpt: Path, scratch: Path) -> dict[str, "torch.Tensor"]:
 
 def job_train_args() -> "argparse.Namespace":
     """train.py's arguments as the rendered job passes them (its defaults where the job is silent)."""
-    settings, _ = config.load_settings(CONTEXT, "prod")
+    settings, _ = validation.load_settings(CONTEXT, "prod")
     command = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     return train_module().parse_args(command[command.index("/workspace/train.py") + 1 :])
 

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from infra import catalogue, config
-from infra.config.sample_job import memory_fit
+from infra import catalogue, validation
+from infra.checks.sample_job import memory_fit
 from manifests import job as job_manifest
 from tests.bench import gpu_bench
 from tests.conftest import ROOT, patched_context
@@ -33,7 +33,7 @@ def test_a_whole_node_runs_the_whole_8b_where_the_config_admits_it():
     p4d_config = {"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.8xlarge", "count": 2},
                                                    {"name": "gpu", "instance_type": "ml.p4d.24xlarge", "count": 1}]},
                   "governance": {"teams": []}, "sample_job": {"model": "llama3.1-8b", "nodes": 1, "team": None, "priority": None}}
-    settings, _ = config.load_settings(patched_context("prod", p4d_config), "prod")
+    settings, _ = validation.load_settings(patched_context("prod", p4d_config), "prod")
     assert memory_fit(settings, "llama3.1-8b").verdict == "tight" and not p4d.whole
     assert f"{p4d.layers} of the 8B's 32 layers (the most that fit: the whole model does not)" in p4d.words
 

@@ -16,17 +16,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
-from infra import catalogue, config
-from infra.config.sample_job import (
-    CUDA_CONTEXT_BYTES,
-    FIT_SHARE,
-    GIB,
-    MIB,
-    NCCL_GROUP_BYTES,
-    RESERVED_PER_ESTIMATE,
-    job_model,
-    memory_fit,
-)
+from infra import catalogue, config, validation
+from infra.checks.sample_job import job_model, memory_fit
+from infra.config.sample_job import CUDA_CONTEXT_BYTES, FIT_SHARE, GIB, MIB, NCCL_GROUP_BYTES, RESERVED_PER_ESTIMATE
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ROOT, patched_context
 
@@ -159,12 +151,12 @@ def test_the_activation_estimate_holds_what_a_training_step_allocates():
 
 
 def _settings(env: str, patch: dict | None = None):
-    return config.load_settings(patched_context(env, patch) if patch else CONTEXT, env)[0]
+    return validation.load_settings(patched_context(env, patch) if patch else CONTEXT, env)[0]
 
 
 def _refusal(env: str, patch: dict) -> str:
     with pytest.raises(config.ConfigError) as error:
-        config.load_settings(patched_context(env, patch), env)
+        validation.load_settings(patched_context(env, patch), env)
     (line,) = [l for l in error.value.problems if l.startswith(f"{env}: sample_job.model:")]
     return line
 
@@ -239,7 +231,7 @@ def test_the_8b_on_one_p4d_has_no_honest_margin_and_is_warned_of_not_chosen():
     assert gpu == 40 * GIB and FIT_SHARE * gpu < projected < gpu - A100_40GB_DRIVER
     assert job_model(_settings("prod", P4D)) == "tiny"
     chosen = patched_context("prod", {**P4D, "sample_job": {**P4D["sample_job"], "model": "llama3.1-8b"}})
-    settings, warnings = config.load_settings(chosen, "prod")
+    settings, warnings = validation.load_settings(chosen, "prod")
     (line,) = [w for w in warnings if "sample_job.model" in w]
     assert line.startswith("prod: sample_job.model: llama3.1-8b needs about 39.0 GiB of ml.p4d.24xlarge's A100's 40.0 GiB per GPU "
                            "over 8 ranks (97%, margin 1.0 GiB), over the 95% an honest margin allows")

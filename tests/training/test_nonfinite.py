@@ -11,14 +11,14 @@ import shutil
 
 import pytest
 
-from infra import config
+from infra import validation
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT
 from tests.training.runs import document_corpus, document_tokens, documents_touched, losses_of, saved_tensors, train_in_process, train_module
 
 
 def _watched_by_a_rule(line: str) -> list[str]:
-    settings, _ = config.load_settings(CONTEXT, "dev")
+    settings, _ = validation.load_settings(CONTEXT, "dev")
     return [r["name"] for r in job_manifest.log_rules(settings) if re.fullmatch(r["logPattern"], line)]
 
 

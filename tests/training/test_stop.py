@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from infra import config
+from infra import validation
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT
 from tests.training.runs import job_train_args, plain_command, single_env, train_module
@@ -34,7 +34,7 @@ def _agent_stop_signals() -> set[str]:
 
 
 def _agent_option(option: str) -> str:
-    settings, _ = config.load_settings(CONTEXT, "prod")
+    settings, _ = validation.load_settings(CONTEXT, "prod")
     command = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
     return next(a.split("=", 1)[1] for a in command if a.startswith(f"{option}="))
 
@@ -67,7 +67,7 @@ def test_the_stop_watchdog_ends_a_stop_before_the_agents_sigkill():
     # The watchdog ends a stop that cannot save STOP_MARGIN_S before the agent's SIGKILL,
     # and the pod's grace period outlasts both.
     assert 0 < agent_stop.STOP_MARGIN_S and max(1.0, job.stop_timeout - agent_stop.STOP_MARGIN_S) < shutdown
-    settings, _ = config.load_settings(CONTEXT, "prod")
+    settings, _ = validation.load_settings(CONTEXT, "prod")
     pod = job_manifest.build(settings, image="x")["spec"]["replicaSpecs"][0]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] > shutdown
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import config
+from infra import validation
 from manifests import job as job_manifest
 from tests.bench import bench_train
 from tests.conftest import CONTEXT, ROOT
@@ -50,7 +50,7 @@ def test_loss_is_logged_every_step_is_finite_and_falls(first_run):
 
 
 def test_every_loss_and_checkpoint_line_matches_the_rendered_log_rules(first_run):
-    settings, _ = config.load_settings(CONTEXT, "dev")
+    settings, _ = validation.load_settings(CONTEXT, "dev")
     rules = {r["name"]: re.compile(r["logPattern"]) for r in job_manifest.build(settings, image="x")["spec"]["runPolicy"]["logMonitoringConfiguration"]}
     loss_lines = [l for l in first_run.splitlines() if l.startswith("step=")]
     ckpt_lines = [l for l in first_run.splitlines() if l.startswith("checkpoint saved")]
