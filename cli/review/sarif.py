@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra import naming
+from infra import json_text, naming
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 TOOL = "hyperpod-cdk review"
@@ -173,49 +173,10 @@ class Place:
 
 # -- where a config field is written in cdk.json --------------------------------------------
 
-_SPACE = re.compile(r"[ \t\n\r]*")
-
-
 def _positions(text: str) -> dict[tuple, tuple[int, int]]:
     """Every member and element of a JSON text: its path -> (the offset where it starts, at its
     key for a member, and the offset where its value ends)."""
-    out: dict[tuple, tuple[int, int]] = {}
-    decoder = json.JSONDecoder()
-
-    def value(i: int, path: tuple) -> int:
-        i = _SPACE.match(text, i).end()
-        if text[i] == "{":
-            i = _SPACE.match(text, i + 1).end()
-            if text[i] == "}":
-                return i + 1
-            while True:
-                start = _SPACE.match(text, i).end()
-                key, i = json.decoder.scanstring(text, start + 1)
-                i = _SPACE.match(text, i).end() + 1  # past the colon
-                end = value(i, (*path, key))
-                out[(*path, key)] = (start, end)
-                i = _SPACE.match(text, end).end()
-                if text[i] == "}":
-                    return i + 1
-                i += 1
-        if text[i] == "[":
-            i = _SPACE.match(text, i + 1).end()
-            if text[i] == "]":
-                return i + 1
-            index = 0
-            while True:
-                start = _SPACE.match(text, i).end()
-                end = value(start, (*path, index))
-                out[(*path, index)] = (start, end)
-                index += 1
-                i = _SPACE.match(text, end).end()
-                if text[i] == "]":
-                    return i + 1
-                i += 1
-        return decoder.raw_decode(text, i)[1]
-
-    value(0, ())
-    return out
+    return {path: (start, end) for path, start, end in json_text.members(text)}
 
 
 def _steps(field: str, merged: dict) -> tuple | None:

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from infra import json_text
 from infra.config.base import ConfigError, short
 from infra.config.settings import Settings
 
@@ -67,45 +68,18 @@ def read_cdk_json(text: str, where: str = "cdk.json") -> Any:
 
 def _repeated_keys(text: str) -> list[str]:
     """Each key written twice in one object of a JSON text, with both lines and the object's path."""
-    space = re.compile(r"[ \t\n\r]*")
-    decoder = json.JSONDecoder()
     out: list[str] = []
-
-    def line(offset: int) -> int:
-        return text.count("\n", 0, offset) + 1
-
-    def value(i: int, path: tuple) -> int:
-        i = space.match(text, i).end()
-        if text[i] == "{":
-            seen: dict[str, int] = {}
-            i = space.match(text, i + 1).end()
-            if text[i] == "}":
-                return i + 1
-            while True:
-                start = space.match(text, i).end()
-                key, i = json.decoder.scanstring(text, start + 1)
-                if key in seen:
-                    where = ".".join(path) or "the top level"
-                    out.append(f'"{key}" is written twice in {where}, at line {seen[key]} and line {line(start)}: JSON leaves which '
-                               "one counts to the reader (RFC 8259; the CDK CLI takes the last), so neither is taken; remove one")
-                seen.setdefault(key, line(start))
-                i = value(space.match(text, i).end() + 1, (*path, key))
-                i = space.match(text, i).end()
-                if text[i] == "}":
-                    return i + 1
-                i += 1
-        if text[i] == "[":
-            i = space.match(text, i + 1).end()
-            index = 0
-            while text[i] != "]":
-                i = space.match(text, value(i, (*path, f"[{index}]"))).end()
-                index += 1
-                if text[i] == ",":
-                    i = space.match(text, i + 1).end()
-            return i + 1
-        return decoder.raw_decode(text, i)[1]
-
-    value(0, ())
+    seen: dict[tuple, dict[str, int]] = {}  # an object's path -> its keys' first lines
+    for path, start, _ in json_text.members(text):
+        *parent, key = path
+        if isinstance(key, int):
+            continue
+        line, first = text.count("\n", 0, start) + 1, seen.setdefault(tuple(parent), {})
+        if key in first:
+            where = ".".join(f"[{p}]" if isinstance(p, int) else p for p in parent) or "the top level"
+            out.append(f'"{key}" is written twice in {where}, at line {first[key]} and line {line}: JSON leaves which '
+                       "one counts to the reader (RFC 8259; the CDK CLI takes the last), so neither is taken; remove one")
+        first.setdefault(key, line)
     return out
 
 
