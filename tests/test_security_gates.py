@@ -23,10 +23,12 @@ def _checkov(folder, *args: str) -> dict:
     """checkov's reports over `folder`, scanned from inside it: checkov 3.3 leaves each parsed
     file's path in a Lambda's environment variables, where CKV_AWS_45 takes any run of 40
     base64 characters in an absolute temp path (`239/checkov0/cloudformation/dev/hyperpod`)
-    for an AWS secret key; paths relative to the folder are ours and never that long."""
+    for an AWS secret key; paths relative to the folder are ours and never that long.
+    `--compact` leaves each result's code block out: the same checks and verdicts, 13 MB of
+    JSON instead of 354 MB, and half the run (checkov 3.3 over every gated config, 36 -> 18 s)."""
     assert CHECKOV.exists(), "make install creates .venv-checkov"
     result = subprocess.run(
-        [str(CHECKOV), "-d", ".", *args, "--skip-download", "-o", "json"],
+        [str(CHECKOV), "-d", ".", *args, "--skip-download", "--compact", "-o", "json"],
         capture_output=True, text=True, timeout=300, cwd=folder,
     )
     assert result.stdout, result.stderr[-2000:]
