@@ -32,15 +32,13 @@ def synthesize(context: dict, env: str, outdir: Path):
     use_venv_node()
     import aws_cdk as cdk
 
+    from addons import registry
     from infra import compliance
-    from infra.validation import load_settings
 
-    settings, warnings = load_settings(context, env)
+    settings, warnings = registry.load(context, env)  # as app.py loads it: the add-ons' plan and the pipeline's waves
     flags = {k: v for k, v in context.items() if k.startswith("@")}
     app = cdk.App(outdir=str(outdir), context={**flags, **CLI_CONTEXT})
     app_module = _app_module()
-    from addons import registry
-
     stacks = app_module.compose(app, settings, registry.pipeline(context, settings))
     app_module.annotate(stacks[0], warnings)
     compliance.apply(app)

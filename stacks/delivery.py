@@ -102,14 +102,6 @@ def synth_commands(home: Settings, waves: tuple[tuple[Settings, ...], ...]) -> t
     )
 
 
-def protected(home: Settings, waves: tuple[tuple[Settings, ...], ...]) -> set[str]:
-    """The environments a person approves before their stage: as configured, else those whose
-    stacks have termination protection (prod's default, which dev turns off)."""
-    if home.delivery.protected is not None:
-        return set(home.delivery.protected)
-    return {s.env_name for wave in waves for s in wave if s.protection.termination_protection}
-
-
 class DeliveryStack(PlatformStack):
     """The pipeline, in the delivery block's account and region (default: this environment's)."""
 
@@ -141,7 +133,7 @@ class DeliveryStack(PlatformStack):
                 build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0)
             ),
         )
-        approve = protected(settings, waves)
+        approve = d.approved(waves)
         self.stages: dict[str, cdk.Stage] = {}
         for i, wave in enumerate(waves, 1):
             target = self.pipeline.add_wave(f"wave-{i}") if len(wave) > 1 else self.pipeline

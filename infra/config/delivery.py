@@ -40,7 +40,8 @@ class DeliverySettings(Model):
     waves: tuple[tuple[str, ...], ...] = Field(
         min_length=1,
         description="The environments the pipeline deploys, in order: a list of waves, each a list of environment names "
-        "deployed side by side (e.g. `[[\"dev\"], [\"staging\"], [\"prod\"]]`).",
+        "deployed side by side, in step (e.g. `[[\"dev\", \"staging\"], [\"prod\"]]`; a wave is one CodePipeline stage, "
+        "so an environment beside an approved one waits for its approval).",
     )
     protected: Optional[tuple[str, ...]] = Field(
         default=None,
@@ -51,6 +52,14 @@ class DeliverySettings(Model):
     @property
     def environments(self) -> tuple[str, ...]:
         return tuple(name for wave in self.waves for name in wave)
+
+    def approved(self, waves) -> set[str]:
+        """The environments a person approves before their stage: `protected` as configured, else
+        those of `waves` (each environment's settings, wave by wave) whose stacks have termination
+        protection."""
+        if self.protected is not None:
+            return set(self.protected)
+        return {s.env_name for wave in waves for s in wave if s.protection.termination_protection}
 
 
 def check_delivery(d: DeliverySettings | None, p: Problems) -> None:
