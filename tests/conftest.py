@@ -122,14 +122,16 @@ CAPABILITIES["existing-cluster"] = {
     "eks": {"existing_cluster": {"name": "platform-shared", "security_group_id": "sg-0a1b2c3d4e5f60719"}},
     "addons": {"cert_manager": {"existing": True}},
 }
-# The pipeline through three environments (dev; staging in another region; prod in another
-# account), held in dev's config as the delivery block is, beside the two environments it adds
-# to cdk.json's (FLEETS): a staging like dev but protected, and prod in the second account.
+# The pipeline through three environments (dev and staging in another region side by side, in one
+# wave; then prod in another account, after a person's approval), held in dev's config as the
+# delivery block is, beside the two environments it adds to cdk.json's (FLEETS): a staging like dev
+# but with termination protection and its data kept, and prod in the second account.
 CAPABILITIES["delivery"] = {
     "delivery": {
         "source": {"connection_arn": "arn:aws:codeconnections:us-east-1:111111111111:connection/0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
                    "repository": "example-org/hyperpod-platform", "branch": "main"},
-        "waves": [["dev"], ["staging"], ["prod"]],
+        "waves": [["dev", "staging"], ["prod"]],
+        "protected": ["prod"],
     },
 }
 FLEETS = {

@@ -1,5 +1,6 @@
-"""The delivery stack (tests/conftest.py's `delivery` config: dev; staging in another region; prod
-in another account) and the one composition it shares with hand deploys."""
+"""The delivery stack (tests/conftest.py's `delivery` config: dev and staging, in another region,
+side by side in one wave; then prod, in another account, after a person's approval) and the one
+composition it shares with hand deploys."""
 
 from __future__ import annotations
 
@@ -93,14 +94,39 @@ def _commands(s, action: dict) -> list[str]:
     return [*phases.get("install", {}).get("commands", []), *phases["build"]["commands"]]
 
 
+WAVES = CAPABILITIES["delivery"]["delivery"]["waves"]
+ENVIRONMENTS = [e for wave in WAVES for e in wave]
+
+
+def _by_environment(s) -> tuple[dict[str, str], dict[str, list[dict]]]:
+    """(the CodePipeline stage each environment deploys in, its actions there): a wave of one
+    environment is a stage of that name; a wave of several is one stage (wave-N) whose actions
+    carry their environment's name and a dot before their own."""
+    where, actions = {}, {}
+    for stage in _pipeline(s)["Stages"]:
+        for action in stage["Actions"]:
+            env, dot, name = action["Name"].partition(".")
+            if stage["Name"] in ENVIRONMENTS:
+                env, name = stage["Name"], action["Name"]
+            elif not (dot and env in ENVIRONMENTS):
+                continue
+            where[env] = stage["Name"]
+            actions.setdefault(env, []).append({**action, "Name": name})
+    return where, actions
+
+
 def test_the_pipeline_deploys_the_waves_in_order_each_stage_after_its_checks(synth):
     s = synth("delivery")
-    stages = {stage["Name"]: stage["Actions"] for stage in _pipeline(s)["Stages"]}
-    waves = CAPABILITIES["delivery"]["delivery"]["waves"]
     names = [stage["Name"] for stage in _pipeline(s)["Stages"]]
     assert names[:2] == ["Source", "Build"]
-    assert [n for n in names if n in {e for w in waves for e in w}] == [e for w in waves for e in w]
-    for env in (e for w in waves for e in w):
+    where, stages = _by_environment(s)
+    # One CodePipeline stage per wave, in the waves' order; the environments of a wave side by side in it.
+    assert [where[wave[0]] for wave in WAVES] == [n for n in names if n in set(where.values())]
+    assert [len({where[e] for e in wave}) for wave in WAVES] == [1] * len(WAVES)
+    assert {where[e] for e in WAVES[0]} == {"wave-1"} and len(WAVES[0]) == 2
+    # Side by side: each environment of the wave starts its checks at once, none after the other's.
+    assert {min(a["RunOrder"] for a in stages[e]) for e in WAVES[0]} == {1}
+    for env in ENVIRONMENTS:
         actions = sorted(stages[env], key=lambda a: a["RunOrder"])
         kinds = [(a["Name"], a["ActionTypeId"]["Provider"], a["RunOrder"]) for a in actions]
         checks = [k for k in kinds if k[1] != "CloudFormation"]
@@ -117,10 +143,10 @@ def test_the_pipeline_deploys_the_waves_in_order_each_stage_after_its_checks(syn
         assert any(c.endswith(f"hyperpod-cdk preflight -c env={env}") for c in _commands(s, by_name[f"Preflight-{env}"]))
 
 
-def test_a_person_approves_prod_and_staging_after_their_review_and_nobody_waits_for_dev(synth):
+def test_a_person_approves_prod_after_its_review_and_nobody_waits_for_dev_or_staging(synth):
     s = synth("delivery")
-    stages = {stage["Name"]: stage["Actions"] for stage in _pipeline(s)["Stages"]}
-    for env, protected in (("dev", False), ("staging", True), ("prod", True)):
+    _, stages = _by_environment(s)
+    for env, protected in (("dev", False), ("staging", False), ("prod", True)):
         approvals = [a for a in stages[env] if a["ActionTypeId"]["Category"] == "Approval"]
         assert bool(approvals) == protected, env
         if approvals:
@@ -133,7 +159,7 @@ def test_the_review_and_preflight_read_the_target_account_through_its_read_only_
     # The CDK bootstrap template's lookup role (cdk-<qualifier>-lookup-role-<account>-<region>),
     # which `cdk bootstrap --trust` lets the pipeline's account assume (docs/delivery.md).
     s = synth("delivery")
-    stages = {stage["Name"]: stage["Actions"] for stage in _pipeline(s)["Stages"]}
+    _, stages = _by_environment(s)
     prod = FLEETS["delivery"]["prod"]["account"]
     role = f"arn:aws:iam::{prod}:role/cdk-hnb659fds-lookup-role-{prod}-us-east-1"
     for step in ("Review-prod", "Preflight-prod"):
@@ -194,26 +220,41 @@ def test_the_lookup_role_is_read_only_and_assumable_by_the_accounts_bootstrap_tr
     assert '{"Ref": "TrustedAccounts"}' in trusted and '"sts:AssumeRole"' in trusted
 
 
-def _fleet(patch: dict | None = None):
+def _fleet(**block):
+    """(settings, waves, the warnings on the waves) of the delivery config with `block`'s fields over its
+    delivery block's (a field set to None is left out)."""
     from addons import registry
     from tests.conftest import patched_context
 
-    context = patched_context("dev", {**CAPABILITIES["delivery"], **(patch or {})}, FLEETS["delivery"])
-    settings, _ = registry.load(context, "dev")
-    return settings, registry.pipeline(context, settings)
+    fields = {k: v for k, v in {**CAPABILITIES["delivery"]["delivery"], **block}.items() if v is not None}
+    context = patched_context("dev", {"delivery": fields}, FLEETS["delivery"])
+    settings, warnings = registry.load(context, "dev")
+    return settings, registry.pipeline(context, settings), [w for w in warnings if w.startswith("dev: delivery.waves")]
 
 
 def test_who_approves_is_the_environments_with_termination_protection_unless_the_block_names_them():
-    settings, waves = _fleet()
-    assert delivery.protected(settings, waves) == {"staging", "prod"}
-    named = {"delivery": {**CAPABILITIES["delivery"]["delivery"], "protected": ["prod"]}}
-    assert delivery.protected(*_fleet(named)) == {"prod"}
-    nobody = {"delivery": {**CAPABILITIES["delivery"]["delivery"], "protected": []}}
-    assert delivery.protected(*_fleet(nobody)) == set()
+    settings, waves, _ = _fleet(protected=None)
+    assert settings.delivery.approved(waves) == {"staging", "prod"}
+    settings, waves, _ = _fleet(protected=["prod"])
+    assert settings.delivery.approved(waves) == {"prod"}
+    settings, waves, _ = _fleet(protected=[])
+    assert settings.delivery.approved(waves) == set()
+
+
+def test_an_environment_beside_one_a_person_approves_is_said_to_wait_for_that_approval():
+    # CodePipeline runs a stage's actions by run order, each after every lower one (its User Guide,
+    # action structure requirements: runOrder); a wave is one stage, as the template shows: dev's
+    # first change set runs after staging's approval.
+    settings, waves, warnings = _fleet(protected=None)  # staging approved by default (termination protection), dev not
+    assert warnings == ["dev: delivery.waves[0]: dev deploy(s) nothing until a person approves staging: a wave is one "
+                        "CodePipeline stage whose actions go by run order, each after every earlier step of the wave; "
+                        "give the approved environments a wave of their own"]
+    assert _fleet()[2] == []  # the capability's: prod alone waits, in a wave of its own
+    assert _fleet(waves=[["dev"], ["staging"], ["prod"]], protected=None)[2] == []
 
 
 def test_the_synth_prepares_each_chart_revision_once_and_synthesizes_the_environment_holding_the_block():
-    settings, waves = _fleet()
+    settings, waves, _ = _fleet()
     install, build = delivery.synth_commands(settings, waves)
     assert install[-1] == "make install-synth"
     # All three share the committed revision: one fetch, named after the first environment that uses it.
