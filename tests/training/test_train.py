@@ -243,8 +243,37 @@ def test_the_s3_checkpoint_test_runs_the_images_s3_stack_beside_the_tests_torch(
     assert found["torch"] == torch.__file__
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(workdir, tmp_path_factory):
+    """The uninterrupted run each resume is held to, once per data source: the job's shuffle
+    buffer and seed over four shards of 50 documents (or synthetic tokens), 28 steps, saved every 8
+    (its arguments, the run's output, and its checkpoint folder). The runs saved in the background
+    or to S3 are held to the same run as the plain one: how a run saves changes nothing it trains."""
+    job = job_train_args()
+    assert job.shuffle_buffer > 200  # the job shuffles; here its buffer holds the whole pass
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    lines = (workdir / "corpus.txt").read_text().splitlines()[:200]
+    shards = []
+    for i in range(4):
+        shards.append(folder / f"part-{i}.txt")
+        shards[-1].write_text("\n".join(lines[i::4]) + "\n")
+    runs = {}
+
+    def run(source: str) -> tuple[tuple[str, ...], str, Path]:
+        if source not in runs:
+            data = ["--synthetic-data"] if source == "synthetic" else ["--data-files", *map(str, shards)]
+            common = ("--max-steps=28", "--log-interval=1", "--checkpoint-interval=8", f"--shuffle-buffer={job.shuffle_buffer}",
+                      f"--seed={job.seed}", *data)
+            code, out = train_in_process(workdir, *common, f"--checkpoint-dir={folder / source}")
+            assert code == 0, out[-2000:]
+            runs[source] = common, out, folder / source
+        return runs[source]
+
+    return run
+
+
 @pytest.mark.parametrize("data", ["documents", "synthetic", "documents, saved in the background", "documents, saved to S3"])
-def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, tmp_path, data, request):
+def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, tmp_path, data, request, uninterrupted):
     """An uninterrupted run, and one that dies at step 21 (an exception, as a lost node) and
     resumes from its step-16 checkpoint, with the job's shuffle buffer and seed over four
     shards of 50 documents: the buffer holds every document, and the second pass starts
@@ -256,18 +285,7 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
     import torch
     import torch.distributed as dist
 
-    job = job_train_args()
-    assert job.shuffle_buffer > 200  # the job shuffles; here its buffer holds the whole pass
-    lines = (workdir / "corpus.txt").read_text().splitlines()[:200]
-    shards = []
-    for i in range(4):
-        shards.append(tmp_path / f"part-{i}.txt")
-        shards[-1].write_text("\n".join(lines[i::4]) + "\n")
-    source = ["--synthetic-data"] if data == "synthetic" else ["--data-files", *map(str, shards)]
-    common = ("--max-steps=28", "--log-interval=1", "--checkpoint-interval=8", f"--shuffle-buffer={job.shuffle_buffer}",
-              f"--seed={job.seed}", *source)
-    code, whole = train_in_process(workdir, *common, f"--checkpoint-dir={tmp_path / 'whole'}")
-    assert code == 0, whole[-2000:]
+    common, whole, whole_dir = uninterrupted("synthetic" if data == "synthetic" else "documents")
     if "background" in data:
         common += ("--async-checkpoint",)
 
@@ -305,14 +323,14 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
     expected, got = losses_of(whole), losses_of(resumed)
     assert sorted(got) == list(range(17, 29))
     assert {s: got[s] for s in got} == {s: expected[s] for s in got}
-    a = saved_tensors(tmp_path / "whole" / "step_00000028", tmp_path)
+    a = saved_tensors(whole_dir / "step_00000028", tmp_path)
     b = saved_tensors(tmp_path / "killed" / "step_00000028", tmp_path / "killed")
     assert sorted(a) == sorted(b) and len(a) > 40
     assert [k for k in a if not torch.equal(a[k], b[k])] == []
     if "background" in data:
         saved_lines = [l for l in resumed.splitlines() if l.startswith("checkpoint saved")]
         assert [int(re.search(r"step=(\d+)", l).group(1)) for l in saved_lines] == [24, 28]
-        c = saved_tensors(tmp_path / "whole" / "step_00000024", tmp_path / "whole")
+        c = saved_tensors(whole_dir / "step_00000024", tmp_path)
         d = saved_tensors(tmp_path / "killed" / "step_00000024", tmp_path / "killed")
         assert [k for k in c if not torch.equal(c[k], d[k])] == []  # written while steps 25-27 trained
 
