@@ -112,17 +112,18 @@ def pipeline(context: dict, settings: Settings, warnings: list[str] | None = Non
 
 def _waiting_for_approval(settings: Settings, waves: list[tuple[Settings, ...]]) -> list[str]:
     """A wave is one CodePipeline stage, whose actions run by run order across the stage (the
-    CodePipeline User Guide, action structure: actions with the same runOrder run in parallel, a
-    higher one after every lower one): an environment beside one a person approves deploys
-    nothing until that approval, and a failure of either stops both."""
+    CodePipeline User Guide, action structure requirements: actions that run in parallel share a
+    runOrder, a serial sequence takes increasing ones; CDK Pipelines numbers a wave's stages side by
+    side, so each environment's approval holds the other's next step): an environment beside one a
+    person approves deploys nothing until that approval, and a failure of either stops both."""
     approved, lines = settings.delivery.approved(waves), []
     for i, wave in enumerate(waves):
         waiting = [s.env_name for s in wave if s.env_name not in approved]
         approvals = [s.env_name for s in wave if s.env_name in approved]
         if waiting and approvals:
             lines.append(
-                f"{settings.env_name}: delivery.waves[{i}]: {', '.join(waiting)} deploy(s) nothing until a person approves "
-                f"{', '.join(approvals)}: a wave is one CodePipeline stage whose actions go by run order, each after every "
-                "earlier step of the wave; give the approved environments a wave of their own"
+                f"{settings.env_name}: delivery.waves[{i}]: {' and '.join(waiting)} {'deploys' if len(waiting) == 1 else 'deploy'} "
+                f"nothing until a person approves {' and '.join(approvals)}: a wave is one CodePipeline stage whose actions go by "
+                "run order, each after every earlier step of the wave; give the approved environments a wave of their own"
             )
     return lines

@@ -124,8 +124,13 @@ def test_the_pipeline_deploys_the_waves_in_order_each_stage_after_its_checks(syn
     assert [where[wave[0]] for wave in WAVES] == [n for n in names if n in set(where.values())]
     assert [len({where[e] for e in wave}) for wave in WAVES] == [1] * len(WAVES)
     assert {where[e] for e in WAVES[0]} == {"wave-1"} and len(WAVES[0]) == 2
-    # Side by side: each environment of the wave starts its checks at once, none after the other's.
+    # Side by side: each environment of the wave starts its checks at once, none after the other's;
+    # and in step: run orders hold across the stage, so neither changes anything before the other's
+    # checks have passed (what validate warns of where one of them waits for a person).
     assert {min(a["RunOrder"] for a in stages[e]) for e in WAVES[0]} == {1}
+    first_change = {e: min(a["RunOrder"] for a in stages[e] if a["ActionTypeId"]["Provider"] == "CloudFormation") for e in WAVES[0]}
+    last_check = {e: max(a["RunOrder"] for a in stages[e] if a["ActionTypeId"]["Provider"] != "CloudFormation") for e in WAVES[0]}
+    assert all(first_change[e] > last_check[other] for e in WAVES[0] for other in WAVES[0])
     for env in ENVIRONMENTS:
         actions = sorted(stages[env], key=lambda a: a["RunOrder"])
         kinds = [(a["Name"], a["ActionTypeId"]["Provider"], a["RunOrder"]) for a in actions]
@@ -242,13 +247,15 @@ def test_who_approves_is_the_environments_with_termination_protection_unless_the
 
 
 def test_an_environment_beside_one_a_person_approves_is_said_to_wait_for_that_approval():
-    # CodePipeline runs a stage's actions by run order, each after every lower one (its User Guide,
-    # action structure requirements: runOrder); a wave is one stage, as the template shows: dev's
-    # first change set runs after staging's approval.
+    # CodePipeline runs a stage's actions by run order across the stage (its User Guide, action
+    # structure requirements: runOrder), and a wave is one stage whose environments' steps share run
+    # orders (the template, in the test above): an approval in the wave holds every environment in it.
     settings, waves, warnings = _fleet(protected=None)  # staging approved by default (termination protection), dev not
-    assert warnings == ["dev: delivery.waves[0]: dev deploy(s) nothing until a person approves staging: a wave is one "
+    assert warnings == ["dev: delivery.waves[0]: dev deploys nothing until a person approves staging: a wave is one "
                         "CodePipeline stage whose actions go by run order, each after every earlier step of the wave; "
                         "give the approved environments a wave of their own"]
+    assert _fleet(waves=[["dev", "prod"]], protected=None)[2][0].startswith(
+        "dev: delivery.waves[0]: dev deploys nothing until a person approves prod:")
     assert _fleet()[2] == []  # the capability's: prod alone waits, in a wave of its own
     assert _fleet(waves=[["dev"], ["staging"], ["prod"]], protected=None)[2] == []
 
