@@ -111,7 +111,7 @@ def main(context: dict | None = None) -> int:
         if unsaid:
             return _refuse([unsaid])
     try:
-        settings, warnings = registry.load(raw, raw.get("env"))
+        settings, warnings, waves = registry.load(raw, raw.get("env"))
     except ConfigError as err:
         return _refuse(err.problems, err.warnings)
     from infra.node import use_venv_node
@@ -123,7 +123,7 @@ def main(context: dict | None = None) -> int:
 
     app = cdk.App(context=context) if context is not None else cdk.App()
     try:
-        stacks = compose(app, settings, registry.pipeline(raw, settings))
+        stacks = compose(app, settings, waves)
     except ConfigError as err:  # found while composing
         return _refuse(err.problems, warnings)
     annotate(stacks[0], warnings)

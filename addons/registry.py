@@ -64,13 +64,12 @@ def dependencies(addon: Addon, enabled: list[Addon]) -> list[type[Addon]]:
     return [dep for dep in (*addon.requires, *addon.after) if dep in on]
 
 
-def load(context: dict, env: str | None) -> tuple[Settings, list[str]]:
+def load(context: dict, env: str | None) -> tuple[Settings, list[str], tuple[tuple[Settings, ...], ...]]:
     """Settings of `env` with every rule checked, the add-ons' requirements included, and where
-    it holds the delivery block, every environment its pipeline deploys: what app.py deploys
-    from and what `hyperpod-cdk validate` reports on."""
+    it holds the delivery block, every environment its pipeline deploys, wave by wave (empty
+    without one): what app.py deploys from and what `hyperpod-cdk validate` reports on."""
     settings, warnings = _load_one(context, env)
-    pipeline(context, settings, warnings)
-    return settings, warnings
+    return settings, warnings, pipeline(context, settings, warnings)
 
 
 def _load_one(context: dict, env: str | None) -> tuple[Settings, list[str]]:

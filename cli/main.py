@@ -145,7 +145,7 @@ def cmd_validate(args) -> int:
     envs, passed = _fleet(args, context), []
     for env in envs:
         try:
-            settings, warnings = registry.load(context, env)
+            settings, warnings, _ = registry.load(context, env)
         except config.ConfigError as err:
             _config_error(env, err)
             continue

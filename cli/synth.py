@@ -35,11 +35,11 @@ def synthesize(context: dict, env: str, outdir: Path):
     from addons import registry
     from infra import compliance
 
-    settings, warnings = registry.load(context, env)  # as app.py loads it: the add-ons' plan and the pipeline's waves
+    settings, warnings, waves = registry.load(context, env)  # as app.py loads it: the add-ons' plan and the pipeline's waves
     flags = {k: v for k, v in context.items() if k.startswith("@")}
     app = cdk.App(outdir=str(outdir), context={**flags, **CLI_CONTEXT})
     app_module = _app_module()
-    stacks = app_module.compose(app, settings, registry.pipeline(context, settings))
+    stacks = app_module.compose(app, settings, waves)
     app_module.annotate(stacks[0], warnings)
     compliance.apply(app)
     app.synth()

@@ -233,8 +233,8 @@ def _fleet(**block):
 
     fields = {k: v for k, v in {**CAPABILITIES["delivery"]["delivery"], **block}.items() if v is not None}
     context = patched_context("dev", {"delivery": fields}, FLEETS["delivery"])
-    settings, warnings = registry.load(context, "dev")
-    return settings, registry.pipeline(context, settings), [w for w in warnings if w.startswith("dev: delivery.waves")]
+    settings, warnings, waves = registry.load(context, "dev")
+    return settings, waves, [w for w in warnings if w.startswith("dev: delivery.waves")]
 
 
 def test_who_approves_is_the_environments_with_termination_protection_unless_the_block_names_them():
