@@ -79,14 +79,15 @@ def test_review_lists_stacks_in_deploy_order(synth):
 
 # ------------------------------------------------------------------ the user's path: `cdk synth`
 
+# A type aws-cdk-lib's CloudFormation validator lists in no region; the every-option config has a group of it.
+GB200 = "ml.p6e-gb200.36xlarge"
+
+
 # Every optional instance-group field, each set in some group: cluster-options' groups (custom
 # AMI, Spot/On-Demand, minimum count, scheduled updates, auto-patching, an AMI release pin,
 # flexible types, a training plan, labels and taints), and beside them threads per core, a
 # volume size, explicit deep health checks, a rollback batch, an autoscaled group (Karpenter)
 # and a MIG group on EFA only.
-GB200 = "ml.p6e-gb200.36xlarge"
-
-
 def _every_group_option() -> dict:
     from infra.config import deep_merge
     from tests.conftest import CAPABILITIES
