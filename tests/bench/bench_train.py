@@ -37,13 +37,18 @@ def prepare(work: Path) -> None:
     PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(work / "tok")
 
 
-def train_command(train: Path, work: Path, *, max_steps: int, extra=(), nproc: int = 2) -> list[str]:
+def train_args(work: Path, *, max_steps: int, extra=()) -> list[str]:
+    """train.py's arguments for the tiny preset on `work`'s corpus and tokenizer."""
     return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(train),
         "--model=tiny", f"--tokenizer={work / 'tok'}", f"--data-files={work / 'corpus.txt'}",
         "--seq-len=32", "--batch-size=4", f"--max-steps={max_steps}", "--log-interval=5", "--lr=3e-3",
         "--warmup-steps=3", "--shuffle-buffer=100", *extra,
     ]
+
+
+def train_command(train: Path, work: Path, *, max_steps: int, extra=(), nproc: int = 2) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(train),
+            *train_args(work, max_steps=max_steps, extra=extra)]
 
 
 def offline_env() -> dict:

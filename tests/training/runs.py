@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     import torch
 
 TRAIN = ROOT / "training" / "train.py"
+# torchrun's --standalone ranks, forked after the imports (fork_ranks.py).
+FORK_RANKS = Path(__file__).with_name("fork_ranks.py")
 
 
 def plain_command(work: Path, *args: str) -> list[str]:

@@ -1,6 +1,6 @@
 """A non-finite stop, then an elastic resize: the restart on another world size passes over
 exactly the documents of the failed window (and of the update before it), no others, and
-trains none twice. Real runs, torchrun over gloo on the CPU, the tiny preset; the documents
+trains none twice. Real runs, gloo ranks on the CPU as torchrun starts them (fork_ranks.py), the tiny preset; the documents
 are counted from the tokens each step trained on (tests/training/runs.py document_corpus:
 every token names its document), not from train.py's own record."""
 
@@ -17,9 +17,9 @@ import pytest
 
 from tests.bench import bench_train
 from tests.conftest import ROOT
-from tests.training.runs import document_corpus, document_tokens, documents_touched
+from tests.training.runs import FORK_RANKS, document_corpus, document_tokens, documents_touched
 
-# train.py under torchrun, its loss wrapped: every step's chunks (inputs' first token, then the
+# train.py on each rank, its loss wrapped: every step's chunks (inputs' first token, then the
 # targets) written to SEEN.<rank>, one JSON line per step, and NaN on the steps POISON lists.
 WRAPPER = """
 import json, os, sys
@@ -56,7 +56,7 @@ def corpus(tmp_path_factory):
 
 def _run(folder: Path, files, world: int, ckpt: Path, seen: Path, max_steps: int, poison=()) -> tuple[int, str, list[list]]:
     """train.py on `world` gloo ranks; returns its exit code, its output and each rank's chunks by step."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}", str(folder / "wrapper.py"),
+    cmd = [sys.executable, str(FORK_RANKS), str(world), str(folder / "wrapper.py"),
            str(ROOT / "training"), "--model=tiny", f"--tokenizer={folder / 'tok'}", "--data-files", *files, "--seq-len=32",
            "--batch-size=1", "--lr=3e-3", "--warmup-steps=3", f"--max-steps={max_steps}", "--log-interval=1",
            f"--checkpoint-dir={ckpt}", f"--checkpoint-interval={CHECKPOINT_EVERY}", "--keep-checkpoints=20",
@@ -83,7 +83,7 @@ def _trained(chunks: list[list], steps=None) -> Counter:
 def test_a_restart_on_another_world_size_passes_over_exactly_the_failed_windows_documents(corpus, tmp_path, before, after):
     folder, files, lengths = corpus
     ckpt = tmp_path / "ckpt"
-    code, out, failed = _run(folder, files, before, ckpt, tmp_path / "failed", 30, poison=POISONED)  # torchrun: 1 for its ranks' 3
+    code, out, failed = _run(folder, files, before, ckpt, tmp_path / "failed", 30, poison=POISONED)  # the first failed rank's 3
     first, last = POISONED[0], POISONED[-1]
     assert code != 0 and f"steps {first}-{last}); last checkpoint step={CHECKPOINT_EVERY}" in out, out[-3000:]
     # What the failed run lost since its checkpoint: step 4's update (it made the weights steps

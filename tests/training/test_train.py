@@ -1,4 +1,4 @@
-"""train.py for real: 2 processes over gloo via torchrun (or one plain process), the tiny
+"""train.py for real: 2 processes over gloo as torchrun starts them (fork_ranks.py), or one plain process, the tiny
 preset, a local dataset and a tokenizer trained on the spot (nothing is downloaded): the lines
 the operator's log rules watch, the checkpoints and every way of resuming from them (a
 truncated save, another world size, a run that died mid-way, S3 through the image's own S3
@@ -21,16 +21,16 @@ from manifests import job as job_manifest
 from tests.bench import bench_train
 from tests.conftest import CONTEXT, ROOT
 from tests.training import s3_stack
-from tests.training.runs import TRAIN, free_port, job_train_args, losses_of, plain_command, saved_tensors, single_env, train_in_process, train_module
+from tests.training.runs import FORK_RANKS, TRAIN, free_port, job_train_args, losses_of, plain_command, saved_tensors, single_env, train_in_process, train_module
 
 
-def _torchrun(work: Path, max_steps: int) -> subprocess.CompletedProcess:
+def _two_ranks(work: Path, max_steps: int) -> subprocess.CompletedProcess:
     # The job's shuffle (its buffer and seed) and background saves: a resume must reproduce
     # the losses all the same.
     job = job_train_args()
     extra = [f"--checkpoint-dir={work / 'ckpt'}", "--checkpoint-interval=10", "--keep-checkpoints=2",
              f"--shuffle-buffer={job.shuffle_buffer}", f"--seed={job.seed}", *(["--async-checkpoint"] if job.async_checkpoint else [])]
-    cmd = bench_train.train_command(TRAIN, work, max_steps=max_steps, extra=extra)
+    cmd = [sys.executable, str(FORK_RANKS), "2", str(TRAIN), *bench_train.train_args(work, max_steps=max_steps, extra=extra)]
     result = subprocess.run(cmd, cwd=work, env=bench_train.offline_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
@@ -38,7 +38,7 @@ def _torchrun(work: Path, max_steps: int) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def first_run(workdir):
-    return _torchrun(workdir, 30).stdout
+    return _two_ranks(workdir, 30).stdout
 
 
 def test_loss_is_logged_every_step_is_finite_and_falls(first_run):
@@ -86,7 +86,7 @@ def test_resume_skips_a_truncated_checkpoint_and_continues_at_the_right_step(fir
     partial = workdir / "ckpt" / "step_00000040"  # and one that never got its manifest
     partial.mkdir()
     (partial / ".metadata").write_bytes(b"partial")
-    out = _torchrun(workdir, 30).stdout
+    out = _two_ranks(workdir, 30).stdout
     assert f"resumed from {workdir / 'ckpt' / 'step_00000020'} at step=20" in out
     assert "replaying" not in out  # the stream continued from its saved state
     resumed = losses_of(out)
