@@ -1,18 +1,20 @@
-"""`python fork_ranks.py N SCRIPT ARGS...`: SCRIPT on N gloo ranks of this machine, as
-`torchrun --standalone --nproc-per-node=N SCRIPT ARGS...` starts them, with the imports paid once.
+"""`python fork_ranks.py`: a launch of SCRIPT on N gloo ranks of this machine per line of stdin,
+as `torchrun --standalone --nproc-per-node=N SCRIPT ARGS...` starts them, with the imports paid
+once for every launch (runs.py RankServer is its client; serve() says what a line asks).
 
 Each rank is a process of its own with the environment torchrun gives its workers (RANK,
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and SCRIPT run as
 `__main__`; but the ranks are forked from this process after it has imported train.py and what
 train.py imports when it runs (torch, transformers' LLaMA, datasets, torch's checkpoint and FSDP
-modules), about 4 s a process on this project's machine. Under torchrun each rank, and the
-agent, paid them again. When a rank fails the others are stopped, as torchrun's agent stops
-them, and the exit status is the first failed rank's. Output is the ranks' own, on this
-process's stdout and stderr.
+modules): about 4 s of a process on this project's machine, which under torchrun each rank and
+the agent paid again at every launch. When a rank fails the others are stopped, as torchrun's
+agent stops them, and the launch's exit status is the first failed rank's. Output is the ranks'
+own, on the launch's stdout and stderr.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import runpy
 import signal
@@ -27,7 +29,8 @@ STOP_GRACE_S = 30
 
 
 def preload() -> None:
-    """What a rank of train.py imports before its first step."""
+    """What a rank of train.py imports before its first step. The environment the imports read
+    (OMP_NUM_THREADS, the Hugging Face offline switches) is this process's, for every launch."""
     sys.path.insert(0, str(TRAINING))
     import train  # noqa: F401  (torch, and train.py's siblings)
 
@@ -39,8 +42,12 @@ def preload() -> None:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: F401
 
 
+def _exit_status(stop: SystemExit) -> int:
+    return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+
+
 def _rank(rank: int, world: int, port: int, script: str, args: list[str]) -> None:
-    """The forked child: SCRIPT as __main__ with torchrun's worker environment; never returns."""
+    """The forked rank: SCRIPT as __main__ with torchrun's worker environment; never returns."""
     code = 1
     try:
         os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
@@ -49,7 +56,7 @@ def _rank(rank: int, world: int, port: int, script: str, args: list[str]) -> Non
         runpy.run_path(script, run_name="__main__")
         code = 0
     except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        code = _exit_status(stop)
     except BaseException:  # a rank's failure is its traceback on stderr and a non-zero status, as under torchrun
         traceback.print_exc()
     finally:
@@ -58,9 +65,8 @@ def _rank(rank: int, world: int, port: int, script: str, args: list[str]) -> Non
         os._exit(code)
 
 
-def main(argv: list[str]) -> int:
-    world, script, args = int(argv[0]), argv[1], argv[2:]
-    preload()
+def launch(world: int, script: str, args: list[str]) -> int:
+    """Forks the ranks, waits for them, and returns the first failed rank's status (0: none failed)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -86,5 +92,37 @@ def main(argv: list[str]) -> int:
     return failed
 
 
+def serve() -> int:
+    """A launch per request line, {"world", "script", "args", "cwd", "env", "stdout", "stderr"}
+    (env: the whole environment of the ranks; stdout and stderr: files), each forked from this
+    process's imports, answered with a line {"status": N} once its ranks have ended."""
+    preload()
+    answers = os.fdopen(os.dup(1), "w")
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.chdir(request["cwd"])
+                os.environ.clear()
+                os.environ.update(request["env"])
+                for fd, name in ((1, "stdout"), (2, "stderr")):
+                    os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+                code = launch(request["world"], request["script"], request["args"])
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        answers.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
+        answers.flush()
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(serve())

@@ -4,8 +4,14 @@ arguments the rendered job passes; what a run printed and saved, read back."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import select
+import signal
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +30,36 @@ if TYPE_CHECKING:
 TRAIN = ROOT / "training" / "train.py"
 # torchrun's --standalone ranks, forked after the imports (fork_ranks.py).
 FORK_RANKS = Path(__file__).with_name("fork_ranks.py")
+
+
+class RankServer:
+    """fork_ranks.py: each launch of train.py's ranks forked from one process that has
+    made their imports once, for all the launches of a test module."""
+
+    def __init__(self):
+        self._server = subprocess.Popen([sys.executable, str(FORK_RANKS)], env=bench_train.offline_env(),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+    def run(self, world: int, script: Path, args: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        """`script` on `world` ranks in `cwd` with `env` (the ranks' whole environment), as torchrun
+        would run it: its exit status, stdout and stderr."""
+        with tempfile.TemporaryDirectory() as out:
+            request = {"world": world, "script": str(script), "args": args, "cwd": str(cwd), "env": env,
+                       "stdout": f"{out}/stdout", "stderr": f"{out}/stderr"}
+            self._server.stdin.write(json.dumps(request) + "\n")
+            self._server.stdin.flush()
+            if not select.select([self._server.stdout], [], [], timeout)[0]:
+                self.close()
+                raise subprocess.TimeoutExpired([str(script), *args], timeout)
+            answer = self._server.stdout.readline()
+            if not answer:
+                raise RuntimeError(f"fork_ranks.py ended with {self._server.wait()}")
+            output = [Path(out, name).read_text() for name in ("stdout", "stderr")]
+        return subprocess.CompletedProcess([str(script), *args], json.loads(answer)["status"], *output)
+
+    def close(self) -> None:
+        os.killpg(self._server.pid, signal.SIGKILL)  # the server, and any launch and rank still running
+        self._server.wait()
 
 
 def plain_command(work: Path, *args: str) -> list[str]:

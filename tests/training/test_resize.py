@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 
 from tests.bench import bench_train
 from tests.conftest import ROOT
-from tests.training.runs import FORK_RANKS, document_corpus, document_tokens, documents_touched
+from tests.training.runs import RankServer, document_corpus, document_tokens, documents_touched
 
 # train.py on each rank, its loss wrapped: every step's chunks (inputs' first token, then the
 # targets) written to SEEN.<rank>, one JSON line per step, and NaN on the steps POISON lists.
@@ -54,17 +52,16 @@ def corpus(tmp_path_factory):
     return folder, files, lengths
 
 
-def _run(folder: Path, files, world: int, ckpt: Path, seen: Path, max_steps: int, poison=()) -> tuple[int, str, list[list]]:
+def _run(ranks: RankServer, folder: Path, files, world: int, ckpt: Path, seen: Path, max_steps: int, poison=()) -> tuple[int, str, list[list]]:
     """train.py on `world` gloo ranks; returns its exit code, its output and each rank's chunks by step."""
-    cmd = [sys.executable, str(FORK_RANKS), str(world), str(folder / "wrapper.py"),
-           str(ROOT / "training"), "--model=tiny", f"--tokenizer={folder / 'tok'}", "--data-files", *files, "--seq-len=32",
+    args = [str(ROOT / "training"), "--model=tiny", f"--tokenizer={folder / 'tok'}", "--data-files", *files, "--seq-len=32",
            "--batch-size=1", "--lr=3e-3", "--warmup-steps=3", f"--max-steps={max_steps}", "--log-interval=1",
            f"--checkpoint-dir={ckpt}", f"--checkpoint-interval={CHECKPOINT_EVERY}", "--keep-checkpoints=20",
            # In file order: the failed window's documents come back within a few steps of the resume,
            # so the count stays inside the first pass (test_data.py deals the job's shuffle over worlds).
            "--shuffle-buffer=0"]
     env = {**bench_train.offline_env(), "SEEN": str(seen), "POISON": json.dumps(list(poison))}
-    result = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=400)
+    result = ranks.run(world, folder / "wrapper.py", args, cwd=folder, env=env, timeout=400)
     chunks = [[json.loads(line) for line in Path(f"{seen}.{rank}").read_text().splitlines()] for rank in range(world)]
     return result.returncode, result.stdout + result.stderr[-3000:], chunks
 
@@ -80,10 +77,10 @@ def _trained(chunks: list[list], steps=None) -> Counter:
 
 
 @pytest.mark.parametrize("before, after", [(2, 3), (3, 2)], ids=["2->3", "3->2"])
-def test_a_restart_on_another_world_size_passes_over_exactly_the_failed_windows_documents(corpus, tmp_path, before, after):
+def test_a_restart_on_another_world_size_passes_over_exactly_the_failed_windows_documents(corpus, ranks, tmp_path, before, after):
     folder, files, lengths = corpus
     ckpt = tmp_path / "ckpt"
-    code, out, failed = _run(folder, files, before, ckpt, tmp_path / "failed", 30, poison=POISONED)  # the first failed rank's 3
+    code, out, failed = _run(ranks, folder, files, before, ckpt, tmp_path / "failed", 30, poison=POISONED)  # the first failed rank's 3
     first, last = POISONED[0], POISONED[-1]
     assert code != 0 and f"steps {first}-{last}); last checkpoint step={CHECKPOINT_EVERY}" in out, out[-3000:]
     # What the failed run lost since its checkpoint: step 4's update (it made the weights steps
@@ -100,9 +97,9 @@ def test_a_restart_on_another_world_size_passes_over_exactly_the_failed_windows_
     # Seven steps past the checkpoint: the resize alone is back among the window's documents by its
     # fourth step (14 of them on either world size), and the further steps only added time.
     steps = CHECKPOINT_EVERY + 7
-    code, out_clean, clean_chunks = _run(folder, files, after, clean, tmp_path / "clean-seen", steps)
+    code, out_clean, clean_chunks = _run(ranks, folder, files, after, clean, tmp_path / "clean-seen", steps)
     assert code == 0 and f"re-divided over {after}" in out_clean, out_clean[-3000:]
-    code, out, resumed_chunks = _run(folder, files, after, ckpt, tmp_path / "resumed-seen", steps)
+    code, out, resumed_chunks = _run(ranks, folder, files, after, ckpt, tmp_path / "resumed-seen", steps)
     assert code == 0, out[-3000:]
     assert (f"passing over the {len(window)} documents of steps {CHECKPOINT_EVERY + 1}-{last} (step {CHECKPOINT_EVERY + 1}'s "
             f"update, then the non-finite steps) on {before} ranks: an earlier run stopped on non-finite values there") in out

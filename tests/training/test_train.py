@@ -21,24 +21,23 @@ from manifests import job as job_manifest
 from tests.bench import bench_train
 from tests.conftest import CONTEXT, ROOT
 from tests.training import s3_stack
-from tests.training.runs import FORK_RANKS, TRAIN, free_port, job_train_args, losses_of, plain_command, saved_tensors, single_env, train_in_process, train_module
+from tests.training.runs import TRAIN, RankServer, free_port, job_train_args, losses_of, plain_command, saved_tensors, single_env, train_in_process, train_module
 
 
-def _two_ranks(work: Path, max_steps: int) -> subprocess.CompletedProcess:
+def _two_ranks(ranks: RankServer, work: Path, max_steps: int) -> subprocess.CompletedProcess:
     # The job's shuffle (its buffer and seed) and background saves: a resume must reproduce
     # the losses all the same.
     job = job_train_args()
     extra = [f"--checkpoint-dir={work / 'ckpt'}", "--checkpoint-interval=10", "--keep-checkpoints=2",
              f"--shuffle-buffer={job.shuffle_buffer}", f"--seed={job.seed}", *(["--async-checkpoint"] if job.async_checkpoint else [])]
-    cmd = [sys.executable, str(FORK_RANKS), "2", str(TRAIN), *bench_train.train_args(work, max_steps=max_steps, extra=extra)]
-    result = subprocess.run(cmd, cwd=work, env=bench_train.offline_env(), capture_output=True, text=True, timeout=300)
+    result = ranks.run(2, TRAIN, bench_train.train_args(work, max_steps=max_steps, extra=extra), cwd=work, env=bench_train.offline_env(), timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 
 
 @pytest.fixture(scope="module")
-def first_run(workdir):
-    return _two_ranks(workdir, 30).stdout
+def first_run(ranks, workdir):
+    return _two_ranks(ranks, workdir, 30).stdout
 
 
 def test_loss_is_logged_every_step_is_finite_and_falls(first_run):
@@ -79,14 +78,14 @@ def test_checkpoints_are_complete_listed_and_only_the_newest_are_kept(first_run,
     assert sorted(p.name for p in (workdir / "ckpt").iterdir()) == ["step_00000020", "step_00000030"]
 
 
-def test_resume_skips_a_truncated_checkpoint_and_continues_at_the_right_step(first_run, workdir):
+def test_resume_skips_a_truncated_checkpoint_and_continues_at_the_right_step(first_run, ranks, workdir):
     latest = workdir / "ckpt" / "step_00000030"
     shard = sorted(latest.glob("*.distcp"))[0]
     shard.write_bytes(shard.read_bytes()[:100])  # truncated, as by a node lost mid-upload
     partial = workdir / "ckpt" / "step_00000040"  # and one that never got its manifest
     partial.mkdir()
     (partial / ".metadata").write_bytes(b"partial")
-    out = _two_ranks(workdir, 30).stdout
+    out = _two_ranks(ranks, workdir, 30).stdout
     assert f"resumed from {workdir / 'ckpt' / 'step_00000020'} at step=20" in out
     assert "replaying" not in out  # the stream continued from its saved state
     resumed = losses_of(out)
