@@ -4,11 +4,14 @@ line naming the same field and no traceback.
 
 app.main() runs in this process with the context the CDK CLI would pass, and validate runs
 in this process on a project folder's cdk.json; the cases marked `cdk_cli` also go through
-the `cdk synth` command itself (about 2 s each: app.py refuses before jsii starts).
+the `cdk synth` command itself, several to a run (_cli_runs), each refused in its run naming its
+field and with the lines validate prints for the same folder.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from cli import main as cli
+from infra import config
 from tests.conftest import cdk_project, patched_context, run_cdk
 
 CORPUS = sorted((Path(__file__).parent / "bad_inputs").glob("*.json"))
@@ -57,19 +61,81 @@ def test_the_corpus_goes_through_the_cdk_cli_often_enough():
     assert len(CLI_CASES) >= 30
 
 
+def _refused_with(patch: dict) -> list[str]:
+    """The problems app.py and validate refuse `patch` over dev with (registry.load: their one reader)."""
+    from addons import registry
+    from infra.config import ConfigError
+
+    try:
+        registry.load(_context_for({"patch": patch}), "dev")
+    except ConfigError as err:
+        return err.problems
+    return []
+
+
+def _leaves(patch: dict, at: tuple = ()) -> set[tuple]:
+    """The paths a patch sets (a list, like instance_groups, is one value: merging replaces it)."""
+    out = set()
+    for key, value in patch.items():
+        out |= _leaves(value, (*at, key)) if isinstance(value, dict) and value else {(*at, key)}
+    return out
+
+
+def _cli_runs(cases: list[Path]) -> list[tuple[list[Path], dict]]:
+    """The CLI cases as runs of `cdk synth`, each refusing several cases at once (app.py says every
+    problem, a line each), with the merged patch each run synthesizes. A case joins the first run
+    that sets none of the paths it sets and whose merged config is still refused naming every
+    case's field; otherwise it starts a run of its own (a case whose field another would hide,
+    or one more case that replaces the instance groups). A run costs about 1.3 CPU-s, most of it
+    the CDK CLI's own start: 52 cases take 18 runs."""
+    runs: list[tuple[list[Path], dict, set]] = []
+    for path in cases:
+        case = json.loads(path.read_text())
+        mine = _leaves(case["patch"])
+        for members, patch, paths in runs:
+            if any(a[: len(b)] == b or b[: len(a)] == a for a in paths for b in mine):
+                continue
+            merged = config.deep_merge(patch, case["patch"])
+            refused = _refused_with(merged)
+            fields = [json.loads(m.read_text())["field"] for m in members] + [case["field"]]
+            if all(any(line.startswith(f"dev: {field}:") for line in refused) for field in fields):
+                members.append(path)
+                patch.clear()
+                patch.update(merged)
+                paths |= mine
+                break
+        else:
+            runs.append(([path], case["patch"], mine))
+    return [(members, patch) for members, patch, _ in runs]
+
+
+def _errors(stderr: str) -> list[str]:
+    return sorted(line for line in stderr.splitlines() if line.startswith("error: "))
+
+
 @pytest.fixture(scope="module")
-def cdk_synth_verdicts(tmp_path_factory) -> dict[str, tuple[int, str, bool]]:
-    """(exit status, stderr, whether any template was written) of `cdk synth` per case,
-    two at a time."""
+def cdk_synth_verdicts(tmp_path_factory) -> dict[str, tuple[int, str, bool, str, list[str]]]:
+    """Per case: (exit status, stderr, whether any template was written) of the `cdk synth` run it
+    was refused in (_cli_runs; two runs at a time), validate's stderr on that run's folder, and
+    the cases refused beside it."""
     root = tmp_path_factory.mktemp("bad-cli")
 
-    def run(path: Path):
-        project = _project(json.loads(path.read_text()), root / path.stem)
+    def run(numbered: tuple[int, tuple[list[Path], dict]]):
+        number, (members, patch) = numbered
+        project = cdk_project(patched_context("dev", patch), root / f"run-{number}")
         result = run_cdk("synth", "--quiet", "-o", str(project / "out"), cwd=project)
-        return path.stem, (result.returncode, result.stderr, bool(list((project / "out").glob("*.template.json"))))
+        return members, project, (result.returncode, result.stderr, bool(list((project / "out").glob("*.template.json"))))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, CLI_CASES))
+        done = list(pool.map(run, enumerate(_cli_runs(CLI_CASES))))
+    verdicts = {}
+    for members, project, cdk_synth in done:
+        validated = io.StringIO()
+        with contextlib.chdir(project), contextlib.redirect_stderr(validated):
+            cli.main(["validate", "-c", "env=dev"])
+        for path in members:
+            verdicts[path.stem] = (*cdk_synth, validated.getvalue(), [m.stem for m in members])
+    return verdicts
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
@@ -85,9 +151,17 @@ def test_validate_refuses_it_naming_the_same_field(path, tmp_path, capsys, monke
 @pytest.mark.parametrize("path", CLI_CASES, ids=lambda p: p.stem)
 def test_cdk_synth_refuses_it_as_validate_does(path, cdk_synth_verdicts):
     case = json.loads(path.read_text())
-    code, err, wrote = cdk_synth_verdicts[path.stem]
+    code, err, wrote, validated, together = cdk_synth_verdicts[path.stem]
     assert code != 0 and not wrote
     assert f"error: dev: {case['field']}:" in err and "Traceback" not in err, err[-2000:]
+    # validate refuses the same config with the same lines, every case of the run's
+    assert _errors(err) == _errors(validated) and len(_errors(err)) >= len(together), (together, err[-2000:], validated[-2000:])
+
+
+def test_the_cli_runs_refuse_several_cases_each_and_every_case_once():
+    runs = _cli_runs(CLI_CASES)
+    assert sorted(p for members, _ in runs for p in members) == CLI_CASES
+    assert len(runs) < len(CLI_CASES) / 2
 
 
 LEGAL = sorted((Path(__file__).parent / "legal_inputs").glob("*.json"))
@@ -129,8 +203,6 @@ def test_a_legal_config_synthesizes_through_the_cdk_cli_with_its_warning(path, t
 def test_the_unusual_configs_together_synthesize(synth):
     """One synthesis of every legal case at once (the two endpoint modes synthesize in
     tests/stacks/test_cluster.py): what validation accepts, CDK builds."""
-    from infra import config
-
     merged: dict = {}
     for path in LEGAL:
         patch = json.loads(path.read_text())["patch"]
@@ -156,3 +228,4 @@ def test_the_security_page_counts_the_corpus_as_it_is():
     readme = doc_pages.shown("security.md")
     assert f"`tests/bad_inputs/` holds {len(CORPUS)} invalid configs" in readme
     assert f"the {len(CLI_CASES)} marked `cdk_cli` also through the `cdk synth` command" in readme
+    assert f"do not overlap ({len(_cli_runs(CLI_CASES))} runs)" in readme
