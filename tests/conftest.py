@@ -9,6 +9,7 @@ and tests that share a fixture set up once per module or session run in one work
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -360,3 +361,21 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"session fixtures used by tests of several files, which xdist workers would each set up: {shared}")
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
+
+
+def pytest_configure(config):
+    """An xdist worker leaves out the interpreter's teardown at its exit: its results are with
+    the controller by then, and freeing what a worker holds at the end (every synthesis read
+    back, checkov's and cfn-lint's results, torch) one object at a time took about 5 s that the
+    controller waited for. Registered first, it runs after every other exit handler (jsii's
+    kernel stop among them)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        atexit.register(_exit_at_once)
+
+
+def _exit_at_once() -> None:
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -66,7 +66,9 @@ def checkov_files(synth, tmp_path_factory) -> dict:
         folder.mkdir(parents=True)
         s = synth(name)
         for suffix in gated_templates(synth, name):  # a capability's templates that equal dev's are dev's
-            (folder / f"{s.settings.stack_name(suffix)}.template.json").write_text(json.dumps(s.templates[suffix]))
+            # .template, an ending checkov's CloudFormation runner reads and its Kubernetes runner
+            # does not: as .json, every template was also parsed as YAML for Kubernetes manifests.
+            (folder / f"{s.settings.stack_name(suffix)}.template").write_text(json.dumps(s.templates[suffix]))
     templates = {env: _job_files(root / "kubernetes" / env, env) for env in ENVIRONMENTS}
     reports = _checkov(root, "--framework", "cloudformation", "kubernetes")
     assert set(reports) == {"cloudformation", "kubernetes"}, list(reports)
