@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 TRAINING = Path(__file__).resolve().parents[2] / "training"
@@ -65,8 +66,9 @@ def _rank(rank: int, world: int, port: int, script: str, args: list[str]) -> Non
         os._exit(code)
 
 
-def launch(world: int, script: str, args: list[str]) -> int:
-    """Forks the ranks, waits for them, and returns the first failed rank's status (0: none failed)."""
+def launch(world: int, script: str, args: list[str], started: Callable[[list[int]], None]) -> int:
+    """Forks the ranks, says their process ids to `started`, waits for them, and returns the first
+    failed rank's status (0: none failed)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -78,6 +80,7 @@ def launch(world: int, script: str, args: list[str]) -> int:
         if pid == 0:
             _rank(rank, world, port, script, args)
         children[pid] = rank
+    started(list(children))
     failed = 0
     while children:
         pid, status = os.wait()
@@ -94,10 +97,17 @@ def launch(world: int, script: str, args: list[str]) -> int:
 
 def serve() -> int:
     """A launch per request line, {"world", "script", "args", "cwd", "env", "stdout", "stderr"}
-    (env: the whole environment of the ranks; stdout and stderr: files), each forked from this
-    process's imports, answered with a line {"status": N} once its ranks have ended."""
+    (env: the whole environment of the ranks; stdout and stderr: files, or FIFOs the client
+    reads as the ranks write), each forked from this process's imports, one at a time. Answered
+    with two lines: {"ranks": [process ids]} once they are forked, {"status": N} once they have
+    ended."""
     preload()
     answers = os.fdopen(os.dup(1), "w")
+
+    def say(answer: dict) -> None:
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
@@ -106,12 +116,12 @@ def serve() -> int:
         if pid == 0:
             code = 1
             try:
+                for fd, name in ((1, "stdout"), (2, "stderr")):  # first: a client reading a FIFO waits for it
+                    os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
                 os.chdir(request["cwd"])
                 os.environ.clear()
                 os.environ.update(request["env"])
-                for fd, name in ((1, "stdout"), (2, "stderr")):
-                    os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-                code = launch(request["world"], request["script"], request["args"])
+                code = launch(request["world"], request["script"], request["args"], lambda ranks: say({"ranks": ranks}))
             except BaseException:
                 traceback.print_exc()
             finally:
@@ -119,8 +129,7 @@ def serve() -> int:
                 sys.stderr.flush()
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
-        answers.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
-        answers.flush()
+        say({"status": os.waitstatus_to_exitcode(status)})
     return 0
 
 

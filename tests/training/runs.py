@@ -4,15 +4,19 @@ arguments the rendered job passes; what a run printed and saved, read back."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -33,33 +37,95 @@ FORK_RANKS = Path(__file__).with_name("fork_ranks.py")
 
 
 class RankServer:
-    """fork_ranks.py: each launch of train.py's ranks forked from one process that has
-    made their imports once, for all the launches of a test module."""
+    """fork_ranks.py: each launch of train.py's ranks forked from one process that has made their
+    imports once, for all the launches of a test module; one launch at a time."""
 
-    def __init__(self):
-        self._server = subprocess.Popen([sys.executable, str(FORK_RANKS)], env=bench_train.offline_env(),
+    def __init__(self, env: dict | None = None):
+        """`env`: the server's environment, which its imports read (bench_train.offline_env by default)."""
+        self._server = subprocess.Popen([sys.executable, str(FORK_RANKS)], env=env or bench_train.offline_env(),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
 
-    def run(self, world: int, script: Path, args: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+    def start(self, world: int, script: Path, args: list[str], *, cwd: Path, env: dict, stream: bool = False) -> "Launch":
         """`script` on `world` ranks in `cwd` with `env` (the ranks' whole environment), as torchrun
-        would run it: its exit status, stdout and stderr."""
-        with tempfile.TemporaryDirectory() as out:
-            request = {"world": world, "script": str(script), "args": args, "cwd": str(cwd), "env": env,
-                       "stdout": f"{out}/stdout", "stderr": f"{out}/stderr"}
-            self._server.stdin.write(json.dumps(request) + "\n")
-            self._server.stdin.flush()
-            if not select.select([self._server.stdout], [], [], timeout)[0]:
-                self.close()
-                raise subprocess.TimeoutExpired([str(script), *args], timeout)
-            answer = self._server.stdout.readline()
-            if not answer:
-                raise RuntimeError(f"fork_ranks.py ended with {self._server.wait()}")
-            output = [Path(out, name).read_text() for name in ("stdout", "stderr")]
-        return subprocess.CompletedProcess([str(script), *args], json.loads(answer)["status"], *output)
+        would start it; with `stream`, its stdout is read as the ranks write it (Launch.lines)."""
+        out = Path(tempfile.mkdtemp(prefix="ranks-"))
+        if stream:
+            os.mkfifo(out / "stdout")
+        request = {"world": world, "script": str(script), "args": args, "cwd": str(cwd), "env": env,
+                   "stdout": str(out / "stdout"), "stderr": str(out / "stderr")}
+        self._server.stdin.write(json.dumps(request) + "\n")
+        self._server.stdin.flush()
+        stdout = os.open(out / "stdout", os.O_RDONLY) if stream else None  # until the launch opens the FIFO's other end
+        return Launch(self, [str(script), *args], self.answer(60)["ranks"], out, stdout)
+
+    def run(self, world: int, script: Path, args: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        """start(), then its exit status, stdout and stderr once its ranks have ended."""
+        return self.start(world, script, args, cwd=cwd, env=env).wait(timeout)
+
+    def answer(self, timeout: float) -> dict:
+        if not select.select([self._server.stdout], [], [], timeout)[0]:
+            self.close()
+            raise subprocess.TimeoutExpired(str(FORK_RANKS), timeout)
+        line = self._server.stdout.readline()
+        if not line:
+            raise RuntimeError(f"fork_ranks.py ended with {self._server.wait()}")
+        return json.loads(line)
 
     def close(self) -> None:
         os.killpg(self._server.pid, signal.SIGKILL)  # the server, and any launch and rank still running
         self._server.wait()
+
+
+class Launch:
+    """A launch of RankServer.start: its ranks' process ids (to signal them as the agent does)
+    and, streamed, their stdout line by line (lines())."""
+
+    def __init__(self, server: RankServer, args: list[str], ranks: list[int], out: Path, stream: int | None):
+        self.args, self.ranks = args, ranks
+        self._server, self._out, self._stream, self._unread, self._ended = server, out, stream, b"", False
+
+    def lines(self, timeout: float) -> Iterator[str]:
+        """The streamed stdout's lines as the ranks write them, to its end."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self._unread:
+                line, self._unread = self._unread.split(b"\n", 1)
+                yield line.decode() + "\n"
+            chunk = self._read(deadline)
+            if not chunk:
+                return
+            self._unread += chunk
+
+    def _read(self, deadline: float) -> bytes:
+        if not select.select([self._stream], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            self._server.close()
+            raise subprocess.TimeoutExpired(self.args, deadline)
+        return os.read(self._stream, 65536)
+
+    def wait(self, timeout: float) -> subprocess.CompletedProcess:
+        """Its exit status (the first failed rank's), stdout (what lines() left unread of a stream)
+        and stderr, once every rank has ended; past `timeout` the server and its ranks are killed."""
+        deadline = time.monotonic() + timeout
+        try:
+            if self._stream is not None:  # to its end: every rank's exit and the launch's
+                while chunk := self._read(deadline):
+                    self._unread += chunk
+            status = self._server.answer(max(0.0, deadline - time.monotonic()))["status"]
+            stdout = (self._out / "stdout").read_text() if self._stream is None else self._unread.decode()
+            return subprocess.CompletedProcess(self.args, status, stdout, (self._out / "stderr").read_text())
+        finally:
+            self._ended = True
+            if self._stream is not None:
+                os.close(self._stream)
+            shutil.rmtree(self._out, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Its ranks killed and its end awaited, where it has not ended: the server's next launch can start."""
+        if not self._ended:
+            for rank in self.ranks:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(rank, signal.SIGKILL)
+            self.wait(30)
 
 
 def plain_command(work: Path, *args: str) -> list[str]:
@@ -91,9 +157,7 @@ def single_env() -> dict:
 def train_in_process(work: Path, *args: str) -> tuple[int, str]:
     """train.py's train() in this process (one rank, gloo): the imports are paid once for all
     the runs that use it. Returns its exit code and what it printed."""
-    import contextlib
     import io
-    import os
 
     import datasets.config
 

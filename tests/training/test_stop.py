@@ -5,6 +5,7 @@ train.py saves on."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import time
 from infra import validation
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT
-from tests.training.runs import job_train_args, plain_command, single_env, train_module
+from tests.training.runs import TRAIN, job_train_args, plain_command, single_env, train_module
 
 
 def _agent_stop_signals() -> set[str]:
@@ -72,40 +73,38 @@ def test_the_stop_watchdog_ends_a_stop_before_the_agents_sigkill():
     assert pod["terminationGracePeriodSeconds"] > shutdown
 
 
-def test_each_signal_the_agent_stops_workers_with_saves_at_the_next_step_and_exits(workdir, tmp_path):
+def test_each_signal_the_agent_stops_workers_with_saves_at_the_next_step_and_exits(workdir, ranks, tmp_path):
     signals = sorted(_agent_stop_signals())
     assert signals == ["SIGTERM", "SIGUSR1"]
-    runs = {}
-    try:
-        for name in signals:  # both at once: the startups overlap
-            ckpt = tmp_path / name
-            # SIGUSR1's run saves in the background at every step, as the job does at its
-            # interval: the stop comes while a save is being written, and waits for it.
-            saves = ["--async-checkpoint", "--checkpoint-interval=1"] if name == "SIGUSR1" else ["--checkpoint-interval=100000"]
-            cmd = plain_command(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}", *saves)
-            runs[name] = subprocess.Popen(cmd, cwd=workdir, env=single_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        for name, proc in runs.items():
+    for name in signals:
+        ckpt = tmp_path / name
+        # SIGUSR1's run saves in the background at every step, as the job does at its
+        # interval: the stop comes while a save is being written, and waits for it.
+        saves = ["--async-checkpoint", "--checkpoint-interval=1"] if name == "SIGUSR1" else ["--checkpoint-interval=100000"]
+        args = plain_command(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}", *saves)[2:]
+        run = ranks.start(1, TRAIN, args, cwd=workdir, env=single_env(), stream=True)
+        try:
             sent = None
-            for line in proc.stdout:
+            for line in run.lines(timeout=60):
                 if line.startswith("step=2 "):
                     sent = time.monotonic()
-                    proc.send_signal(getattr(signal, name))
+                    os.kill(run.ranks[0], getattr(signal, name))  # as the agent signals its worker
                     break
-            rest, _ = proc.communicate(timeout=60)
-            assert sent, f"{name}: the run ended before step 2 ({proc.returncode})"
-            exited = time.monotonic() - sent
-            assert proc.returncode == 128 + getattr(signal, name), rest[-2000:]
-            (stopped,) = [l for l in rest.splitlines() if l.startswith("training stopped")]
-            step = int(re.fullmatch(rf"training stopped on {name} after step=(\d+); checkpoint step=\1", stopped).group(1))
-            assert (tmp_path / name / f"step_{step:08d}" / "_COMPLETE.json").exists()
-            if name == "SIGUSR1":  # the save before the stop's completed too, before it
-                lines = rest.splitlines()
-                before = [l for l in lines[: lines.index(stopped)] if l.startswith(f"checkpoint saved step={step - 1} ")]
-                assert before and (tmp_path / name / f"step_{step - 1:08d}" / "_COMPLETE.json").exists(), rest[-2000:]
-            assert exited < 10, exited
-    finally:
-        for proc in runs.values():
-            proc.kill()
+            done = run.wait(timeout=60)
+        finally:
+            run.kill()
+        assert sent, f"{name}: the run ended before step 2 ({done.returncode})"
+        exited = time.monotonic() - sent
+        rest = done.stdout
+        assert done.returncode == 128 + getattr(signal, name), rest[-2000:]
+        (stopped,) = [l for l in rest.splitlines() if l.startswith("training stopped")]
+        step = int(re.fullmatch(rf"training stopped on {name} after step=(\d+); checkpoint step=\1", stopped).group(1))
+        assert (tmp_path / name / f"step_{step:08d}" / "_COMPLETE.json").exists()
+        if name == "SIGUSR1":  # the save before the stop's completed too, before it
+            lines = rest.splitlines()
+            before = [l for l in lines[: lines.index(stopped)] if l.startswith(f"checkpoint saved step={step - 1} ")]
+            assert before and (tmp_path / name / f"step_{step - 1:08d}" / "_COMPLETE.json").exists(), rest[-2000:]
+        assert exited < 10, exited
 
 
 def test_a_stop_with_a_peer_gone_exits_without_a_save_before_the_agents_sigkill(workdir, tmp_path):

@@ -207,18 +207,26 @@ def _s3_client(endpoint: str):
     return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
-def _train_on_s3(work: Path, env: dict, *args: str, dies_at: int | None = None) -> tuple[int, str]:
-    """train.py in its own process with the image's S3 stack (s3_server's env), on one rank;
-    with `dies_at`, its next_token_loss raises at that step, as _dies_at does in process."""
+@pytest.fixture(scope="module")
+def s3_ranks(s3_server):
+    """The rank server (runs.py RankServer) in s3_server's env: its ranks import the image's S3 stack."""
+    server = RankServer(s3_server[1])
+    yield server
+    server.close()
+
+
+def _train_on_s3(ranks: RankServer, work: Path, env: dict, *args: str, dies_at: int | None = None) -> tuple[int, str]:
+    """train.py on one rank of its own process with the image's S3 stack (s3_server's env); with
+    `dies_at`, its next_token_loss raises at that step, as _dies_at does in process."""
     import inspect
 
     code = "from __future__ import annotations\nimport sys, train\n"
     if dies_at:
         code += inspect.getsource(_dies_at) + f"train.next_token_loss = _dies_at(train, {dies_at})\n"
     code += "sys.exit(train.train(train.parse_args(sys.argv[1:])))\n"
-    cmd = [sys.executable, "-c", code, *plain_command(work, *args)[2:]]
-    env = {**env, "MASTER_PORT": str(free_port())}
-    result = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    script = work / f"train_on_s3_{dies_at}.py"
+    script.write_text(code)
+    result = ranks.run(1, script, plain_command(work, *args)[2:], cwd=work, env=env, timeout=300)
     return result.returncode, result.stdout + (result.stderr[-4000:] if result.returncode else "")
 
 
@@ -290,12 +298,13 @@ def test_a_run_that_dies_mid_way_resumes_exactly_with_the_jobs_shuffle(workdir, 
 
     if "S3" in data:
         endpoint, env = request.getfixturevalue("s3_server")
+        ranks = request.getfixturevalue("s3_ranks")
         bucket = _s3_client(endpoint)
         bucket.create_bucket(Bucket="checkpoints")
         killed = "s3://checkpoints/killed"
-        code, out = _train_on_s3(workdir, env, *common, f"--checkpoint-dir={killed}", dies_at=21)
+        code, out = _train_on_s3(ranks, workdir, env, *common, f"--checkpoint-dir={killed}", dies_at=21)
         assert code != 0 and "RuntimeError: node lost" in out and "checkpoint saved step=16 path=s3://" in out, out[-2000:]
-        code, resumed = _train_on_s3(workdir, env, *common, f"--checkpoint-dir={killed}")
+        code, resumed = _train_on_s3(ranks, workdir, env, *common, f"--checkpoint-dir={killed}")
         # Every checkpoint went to the bucket, and none to a local folder named after the URL.
         keys = [o["Key"] for o in bucket.list_objects_v2(Bucket="checkpoints").get("Contents", [])]
         for key in keys:  # read back below as the local runs' folders are
