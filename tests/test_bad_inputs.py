@@ -200,13 +200,25 @@ def test_a_legal_config_synthesizes_through_the_cdk_cli_with_its_warning(path, t
         assert f"{env}: {case['warns']}" in result.stderr
 
 
+@pytest.mark.parametrize("path", [p for p in LEGAL if json.loads(p.read_text()).get("synthesize")], ids=lambda p: p.stem)
+def test_a_legal_config_in_a_region_of_its_own_synthesizes(path, synth):
+    # In this process, composed and checked as `cdk synth` does (cli/synth.py: both nag packs and
+    # CDK's bundled validator, whose region lists are snapshots too): the regional path through
+    # the CLI itself is the case above. Its warning is validate's, tested with every legal case.
+    case = json.loads(path.read_text())
+    s = synth(case.get("env", "dev"), case["patch"])
+    assert s.settings.region == case["patch"]["region"]
+    (cluster,) = s.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    assert cluster["Properties"]["InstanceGroups"]
+
+
 def test_the_unusual_configs_together_synthesize(synth):
     """One synthesis of every legal case at once (the two endpoint modes synthesize in
     tests/stacks/test_cluster.py): what validation accepts, CDK builds."""
     merged: dict = {}
     for path in LEGAL:
         patch = json.loads(path.read_text())["patch"]
-        if "eks" not in patch and "region" not in patch:  # the regions synthesize through the CLI above
+        if "eks" not in patch and "region" not in patch:  # a region synthesizes above, on its own
             merged = config.deep_merge(merged, patch)
     # Lists replace when merged: the cases that change the same list, combined by hand.
     merged["network"]["hyperpod_subnets"] = [{"availability_zone": "us-east-1a", "cidr": "100.64.0.0/28"}]
