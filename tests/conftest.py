@@ -335,12 +335,12 @@ SHARED_ACROSS_WORKERS = {"synth", "lint_cache"}
 # The files that cost most (each run prints its slowest; docs/measured.md), handed out first and
 # longest first (pyproject's --no-loadscope-reorder keeps this order), so that the two workers end
 # together rather than one alone on a long file. checkov's file synthesizes every gated config
-# first; the CLI corpus, which synthesizes none, runs beside it, and cfn-lint after it.
+# first; the bad-input corpus, mostly `cdk synth` refusals and validate, runs beside it, and
+# cfn-lint after it.
 LONGEST_FIRST = (
-    "tests/test_security_gates.py", "tests/test_bad_inputs.py", "tests/test_quality_gates.py", "tests/training/test_resize.py",
-    "tests/training/test_train.py",
-    "tests/cli/test_review.py", "tests/cli/test_review_changes.py", "tests/training/test_stop.py", "tests/test_docs.py",
-    "tests/infra/test_app_cli_path.py",
+    "tests/test_security_gates.py", "tests/test_bad_inputs.py", "tests/test_quality_gates.py", "tests/training/test_train.py",
+    "tests/cli/test_review.py", "tests/cli/test_review_changes.py", "tests/infra/test_app_cli_path.py",
+    "tests/training/test_resize.py", "tests/training/test_stop.py", "tests/cli/test_preflight.py", "tests/test_docs.py",
 )
 
 
