@@ -119,13 +119,15 @@ class Launch:
                 os.close(self._stream)
             shutil.rmtree(self._out, ignore_errors=True)
 
-    def kill(self) -> None:
-        """Its ranks killed and its end awaited, where it has not ended: the server's next launch can start."""
-        if not self._ended:
-            for rank in self.ranks:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(rank, signal.SIGKILL)
-            self.wait(30)
+    def kill(self) -> subprocess.CompletedProcess | None:
+        """Its ranks killed and its end awaited (wait()'s), where it has not ended: the server's
+        next launch can start."""
+        if self._ended:
+            return None
+        for rank in self.ranks:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(rank, signal.SIGKILL)
+        return self.wait(30)
 
 
 def plain_command(work: Path, *args: str) -> list[str]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import time
+from pathlib import Path
 
 from infra import validation
 from manifests import job as job_manifest
@@ -107,27 +107,31 @@ def test_each_signal_the_agent_stops_workers_with_saves_at_the_next_step_and_exi
         assert exited < 10, exited
 
 
-def test_a_stop_with_a_peer_gone_exits_without_a_save_before_the_agents_sigkill(workdir, tmp_path):
-    # Two ranks as two plain processes (no torchrun, whose agent would end the job itself).
-    # Rank 1 freezes, as a hung node does, so rank 0's next collective never completes.
+def test_a_stop_with_a_peer_gone_exits_without_a_save_before_the_agents_sigkill(workdir, ranks, tmp_path):
+    # Rank 1 freezes, as a hung node does, so rank 0's next collective never completes. Rank 0's
+    # exit is its process gone; the launch's other rank is then killed here, not by an agent.
     stop_timeout = 7
     ckpt = tmp_path / "ckpt"
-    env = {**single_env(), "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
-    cmd = plain_command(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}",
-                  "--checkpoint-interval=100000", f"--stop-timeout={stop_timeout}")
-    ranks = [subprocess.Popen(cmd, cwd=workdir, env={**env, "RANK": str(r)}, stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, text=True) for r in (0, 1)]
+    args = plain_command(workdir, "--synthetic-data", "--max-steps=100000", "--log-interval=1", f"--checkpoint-dir={ckpt}",
+                         "--checkpoint-interval=100000", f"--stop-timeout={stop_timeout}")[2:]
+    run = ranks.start(2, TRAIN, args, cwd=workdir, env=single_env(), stream=True)
     try:
-        assert any(line.startswith("step=2 ") for line in ranks[0].stdout), "rank 0 ended before step 2"
-        ranks[1].send_signal(signal.SIGSTOP)
+        assert any(line.startswith("step=2 ") for line in run.lines(timeout=60)), "rank 0 ended before step 2"
+        os.kill(run.ranks[1], signal.SIGSTOP)
         sent = time.monotonic()
-        ranks[0].send_signal(signal.SIGUSR1)
-        rest, _ = ranks[0].communicate(timeout=60)
+        os.kill(run.ranks[0], signal.SIGUSR1)
+        said = []
+        for line in run.lines(timeout=60):  # rank 1, stopped, holds the stream open: up to rank 0's last word
+            said.append(line)
+            if line.startswith("training stopped"):
+                break
+        while Path(f"/proc/{run.ranks[0]}").exists() and time.monotonic() - sent < 60:
+            time.sleep(0.05)
         exited = time.monotonic() - sent
     finally:
-        for proc in ranks:
-            proc.kill()
-    assert ranks[0].returncode == 128 + signal.SIGUSR1
+        done = run.kill()
+    rest = "".join(said) + done.stdout
+    assert done.returncode == 128 + signal.SIGUSR1, rest[-2000:]  # rank 0's: the first rank to end
     (stopped,) = [l for l in rest.splitlines() if l.startswith("training stopped")]
     assert re.fullmatch(r"training stopped on SIGUSR1 without a checkpoint: no step boundary within \d+s of the signal "
                         r"\(a peer gone, or a collective hung\); last checkpoint step=0", stopped), stopped

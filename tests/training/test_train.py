@@ -21,7 +21,7 @@ from manifests import job as job_manifest
 from tests.bench import bench_train
 from tests.conftest import CONTEXT, ROOT
 from tests.training import s3_stack
-from tests.training.runs import TRAIN, RankServer, free_port, job_train_args, losses_of, plain_command, saved_tensors, single_env, train_in_process, train_module
+from tests.training.runs import TRAIN, RankServer, job_train_args, losses_of, plain_command, saved_tensors, single_env, train_in_process, train_module
 
 
 def _two_ranks(ranks: RankServer, work: Path, max_steps: int) -> subprocess.CompletedProcess:
@@ -125,25 +125,24 @@ def test_stream_state_resumes_at_the_next_chunk(workdir):
     assert [next(resumed) for _ in range(5)] == [next(first) for _ in range(5)]
 
 
-def _choose_as_rank(rank: int, port: int, out: str):
-    import torch.distributed as dist
+# Each rank lists a different newest checkpoint, as ranks listing an eventually consistent store
+# (or their own node's disk) during a save can, and writes down the one it resumes from.
+CHOOSE_AS_RANK = """
+import json, os, sys
+import torch.distributed as dist
+import checkpoints
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo")
+checkpoints.complete_checkpoints = lambda base: [(20 + 10 * rank, f"{base}/step_{20 + 10 * rank:08d}")]
+open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w").write(json.dumps(checkpoints.choose_checkpoint("s3://b/ckpt", rank)))
+dist.destroy_process_group()
+"""
 
-    sys.path.insert(0, str(ROOT / "training"))
-    import checkpoints
 
-    store = dist.TCPStore("127.0.0.1", port, 2, is_master=rank == 0)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
-    # Each rank lists a different newest checkpoint, as ranks listing an eventually
-    # consistent store (or their own node's disk) during a save can.
-    checkpoints.complete_checkpoints = lambda base: [(20 + 10 * rank, f"{base}/step_{20 + 10 * rank:08d}")]
-    Path(out, f"rank{rank}.json").write_text(json.dumps(checkpoints.choose_checkpoint("s3://b/ckpt", rank)))
-    dist.destroy_process_group()
-
-
-def test_every_rank_resumes_from_the_checkpoint_rank_0_chose(tmp_path):
-    import torch.multiprocessing as mp
-
-    mp.spawn(_choose_as_rank, args=(free_port(), str(tmp_path)), nprocs=2)
+def test_every_rank_resumes_from_the_checkpoint_rank_0_chose(ranks, tmp_path):
+    (tmp_path / "choose.py").write_text(CHOOSE_AS_RANK)
+    done = ranks.run(2, tmp_path / "choose.py", [str(tmp_path)], cwd=tmp_path, env=single_env(), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
     chosen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert chosen == [[20, "s3://b/ckpt/step_00000020"]] * 2
 
@@ -230,16 +229,17 @@ def _train_on_s3(ranks: RankServer, work: Path, env: dict, *args: str, dies_at: 
     return result.returncode, result.stdout + (result.stderr[-4000:] if result.returncode else "")
 
 
-def test_the_s3_checkpoint_test_runs_the_images_s3_stack_beside_the_tests_torch(workdir, s3_server):
-    """In the process s3_server's env starts: every package of the image's S3 stack at the
-    version training/requirements.txt locks, s3fs, aiobotocore, botocore and fsspec from
-    .venv-s3, and the project's torch."""
+def test_the_s3_checkpoint_test_runs_the_images_s3_stack_beside_the_tests_torch(workdir, s3_server, s3_ranks):
+    """In the ranks the S3 runs are forked from (s3_ranks, in s3_server's env): every package of
+    the image's S3 stack at the version training/requirements.txt locks, s3fs, aiobotocore,
+    botocore and fsspec from .venv-s3, and the project's torch."""
     _, env = s3_server
     locked = {name: version for name, (version, _) in s3_stack.closure(s3_stack.LOCK.read_text()).items()}
-    probe = ("import importlib, importlib.metadata as m, json, sys, torch\n"
-             "print(json.dumps({'versions': {n: m.version(n) for n in sys.argv[1:]}, 'torch': torch.__file__,\n"
-             "  'files': {n: importlib.import_module(n).__file__ for n in ('s3fs', 'aiobotocore', 'botocore', 'fsspec')}}))")
-    result = subprocess.run([sys.executable, "-c", probe, *locked], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
+    probe = workdir / "s3_probe.py"
+    probe.write_text("import importlib, importlib.metadata as m, json, sys, torch\n"
+                     "print(json.dumps({'versions': {n: m.version(n) for n in sys.argv[1:]}, 'torch': torch.__file__,\n"
+                     "  'files': {n: importlib.import_module(n).__file__ for n in ('s3fs', 'aiobotocore', 'botocore', 'fsspec')}}))")
+    result = s3_ranks.run(1, probe, list(locked), cwd=workdir, env=env, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
     found = json.loads(result.stdout)
     assert found["versions"] == locked and {"s3fs", "aiobotocore", "botocore", "fsspec"} <= set(locked)
