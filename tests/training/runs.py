@@ -63,6 +63,7 @@ class RankServer:
         return self.start(world, script, args, cwd=cwd, env=env).wait(timeout)
 
     def answer(self, timeout: float) -> dict:
+        """The server's next answer line; past `timeout` the server and its ranks are killed."""
         if not select.select([self._server.stdout], [], [], timeout)[0]:
             self.close()
             raise subprocess.TimeoutExpired(str(FORK_RANKS), timeout)
@@ -91,15 +92,15 @@ class Launch:
             while b"\n" in self._unread:
                 line, self._unread = self._unread.split(b"\n", 1)
                 yield line.decode() + "\n"
-            chunk = self._read(deadline)
+            chunk = self._read(deadline, timeout)
             if not chunk:
                 return
             self._unread += chunk
 
-    def _read(self, deadline: float) -> bytes:
+    def _read(self, deadline: float, timeout: float) -> bytes:
         if not select.select([self._stream], [], [], max(0.0, deadline - time.monotonic()))[0]:
             self._server.close()
-            raise subprocess.TimeoutExpired(self.args, deadline)
+            raise subprocess.TimeoutExpired(self.args, timeout)
         return os.read(self._stream, 65536)
 
     def wait(self, timeout: float) -> subprocess.CompletedProcess:
@@ -108,7 +109,7 @@ class Launch:
         deadline = time.monotonic() + timeout
         try:
             if self._stream is not None:  # to its end: every rank's exit and the launch's
-                while chunk := self._read(deadline):
+                while chunk := self._read(deadline, timeout):
                     self._unread += chunk
             status = self._server.answer(max(0.0, deadline - time.monotonic()))["status"]
             stdout = (self._out / "stdout").read_text() if self._stream is None else self._unread.decode()
