@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -374,8 +375,6 @@ def pytest_configure(config):
 
 
 def _exit_at_once() -> None:
-    import sys
-
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -11,6 +11,7 @@ field and with the lines validate prints for the same folder.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +55,7 @@ def _project(case: dict, where: Path) -> Path:
     return cdk_project(patched_context(case.get("env", "dev"), case["patch"]), where)
 
 
-CLI_CASES = [p for p in CORPUS if json.loads(p.read_text()).get("cdk_cli")]
+CLI_CASES = tuple(p for p in CORPUS if json.loads(p.read_text()).get("cdk_cli"))
 
 
 def test_the_corpus_goes_through_the_cdk_cli_often_enough():
@@ -81,32 +82,32 @@ def _leaves(patch: dict, at: tuple = ()) -> set[tuple]:
     return out
 
 
-def _cli_runs(cases: list[Path]) -> list[tuple[list[Path], dict]]:
+@functools.cache
+def _cli_runs(cases: tuple[Path, ...]) -> tuple[tuple[tuple[Path, ...], dict], ...]:
     """The CLI cases as runs of `cdk synth`, each refusing several cases at once (app.py says every
     problem, a line each), with the merged patch each run synthesizes. A case joins the first run
     that sets none of the paths it sets and whose merged config is still refused naming every
     case's field; otherwise it starts a run of its own (a case whose field another would hide,
     or one more case that replaces the instance groups). A run costs about 1.3 CPU-s, most of it
-    the CDK CLI's own start: 52 cases take 18 runs."""
-    runs: list[tuple[list[Path], dict, set]] = []
+    the CDK CLI's own start: 52 cases take 18 runs. Worked out once per session."""
+    runs: list[dict] = []
     for path in cases:
         case = json.loads(path.read_text())
         mine = _leaves(case["patch"])
-        for members, patch, paths in runs:
-            if any(a[: len(b)] == b or b[: len(a)] == a for a in paths for b in mine):
+        for run in runs:
+            if any(a[: len(b)] == b or b[: len(a)] == a for a in run["paths"] for b in mine):
                 continue
-            merged = config.deep_merge(patch, case["patch"])
+            merged = config.deep_merge(run["patch"], case["patch"])
             refused = _refused_with(merged)
-            fields = [json.loads(m.read_text())["field"] for m in members] + [case["field"]]
-            if all(any(line.startswith(f"dev: {field}:") for line in refused) for field in fields):
-                members.append(path)
-                patch.clear()
-                patch.update(merged)
-                paths |= mine
+            if all(any(line.startswith(f"dev: {field}:") for line in refused) for field in [*run["fields"], case["field"]]):
+                run["members"].append(path)
+                run["fields"].append(case["field"])
+                run["patch"] = merged
+                run["paths"] |= mine
                 break
         else:
-            runs.append(([path], case["patch"], mine))
-    return [(members, patch) for members, patch, _ in runs]
+            runs.append({"members": [path], "fields": [case["field"]], "patch": case["patch"], "paths": mine})
+    return tuple((tuple(run["members"]), run["patch"]) for run in runs)
 
 
 def _errors(stderr: str) -> list[str]:
@@ -120,7 +121,7 @@ def cdk_synth_verdicts(tmp_path_factory) -> dict[str, tuple[int, str, bool, str,
     the cases refused beside it."""
     root = tmp_path_factory.mktemp("bad-cli")
 
-    def run(numbered: tuple[int, tuple[list[Path], dict]]):
+    def run(numbered: tuple[int, tuple[tuple[Path, ...], dict]]):
         number, (members, patch) = numbered
         project = cdk_project(patched_context("dev", patch), root / f"run-{number}")
         result = run_cdk("synth", "--quiet", "-o", str(project / "out"), cwd=project)
@@ -160,7 +161,7 @@ def test_cdk_synth_refuses_it_as_validate_does(path, cdk_synth_verdicts):
 
 def test_the_cli_runs_refuse_several_cases_each_and_every_case_once():
     runs = _cli_runs(CLI_CASES)
-    assert sorted(p for members, _ in runs for p in members) == CLI_CASES
+    assert sorted(p for members, _ in runs for p in members) == list(CLI_CASES)
     assert len(runs) < len(CLI_CASES) / 2
 
 

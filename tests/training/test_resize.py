@@ -1,8 +1,9 @@
 """A non-finite stop, then an elastic resize: the restart on another world size passes over
 exactly the documents of the failed window (and of the update before it), no others, and
-trains none twice. Real runs, gloo ranks on the CPU as torchrun starts them (fork_ranks.py), the tiny preset; the documents
-are counted from the tokens each step trained on (tests/training/runs.py document_corpus:
-every token names its document), not from train.py's own record."""
+trains none twice. Real runs, gloo ranks on the CPU as torchrun starts them (fork_ranks.py),
+the tiny preset; the documents are counted from the tokens each step trained on
+(tests/training/runs.py document_corpus: every token names its document), not from train.py's
+own record."""
 
 from __future__ import annotations
 
@@ -55,11 +56,11 @@ def corpus(tmp_path_factory):
 def _run(ranks: RankServer, folder: Path, files, world: int, ckpt: Path, seen: Path, max_steps: int, poison=()) -> tuple[int, str, list[list]]:
     """train.py on `world` gloo ranks; returns its exit code, its output and each rank's chunks by step."""
     args = [str(ROOT / "training"), "--model=tiny", f"--tokenizer={folder / 'tok'}", "--data-files", *files, "--seq-len=32",
-           "--batch-size=1", "--lr=3e-3", "--warmup-steps=3", f"--max-steps={max_steps}", "--log-interval=1",
-           f"--checkpoint-dir={ckpt}", f"--checkpoint-interval={CHECKPOINT_EVERY}", "--keep-checkpoints=20",
-           # In file order: the failed window's documents come back within a few steps of the resume,
-           # so the count stays inside the first pass (test_data.py deals the job's shuffle over worlds).
-           "--shuffle-buffer=0"]
+            "--batch-size=1", "--lr=3e-3", "--warmup-steps=3", f"--max-steps={max_steps}", "--log-interval=1",
+            f"--checkpoint-dir={ckpt}", f"--checkpoint-interval={CHECKPOINT_EVERY}", "--keep-checkpoints=20",
+            # In file order: the failed window's documents come back within a few steps of the resume,
+            # so the count stays inside the first pass (test_data.py deals the job's shuffle over worlds).
+            "--shuffle-buffer=0"]
     env = {**bench_train.offline_env(), "SEEN": str(seen), "POISON": json.dumps(list(poison))}
     result = ranks.run(world, folder / "wrapper.py", args, cwd=folder, env=env, timeout=400)
     chunks = [[json.loads(line) for line in Path(f"{seen}.{rank}").read_text().splitlines()] for rank in range(world)]

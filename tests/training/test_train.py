@@ -1,5 +1,6 @@
-"""train.py for real: 2 processes over gloo as torchrun starts them (fork_ranks.py), or one plain process, the tiny
-preset, a local dataset and a tokenizer trained on the spot (nothing is downloaded): the lines
+"""train.py for real: 2 processes over gloo as torchrun starts them (fork_ranks.py), or one
+plain process, the tiny preset, a local dataset and a tokenizer trained on the spot (nothing is
+downloaded): the lines
 the operator's log rules watch, the checkpoints and every way of resuming from them (a
 truncated save, another world size, a run that died mid-way, S3 through the image's own S3
 stack). Non-finite steps: test_nonfinite.py; the agent's stop: test_stop.py; the job's options
