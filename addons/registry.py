@@ -102,11 +102,50 @@ def pipeline(context: dict, settings: Settings, warnings: list[str] | None = Non
                 problems += [f"{settings.env_name}: delivery.waves: environment {name!r} does not validate, so its stage cannot deploy: {line}"
                              for line in err.problems]
         waves.append(tuple(loaded))
+    problems += _where_the_pipeline_runs(settings, waves)
     if problems:
         raise ConfigError(problems, warnings)
     if warnings is not None:
         warnings += _waiting_for_approval(settings, waves)
     return tuple(waves)
+
+
+def _where_the_pipeline_runs(settings: Settings, waves: list[tuple[Settings, ...]]) -> list[str]:
+    """The pipeline's account and partition against the environments it deploys.
+
+    A target account bootstrapped with `--trust` lets every principal of the pipeline's account that
+    may assume roles act with its execution policy (aws-cdk-lib `pipelines` README, Security
+    Considerations): a pipeline in the account of an environment nobody approves makes whoever may
+    act in that account an administrator of the approved environments in other accounts. And no role,
+    connection or artifact crosses a partition."""
+    from infra import naming
+
+    d, lines = settings.delivery, []
+    account, region = d.account or settings.account, d.region or settings.region
+    approved = d.approved(waves)
+    everyone = [s for wave in waves for s in wave]
+    unapproved_here = [s.env_name for s in everyone if s.account == account and s.env_name not in approved]
+    approved_elsewhere = [f"{s.env_name} ({s.account})" for s in everyone if s.env_name in approved and s.account != account]
+    if unapproved_here and approved_elsewhere:
+        field = "delivery.account" if d.account else "delivery.account (default: this environment's)"
+        lines.append(
+            f"{settings.env_name}: {field}: {account} is the account of {' and '.join(unapproved_here)}, which "
+            f"{'deploys' if len(unapproved_here) == 1 else 'deploy'} without a person's approval, and "
+            f"{' and '.join(approved_elsewhere)} would trust it with its execution policy (cdk bootstrap --trust): any "
+            "principal there that may assume roles could deploy what a person approves (aws-cdk-lib pipelines README, "
+            "Security Considerations); put the pipeline in an account of its own (a tooling account: docs/delivery.md)")
+    partition = naming.partition(region)
+    arn_partition = d.source.connection_arn.split(":")[1] if d.source.connection_arn.count(":") >= 2 else partition
+    if arn_partition != partition:
+        lines.append(f"{settings.env_name}: delivery.source.connection_arn: {d.source.connection_arn} is in partition "
+                     f"{arn_partition}, the pipeline's region {region} in {partition}; CodePipeline reads a connection "
+                     "of its own partition only")
+    for s in everyone:
+        if naming.partition(s.region) != partition:
+            lines.append(f"{settings.env_name}: delivery.waves: {s.env_name} deploys to {s.region} (partition "
+                         f"{naming.partition(s.region)}), the pipeline runs in {region} ({partition}); no role or artifact "
+                         "crosses a partition: give that partition a pipeline of its own")
+    return lines
 
 
 def _waiting_for_approval(settings: Settings, waves: list[tuple[Settings, ...]]) -> list[str]:

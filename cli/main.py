@@ -278,7 +278,7 @@ def cmd_preflight(args) -> int:
     context = load_context(cdk_json)
     settings, _ = validation.load_settings(context, env)
     # Whether the credentials outlast the deploy: this change's minutes from the last review, else the whole deploy's.
-    deploy = lambda: preflight.deploy_time(cdk_json.parent / "cdk.out", context, env)  # noqa: E731
+    deploy = lambda: preflight.deploy_time(cdk_json.parent / "cdk.out", context, env, pipeline=args.pipeline)  # noqa: E731
     try:
         results = preflight.run(settings, region=args.region, profile=args.profile, deploy=deploy)
     except preflight.PreflightStop as err:
@@ -522,6 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _env_args(pre)
     _aws_args(pre)
+    pre.add_argument("--pipeline", action="store_true", help="a step of the delivery pipeline: the deploy runs under the "
+                     "pipeline's roles, and its minutes come from the review step's files in cdk.out (never a synthesis)")
 
     acc = _command(
         sub, "accept", cmd_accept,

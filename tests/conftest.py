@@ -127,11 +127,14 @@ CAPABILITIES["existing-cluster"] = {
 # The pipeline through three environments (dev and staging in another region side by side, in one
 # wave; then prod in another account, after a person's approval), held in dev's config as the
 # delivery block is, beside the two environments it adds to cdk.json's (FLEETS): a staging like dev
-# but with termination protection and its data kept, and prod in the second account.
+# but with termination protection and its data kept, and prod in the second account. The pipeline
+# runs in a tooling account of its own: never in the account of an environment nobody approves.
+TOOLING_ACCOUNT = "333333333333"
 CAPABILITIES["delivery"] = {
     "delivery": {
-        "source": {"connection_arn": "arn:aws:codeconnections:us-east-1:111111111111:connection/0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
+        "source": {"connection_arn": f"arn:aws:codeconnections:us-east-1:{TOOLING_ACCOUNT}:connection/0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
                    "repository": "example-org/hyperpod-platform", "branch": "main"},
+        "account": TOOLING_ACCOUNT,
         "waves": [["dev", "staging"], ["prod"]],
         "protected": ["prod"],
     },

@@ -41,6 +41,9 @@ WAYS_OUT = (
 class DeployTime:
     minutes: float
     scope: str  # what the minutes are of: "this change against main (...)", "the whole deploy (...)"
+    # Whose credentials the deploy runs with: this session's (`cdk deploy`), or the delivery
+    # pipeline's roles (its CloudFormation actions), where preflight is one of its steps.
+    by_pipeline: bool = False
 
 
 def _review_time(out_root: Path, context: dict, env: str) -> DeployTime | str:
@@ -57,11 +60,14 @@ def _review_time(out_root: Path, context: dict, env: str) -> DeployTime | str:
     return DeployTime(report["deploy_plan"]["minutes"], f"the whole deploy ({shown} compared with no baseline)")
 
 
-def deploy_time(out_root: Path, context: dict, env: str, synthesize=None) -> DeployTime | str:
+def deploy_time(out_root: Path, context: dict, env: str, synthesize=None, pipeline: bool = False) -> DeployTime | str:
     """This change's minutes from the last review of this config (cdk.out/review-<env>.json),
     else the whole deploy's from an offline synthesis (`synthesize(context, env, outdir)`,
-    default cli.synth's); a line saying why there are none where synth refuses the config."""
+    default cli.synth's); a line saying why there are none where synth refuses the config.
+    `pipeline`: a step of the delivery pipeline, whose review step hands it the review of the
+    assembly the stage deploys: read that, never a synthesis of its own."""
     import tempfile
+    from dataclasses import replace
 
     from cli.review import deploy_plan
     from cli.review.assembly import load_stacks
@@ -69,7 +75,9 @@ def deploy_time(out_root: Path, context: dict, env: str, synthesize=None) -> Dep
 
     found = _review_time(out_root, context, env)
     if isinstance(found, DeployTime):
-        return found
+        return replace(found, by_pipeline=pipeline)
+    if pipeline:
+        return f"the pipeline's review step handed no review of this config ({found})"
     if synthesize is None:
         from cli.synth import synthesize
     print(f"synthesizing {env} offline for its deploy plan ({found}) ...", file=sys.stderr, flush=True)
@@ -94,6 +102,11 @@ def check_session(credentials, deploy: DeployTime | str, now: datetime | None = 
     if expiry is None and getattr(credentials, "refresh_needed", None) is not None:
         credentials.get_frozen_credentials()  # an assumed role is fetched on first use
         expiry = credentials._expiry_time
+    if deploy.by_pipeline:
+        # CodePipeline's CloudFormation actions deploy under the pipeline's roles; this session only reads.
+        until = f"expires at {expiry.astimezone(timezone.utc).strftime('%H:%M UTC')}" if expiry else "has no expiry to read"
+        return Result("session", "pass", f"the pipeline deploys under its own roles; this session ({method}) {until} "
+                      f"and only reads; {plan}")
     if expiry is None:
         if not credentials.get_frozen_credentials().token:
             return Result("session", "pass", f"long-term keys ({method}): no expiry; {plan}")

@@ -13,10 +13,19 @@ from typing import Iterator
 
 @dataclass
 class StackSummary:
-    name: str
+    name: str  # the CloudFormation stack's name
     template: dict
     depends_on: list[str]
     termination_protection: bool = False
+    # The template's file in the assembly, and the stack's id for the CDK CLI (`cdk diff --exclusively`):
+    # under the App both are the stack's name; in a pipeline Stage's nested assembly (assembly-<stage>/)
+    # the artifact id is hashed and the CLI knows the stack as `<stage>/<name>`.
+    template_file: str = ""
+    cli_id: str = ""
+
+    def __post_init__(self):
+        self.template_file = self.template_file or f"{self.name}.template.json"
+        self.cli_id = self.cli_id or self.name
 
     @property
     def resources(self) -> dict:
@@ -49,16 +58,20 @@ def import_names(value) -> list[str]:
 
 
 def load_stacks(outdir: Path) -> list[StackSummary]:
-    """The stacks of the assembly, in deploy order (dependencies first)."""
+    """The stacks of the assembly, by their CloudFormation names, in deploy order (dependencies
+    first): an App's assembly (`cdk synth`) or a pipeline Stage's (assembly-<stage>/, what the
+    pipeline's stage deploys)."""
     manifest = json.loads((outdir / "manifest.json").read_text())
+    arts = {k: a for k, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
+    name_of = {k: a["properties"].get("stackName") or k for k, a in arts.items()}
     stacks = {}
-    for name, art in manifest["artifacts"].items():
-        if art["type"] != "aws:cloudformation:stack":
-            continue
+    for artifact_id, art in arts.items():
+        name = name_of[artifact_id]
         template = json.loads((outdir / art["properties"]["templateFile"]).read_text())
-        deps = [d for d in art.get("dependencies", []) if manifest["artifacts"].get(d, {}).get("type") == "aws:cloudformation:stack"]
+        deps = [name_of[d] for d in art.get("dependencies", []) if d in arts]
         protected = bool(art["properties"].get("terminationProtection", False))
-        stacks[name] = StackSummary(name, template, deps, protected)
+        stacks[name] = StackSummary(name, template, deps, protected, art["properties"]["templateFile"],
+                                    art.get("displayName") or artifact_id)
     ordered, seen = [], set()
 
     def visit(name):
@@ -72,6 +85,31 @@ def load_stacks(outdir: Path) -> list[StackSummary]:
     for name in stacks:
         visit(name)
     return ordered
+
+
+def stage_of(outdir: Path) -> tuple[Path, str] | None:
+    """(the parent assembly, the Stage's name) where `outdir` is a pipeline Stage's nested
+    assembly: synthesis writes one validation report, in the parent, for every stage."""
+    parent = outdir.resolve().parent
+    try:
+        manifest = json.loads((parent / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for art in manifest.get("artifacts", {}).values():
+        if art["type"] == "cdk:cloud-assembly" and art.get("properties", {}).get("directoryName") == outdir.resolve().name:
+            return parent, art.get("properties", {}).get("displayName") or outdir.name.removeprefix("assembly-")
+    return None
+
+
+def _report(outdir: Path) -> tuple[dict | None, str]:
+    """The validation report that covers `outdir`, and the construct-path prefix of its stacks'
+    entries ("" for an App's own assembly; "<stage>/" for a Stage's, whose report is its parent's)."""
+    if (outdir / "validation-report.json").exists():
+        return json.loads((outdir / "validation-report.json").read_text()), ""
+    stage = stage_of(outdir)
+    if stage is not None and (stage[0] / "validation-report.json").exists():
+        return json.loads((stage[0] / "validation-report.json").read_text()), f"{stage[1]}/"
+    return None, ""
 
 
 def region_of(outdir: Path) -> str:
@@ -132,19 +170,21 @@ class NagSummary:
 
 def load_nag(outdir: Path) -> NagSummary:
     summary = NagSummary()
-    report_file = outdir / "validation-report.json"
-    if not report_file.exists():
+    report, prefix = _report(outdir)
+    if report is None:
         return summary
-    for plugin in json.loads(report_file.read_text())["pluginReports"]:
+    for plugin in report["pluginReports"]:
         if plugin["pluginName"] not in PACK_NAMES:
             continue
         for v in plugin["violations"]:
             if v.get("severity") == "error":
                 for c in v["violatingConstructs"]:
-                    summary.errors.append((plugin["pluginName"], v["ruleName"], c["constructPath"]))
+                    if c["constructPath"].startswith(prefix):
+                        summary.errors.append((plugin["pluginName"], v["ruleName"], c["constructPath"]))
         for v in plugin.get("suppressedViolations", []):
             for c in v["violatingConstructs"]:
-                summary.acknowledged.append((plugin["pluginName"], v["ruleName"], c["constructPath"], v.get("reason", "")))
+                if c["constructPath"].startswith(prefix):
+                    summary.acknowledged.append((plugin["pluginName"], v["ruleName"], c["constructPath"], v.get("reason", "")))
     return summary
 
 
@@ -167,14 +207,15 @@ class Refusal:
 def load_refusals(outdir: Path) -> list[Refusal]:
     """What `cdk synth` refuses in an assembly beyond the nag packs (which the review reports
     as nag errors), read from the validation report synthesis writes."""
-    report_file = outdir / "validation-report.json"
-    if not report_file.exists():
+    report, prefix = _report(outdir)
+    if report is None:
         return []
     return [
         Refusal(plugin["pluginName"], v["ruleName"], c.get("constructPath", ""), v.get("description", ""))
-        for plugin in json.loads(report_file.read_text())["pluginReports"]
+        for plugin in report["pluginReports"]
         if plugin["pluginName"] not in PACK_NAMES
         for v in plugin["violations"]
         if v.get("severity") in ("error", "fatal")
         for c in v["violatingConstructs"]
+        if c.get("constructPath", "").startswith(prefix)
     ]

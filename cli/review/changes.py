@@ -499,8 +499,11 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, str]:
-    """`cdk diff` of each stack against its baseline template, run side by side, offline."""
+    """`cdk diff` of each stack (by its CloudFormation name) against its baseline template, run
+    side by side, offline."""
     command, base_env = cdk_cli()
+    # The CLI's id of each stack: its name under the App, `<stage>/<name>` in a Stage's assembly.
+    cli_ids = {s.name: s.cli_id for s in load_stacks(new_outdir)}
     results: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         # Both sides without asset metadata: a copy of the assembly's manifest and templates.
@@ -519,7 +522,7 @@ def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, st
             # over NO_COLOR in the CLI's colour library, so it is dropped, not just outvoted.
             env = {**{k: v for k, v in base_env.items() if k != "FORCE_COLOR"}, "NO_COLOR": "1", "CI": "true"}
             done = subprocess.run(
-                [*command, "diff", "--app", str(app), "--template", str(path), "--exclusively", name],
+                [*command, "diff", "--app", str(app), "--template", str(path), "--exclusively", cli_ids.get(name, name)],
                 capture_output=True, text=True, env=env, timeout=300,
             )
             if done.returncode not in (0, 1):  # 1: differences found (with --fail)

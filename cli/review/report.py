@@ -77,7 +77,7 @@ def lint(outdir: Path, stacks: list[StackSummary], cache: Path | None = None) ->
     findings = []
     region = region_of(outdir)
     for stack in stacks:
-        path = outdir / f"{stack.name}.template.json"
+        path = outdir / stack.template_file
         key = _lint_key(path.read_bytes(), region) if cache is not None else None
         kept = cache / f"{key}.json" if key else None
         if kept is not None and kept.is_file():
@@ -226,7 +226,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
                 "name": s.name,
                 "resources": sum(s.counts().values()),
                 "by_type": dict(sorted(s.counts().items())),
-                "bytes": (outdir / f"{s.name}.template.json").stat().st_size,
+                "bytes": (outdir / s.template_file).stat().st_size,
                 "termination_protection": s.termination_protection,
                 "depends_on": s.depends_on,
                 "imports_from": {

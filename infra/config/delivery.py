@@ -11,6 +11,22 @@ from pydantic import Field
 
 from infra.config.base import Model, Problems, duplicates
 
+# What `git check-ref-format --branch` refuses (git-check-ref-format(1), rules 1 to 10, and its
+# --branch mode: no leading '-', not HEAD): a branch git cannot name, no push ever runs the pipeline.
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+
+
+def branch_problem(name: str) -> str | None:
+    """Why git refuses `name` as a branch, or None."""
+    if name.startswith("-") or name == "HEAD":
+        return "starts with '-' or is HEAD"
+    if name == "@" or name.startswith("/") or name.endswith(("/", ".")) or _REF_FORBIDDEN.search(name):
+        return "holds what git refuses in a ref (a space or control character, ~ ^ : ? * [ \\, '..', '@{', '//', or a leading or trailing '/', or a trailing '.')"
+    if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
+        return "has a component that starts with '.' or ends with '.lock'"
+    return None
+
+
 # GitHub's owner/name (GitHub: "Repository names can contain ASCII letters, digits, and the characters ., -, and _";
 # an owner is letters, digits and single hyphens); CodePipeline's CodeStarSourceConnection action takes it as FullRepositoryId.
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -77,3 +93,5 @@ def check_delivery(d: DeliverySettings | None, p: Problems) -> None:
             p.error("delivery.protected", name, f"is in no wave; the waves name {', '.join(d.environments) or 'none'}")
     if not REPOSITORY.match(d.source.repository):
         p.error("delivery.source.repository", d.source.repository, "is not owner/name (letters, digits, '.', '-' and '_')")
+    if d.source.branch and (why := branch_problem(d.source.branch)):
+        p.error("delivery.source.branch", d.source.branch, f"is no branch git can name (git check-ref-format --branch): it {why}")
