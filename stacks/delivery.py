@@ -288,11 +288,10 @@ class DeliveryStack(PlatformStack):
             role.add_to_principal_policy(iam.PolicyStatement(actions=[f"{service}:UseConnection"], resources=[connection_arn]))
 
     def _connection_roles(self) -> list[iam.IRole]:
-        """The roles CDK Pipelines grants the connection: the source action's."""
-        from aws_cdk import aws_codepipeline_actions as cp_actions
-
-        return [action.action_properties.role for stage in self.pipeline.pipeline.stages for action in stage.actions
-                if isinstance(action, cp_actions.CodeStarConnectionsSourceAction) and action.action_properties.role is not None]
+        """The role CodePipeline's source action runs as (aws-cdk-lib: `<Source stage>/<action>/CodePipelineActionRole`),
+        which CDK Pipelines grants the connection."""
+        source = self.pipeline.pipeline.node.find_child("Source")
+        return [c for c in source.node.find_all() if isinstance(c, iam.Role) and c.node.id == "CodePipelineActionRole"]
     def _acknowledge_cdk_pipelines(self) -> None:
         """What CDK Pipelines grants its own roles, each finding by name: the artifact bucket and
         key (grantReadWrite), each CodeBuild project's log group and report groups, the asset

@@ -20,7 +20,7 @@ def branch_problem(name: str) -> str | None:
     """Why git refuses `name` as a branch, or None."""
     if name.startswith("-") or name == "HEAD":
         return "starts with '-' or is HEAD"
-    if name == "@" or name.startswith("/") or name.endswith(("/", ".")) or _REF_FORBIDDEN.search(name):
+    if name.startswith("/") or name.endswith(("/", ".")) or _REF_FORBIDDEN.search(name):
         return "holds what git refuses in a ref (a space or control character, ~ ^ : ? * [ \\, '..', '@{', '//', or a leading or trailing '/', or a trailing '.')"
     if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
         return "has a component that starts with '.' or ends with '.lock'"
@@ -40,7 +40,9 @@ class DeliverySource(Model):
         "the console, where its owner completes the handshake (docs/delivery.md, The connection).",
     )
     repository: str = Field(description="The repository as `owner/name`.")
-    branch: str = Field(default="main", description="The branch whose every push runs the pipeline.")
+    branch: str = Field(default="main", description="The branch whose every push runs the pipeline (a name `git "
+                        "check-ref-format --branch` accepts). Protect it: whoever may push to it changes the pipeline itself "
+                        "(docs/delivery.md, Who can change prod).")
 
 
 class DeliverySettings(Model):
@@ -48,7 +50,8 @@ class DeliverySettings(Model):
     account: Optional[str] = Field(
         default=None, pattern=r"^\d{12}$",
         description="The account the pipeline runs in (default: this environment's); every environment's account trusts it "
-        "through `cdk bootstrap --trust` (docs/delivery.md).",
+        "through `cdk bootstrap --trust` (docs/delivery.md). A tooling account of its own: refused where it is the account of "
+        "an environment nobody approves while an approved one in another account would trust it.",
     )
     region: Optional[str] = Field(
         default=None, pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", description="The pipeline's region (default: this environment's)."

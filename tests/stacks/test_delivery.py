@@ -86,7 +86,9 @@ def _pipeline(s) -> dict:
 
 def _buildspec(s, action: dict) -> dict:
     project = s.templates["delivery"]["Resources"][action["Configuration"]["ProjectName"]["Ref"]]
-    return json.loads(project["Properties"]["Source"]["BuildSpec"])
+    spec = project["Properties"]["Source"]["BuildSpec"]
+    # A reference in it (the reviews bucket's name) is read as TOKEN.
+    return json.loads(spec if isinstance(spec, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in spec["Fn::Join"][1]))
 
 
 def _commands(s, action: dict) -> list[str]:
@@ -95,6 +97,8 @@ def _commands(s, action: dict) -> list[str]:
 
 
 WAVES = CAPABILITIES["delivery"]["delivery"]["waves"]
+# The steps before a stage's first change set (after it: Protect-<env>, termination protection).
+CHECKS = ("Validate-", "Review-", "Preflight-", "Approve-")
 ENVIRONMENTS = [e for wave in WAVES for e in wave]
 
 
@@ -129,12 +133,12 @@ def test_the_pipeline_deploys_the_waves_in_order_each_stage_after_its_checks(syn
     # checks have passed (what validate warns of where one of them waits for a person).
     assert {min(a["RunOrder"] for a in stages[e]) for e in WAVES[0]} == {1}
     first_change = {e: min(a["RunOrder"] for a in stages[e] if a["ActionTypeId"]["Provider"] == "CloudFormation") for e in WAVES[0]}
-    last_check = {e: max(a["RunOrder"] for a in stages[e] if a["ActionTypeId"]["Provider"] != "CloudFormation") for e in WAVES[0]}
+    last_check = {e: max(a["RunOrder"] for a in stages[e] if a["Name"].startswith(CHECKS)) for e in WAVES[0]}
     assert all(first_change[e] > last_check[other] for e in WAVES[0] for other in WAVES[0])
     for env in ENVIRONMENTS:
         actions = sorted(stages[env], key=lambda a: a["RunOrder"])
         kinds = [(a["Name"], a["ActionTypeId"]["Provider"], a["RunOrder"]) for a in actions]
-        checks = [k for k in kinds if k[1] != "CloudFormation"]
+        checks = [k for k in kinds if k[0].startswith(CHECKS)]
         first_deploy = min(a["RunOrder"] for a in actions if a["ActionTypeId"]["Provider"] == "CloudFormation")
         # validate, then the review, then preflight, one after another, all before the first change set.
         assert [k[0] for k in checks[:3]] == [f"Validate-{env}", f"Review-{env}", f"Preflight-{env}"]
@@ -143,9 +147,13 @@ def test_the_pipeline_deploys_the_waves_in_order_each_stage_after_its_checks(syn
         by_name = {a["Name"]: a for a in actions}
         assert any(c.endswith(f"hyperpod-cdk validate -c env={env}") for c in _commands(s, by_name[f"Validate-{env}"]))
         review = _commands(s, by_name[f"Review-{env}"])
-        # The review's own exit status ends its step: nothing after it masks a refusal.
-        assert review[-1].startswith(f".venv/bin/hyperpod-cdk review --env {env} $against")
-        assert any(c.endswith(f"hyperpod-cdk preflight -c env={env}") for c in _commands(s, by_name[f"Preflight-{env}"]))
+        # The review of the stage's own assembly; its exit status ends its step (after its files are kept):
+        # nothing after it masks a refusal.
+        assert any(c.startswith(f"status=0; .venv/bin/hyperpod-cdk review --env {env} --assembly cdk.out/assembly-{env} $against")
+                   for c in review)
+        assert review[-1] == 'exit "$status"'
+        assert not any("cdk synth" in c for c in review)
+        assert any(c.endswith(f"hyperpod-cdk preflight -c env={env} --pipeline") for c in _commands(s, by_name[f"Preflight-{env}"]))
 
 
 def test_a_person_approves_prod_after_its_review_and_nobody_waits_for_dev_or_staging(synth):
@@ -266,3 +274,107 @@ def test_the_synth_prepares_each_chart_revision_once_and_synthesizes_the_environ
     assert install[-1] == "make install-synth"
     # All three share the committed revision: one fetch, named after the first environment that uses it.
     assert build == ["make hyperpod-chart ENV=dev", "bin/cdk synth --quiet -c env=dev"]
+
+
+def test_protected_stacks_get_termination_protection_after_their_stage_under_the_deploy_role(synth):
+    # CDK Pipelines' CloudFormation actions ignore a stack's termination protection (aws/aws-cdk#17871, #30405):
+    # a step after the stage sets it on the stacks the Stage's assembly protects, read from that assembly.
+    import yaml
+
+    from tests.conftest import ROOT
+
+    s = synth("delivery")
+    _, stages = _by_environment(s)
+    prod = FLEETS["delivery"]["prod"]["account"]
+    protect = next(a for a in stages["prod"] if a["Name"] == "Protect-prod")
+    assert protect["RunOrder"] > max(a["RunOrder"] for a in stages["prod"] if a["ActionTypeId"]["Provider"] == "CloudFormation")
+    commands = "\n".join(_commands(s, protect))
+    assert f"--role-arn arn:aws:iam::{prod}:role/cdk-hnb659fds-deploy-role-{prod}-us-east-1 " in commands
+    assert 'terminationProtection' in commands and "cdk.out/assembly-prod/manifest.json" in commands
+    assert "update-termination-protection --enable-termination-protection" in commands
+    assert not any(a["Name"].startswith("Protect-") for a in stages["dev"])  # dev's stacks are not protected
+    # The pinned CLI's bootstrap lets its deploy role do it (node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml).
+    template = yaml.safe_load((ROOT / "node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml").read_text())
+    allowed = [a for p in template["Resources"]["DeploymentActionRole"]["Properties"]["Policies"]
+               for st in p["PolicyDocument"]["Statement"] for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])]
+    assert "cloudformation:UpdateTerminationProtection" in allowed
+
+
+def test_the_asset_jobs_have_room_for_the_training_image_and_a_pinned_publisher(synth):
+    s = synth("delivery")
+    assets = next(st for st in _pipeline(s)["Stages"] if st["Name"] == "Assets")["Actions"]
+    image = next(a for a in assets if a["Name"] == "TrainingImage")
+    project = s.templates["delivery"]["Resources"][image["Configuration"]["ProjectName"]["Ref"]]["Properties"]
+    assert project["Environment"]["ComputeType"] == "BUILD_GENERAL1_LARGE" and project["TimeoutInMinutes"] == 240
+    assert project["Environment"]["PrivilegedMode"] is True  # docker, as CDK Pipelines sets for an image asset
+    installs = {c for a in assets for c in _buildspec(s, a)["phases"]["install"]["commands"]}
+    assert installs == {f"npm install -g cdk-assets@{delivery.npm_pin('cdk-assets')}"}  # package-lock's, never @latest
+
+
+def test_the_connection_is_granted_under_its_own_arns_service_prefix(synth):
+    # "When specifying a resource in the IAM policy, the service prefix needs to match that of the resource"
+    # (Developer Tools console guide, Connections rename): a codeconnections ARN needs codeconnections:UseConnection.
+    from policy_sentry.querying.actions import get_action_data
+
+    s = synth("delivery")
+    arn = CAPABILITIES["delivery"]["delivery"]["source"]["connection_arn"]
+    granted = {(a, r) for p in s.resources("delivery", "AWS::IAM::Policy").values()
+               for st in p["Properties"]["PolicyDocument"]["Statement"]
+               for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+               for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]) if isinstance(r, str)}
+    assert ("codeconnections:UseConnection", arn) in granted
+    assert get_action_data("codeconnections", "UseConnection")  # an action the Service Authorization Reference knows
+
+
+def test_the_approval_links_to_this_environments_kept_reviews(synth):
+    s = synth("delivery")
+    _, stages = _by_environment(s)
+    approve = next(a for a in stages["prod"] if a["Name"] == "Approve-prod")["Configuration"]
+    link = approve["ExternalEntityLink"]["Fn::Join"][1]
+    (bucket,) = [lid for lid, r in s.resources("delivery", "AWS::S3::Bucket").items() if lid.startswith("Reviews")]
+    assert {"Ref": bucket} in link and link[-1].endswith("&prefix=reviews/prod/")
+    assert "review-prod.md" in approve["CustomData"]
+
+
+def test_a_pipeline_in_the_account_of_an_environment_nobody_approves_is_refused():
+    import pytest
+
+    from infra.config import ConfigError
+    from tests.conftest import TOOLING_ACCOUNT
+
+    with pytest.raises(ConfigError) as refused:
+        _fleet(account=None)  # dev's account, which deploys unapproved, while prod (approved) trusts it
+    (line,) = [p for p in refused.value.problems if "delivery.account" in p]
+    assert line.startswith("dev: delivery.account (default: this environment's): 111111111111 is the account of dev and "
+                           "staging, which deploy without a person's approval, and prod (222222222222) would trust it")
+    assert _fleet(account=TOOLING_ACCOUNT)[0].delivery.account == TOOLING_ACCOUNT
+    # One account for every environment: the pipeline adds no trust that the account's own IAM does not already give.
+    assert _fleet(account=None, waves=[["dev"]], protected=[])[0].delivery.account is None
+
+
+def test_a_pipeline_never_crosses_a_partition():
+    import pytest
+
+    from infra.config import ConfigError
+
+    source = {**CAPABILITIES["delivery"]["delivery"]["source"],
+              "connection_arn": "arn:aws-cn:codeconnections:cn-north-1:333333333333:connection/0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"}
+    with pytest.raises(ConfigError) as refused:
+        _fleet(source=source)
+    assert any(p.startswith("dev: delivery.source.connection_arn: arn:aws-cn:") and "partition aws-cn" in p for p in refused.value.problems)
+    with pytest.raises(ConfigError) as refused:
+        _fleet(region="cn-north-1", waves=[["dev"]], protected=[])
+    assert any("dev deploys to us-east-1 (partition aws), the pipeline runs in cn-north-1 (aws-cn)" in p for p in refused.value.problems)
+
+
+def test_a_branch_is_refused_exactly_where_git_refuses_it():
+    # git itself is the source: `git check-ref-format --branch NAME` (git-check-ref-format(1)).
+    import subprocess
+
+    from infra.config.delivery import branch_problem
+
+    names = ["main", "release/2026-12", "feature/x.lock", "x.lock/y", "-x", "HEAD", "a..b", "a b", "a~1", "a^", "a:b",
+             "a?", "a*", "a[", "a\\b", "x/", "/x", "a//b", "a.", ".hidden", "ok/.x", "a@{b", "dev@x", "v1.0", "€uro", "tab\there", "@"]
+    for name in names:
+        git_ok = subprocess.run(["git", "check-ref-format", "--branch", name], capture_output=True).returncode == 0
+        assert (branch_problem(name) is None) == git_ok, name
