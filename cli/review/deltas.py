@@ -156,8 +156,12 @@ def _team_coverage(before: list[StackSummary], after: list[StackSummary]) -> lis
 # --- IAM ----------------------------------------------------------------------------------
 
 
-def _grants(roles: list[iam_audit.Role]) -> dict[str, set[str]]:
-    return {r.path: {a for st in r.statements for a in st.actions} for r in roles}
+# A resource is the one CloudFormation updates where its stack and logical ID are the same: its construct
+# path is not (a pipeline's Stage puts its name in every path of a stack taken over from a hand deploy).
+
+
+def _grants(roles: list[iam_audit.Role]) -> dict[tuple[str, str], tuple[str, set[str]]]:
+    return {(r.stack, r.logical_id): (r.path, {a for st in r.statements for a in st.actions}) for r in roles}
 
 
 def _listed(actions: set[str]) -> str:
@@ -175,19 +179,20 @@ def _iam(before: list[StackSummary], after: list[StackSummary]) -> tuple[list[st
     if moved:
         lines.append(f"IAM access levels (distinct actions): {', '.join(moved)}")
     old, new = _grants(old_roles), _grants(new_roles)
-    for role in sorted(set(old) | set(new)):
-        if role not in old:
-            lines.append(f"IAM new role `{role}`: {_listed(new[role]) or 'no inline actions'}")
-        elif role not in new:
+    for key in sorted(set(old) | set(new), key=lambda k: (new.get(k) or old[k])[0]):
+        role = (new.get(key) or old[key])[0]
+        if key not in old:
+            lines.append(f"IAM new role `{role}`: {_listed(new[key][1]) or 'no inline actions'}")
+        elif key not in new:
             lines.append(f"IAM role removed `{role}`")
-        elif old[role] != new[role]:
-            change = [f"+ {_listed(new[role] - old[role])}"] if new[role] - old[role] else []
-            change += [f"- {_listed(old[role] - new[role])}"] if old[role] - new[role] else []
+        elif old[key][1] != new[key][1]:
+            gained, lost = new[key][1] - old[key][1], old[key][1] - new[key][1]
+            change = ([f"+ {_listed(gained)}"] if gained else []) + ([f"- {_listed(lost)}"] if lost else [])
             lines.append(f"IAM `{role}`: {'; '.join(change)}")
-    was = {(r["role"], r["level"], a) for r in iam_audit.on_any_resource(old_roles) for a in r["actions"]}
+    was = {(r["stack"], r["id"], r["level"], a) for r in iam_audit.on_any_resource(old_roles) for a in r["actions"]}
     callouts = []
     for row in iam_audit.on_any_resource(new_roles):
-        gained = [a for a in row["actions"] if (row["role"], row["level"], a) not in was]
+        gained = [a for a in row["actions"] if (row["stack"], row["id"], row["level"], a) not in was]
         if gained:
             callouts.append(f"IAM ON ANY RESOURCE: `{row['role']}` gains {row['level']} on `*`: {', '.join(gained)}")
     return lines, callouts, levels
@@ -207,31 +212,33 @@ def _outside(cidrs: list[str], others: list[str]) -> list[str]:
 
 def _exposure(before: list[StackSummary], after: list[StackSummary]) -> tuple[list[str], list[str]]:
     lines, callouts = [], []
-    old = {e["resource"]: e["cidrs"] for e in exposure.public_endpoints(before)}
-    new = {e["resource"]: e["cidrs"] for e in exposure.public_endpoints(after)}
-    for resource in sorted(set(old) | set(new)):
-        if resource not in old:
-            callouts.append(f"EXPOSURE: the Kubernetes API endpoint `{resource}` becomes public, admitting {', '.join(new[resource])}")
-        elif resource not in new:
-            lines.append(f"Exposure narrowed: the Kubernetes API endpoint `{resource}` is no longer public (admitted {', '.join(old[resource])}): "
+    old = {(e["stack"], e["id"]): e for e in exposure.public_endpoints(before)}
+    new = {(e["stack"], e["id"]): e for e in exposure.public_endpoints(after)}
+    for key in sorted(set(old) | set(new)):
+        resource = (new.get(key) or old[key])["resource"]
+        if key not in old:
+            callouts.append(f"EXPOSURE: the Kubernetes API endpoint `{resource}` becomes public, admitting {', '.join(new[key]['cidrs'])}")
+        elif key not in new:
+            lines.append(f"Exposure narrowed: the Kubernetes API endpoint `{resource}` is no longer public (admitted {', '.join(old[key]['cidrs'])}): "
                          f"{_who_loses_kubectl(after)} from outside the VPC loses the API")
         else:
-            wider, narrower = _outside(new[resource], old[resource]), _outside(old[resource], new[resource])
-            was = f"(was {', '.join(old[resource])})"
+            now, then = new[key]["cidrs"], old[key]["cidrs"]
+            wider, narrower = _outside(now, then), _outside(then, now)
+            was = f"(was {', '.join(then)})"
             if wider:
-                callouts.append(f"EXPOSURE: the public Kubernetes API endpoint `{resource}` now admits {', '.join(new[resource])} {was}")
+                callouts.append(f"EXPOSURE: the public Kubernetes API endpoint `{resource}` now admits {', '.join(now)} {was}")
             elif narrower:
-                lines.append(f"Exposure narrowed: the public Kubernetes API endpoint `{resource}` admits {', '.join(new[resource])} {was}: "
-                             f"{_who_loses_kubectl(after)} from outside {', '.join(new[resource])} loses the API")
+                lines.append(f"Exposure narrowed: the public Kubernetes API endpoint `{resource}` admits {', '.join(now)} {was}: "
+                             f"{_who_loses_kubectl(after)} from outside {', '.join(now)} loses the API")
     rules_before = exposure.open_ingress(before)
     rules_after = exposure.open_ingress(after)
     for rule in rules_after:
-        same = [r["cidr"] for r in rules_before if r["resource"] == rule["resource"] and r["ports"] == rule["ports"]]
+        same = [r["cidr"] for r in rules_before if (r["stack"], r["id"]) == (rule["stack"], rule["id"]) and r["ports"] == rule["ports"]]
         if _outside([rule["cidr"]], same):
             was = f" (was {', '.join(same)})" if same else ""
             callouts.append(f"EXPOSURE: security group rule `{rule['resource']}` admits {rule['cidr']} (outside the VPC) on {rule['ports']}{was}")
     for rule in rules_before:
-        same = [r["cidr"] for r in rules_after if r["resource"] == rule["resource"] and r["ports"] == rule["ports"]]
+        same = [r["cidr"] for r in rules_after if (r["stack"], r["id"]) == (rule["stack"], rule["id"]) and r["ports"] == rule["ports"]]
         if _outside([rule["cidr"]], same):
             lines.append(f"Exposure narrowed: security group rule `{rule['resource']}` no longer admits {rule['cidr']} on {rule['ports']}")
     return lines, callouts
@@ -333,8 +340,28 @@ def _parts(obj: dict) -> dict[str, object]:
     return parts
 
 
+# The label aws-cdk-lib puts on every object a stack applies, named from the construct's path, for
+# `kubectl apply --prune`: a pipeline's Stage renames it on every object of a stack taken over from a
+# hand deploy. A change to an object's metadata alone is no new desired state: a custom resource's
+# metadata.generation "is incremented for all changes, except for changes to .metadata or .status"
+# (Kubernetes, CustomResourceDefinition status subresource), so the operator has nothing to restart.
+CDK_PRUNE_LABEL = "aws.cdk.eks/prune-"
+
+
+def _without_prune_label(obj: dict) -> dict:
+    labels = {k: v for k, v in (obj.get("metadata", {}).get("labels") or {}).items() if not k.startswith(CDK_PRUNE_LABEL)}
+    return {**obj, "metadata": {**obj.get("metadata", {}), "labels": labels}}
+
+
+def _prune_label_alike(manifest) -> str:
+    """The manifest as deployed (its references included) with every prune label's name alike."""
+    import re
+
+    return re.sub(re.escape(CDK_PRUNE_LABEL) + r"[0-9a-f]+", CDK_PRUNE_LABEL, json.dumps(manifest, sort_keys=True))
+
+
 def changed_fields(old: dict, new: dict) -> list[str]:
-    a, b = _parts(old), _parts(new)
+    a, b = _parts(_without_prune_label(old)), _parts(_without_prune_label(new))
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
@@ -357,7 +384,9 @@ def _job(before: list[StackSummary], after: list[StackSummary], replaced_groups:
             continue
         a, b = old[key], new[key]
         why = []
-        if a.manifest != b.manifest:
+        if a.manifest != b.manifest and _prune_label_alike(a.manifest) == _prune_label_alike(b.manifest):
+            lines.append(f"Job {b.name}: only aws-cdk-lib's prune label changes (metadata alone: no new generation, it runs on)")
+        elif a.manifest != b.manifest:
             fields = changed_fields(a.obj, b.obj)
             why.append(f"its object changes ({', '.join(fields) if fields else 'a referenced value: its image or a name'})")
         if b.group in replaced:
@@ -384,13 +413,14 @@ def _job(before: list[StackSummary], after: list[StackSummary], replaced_groups:
 
 
 def _stateful(before: list[StackSummary], after: list[StackSummary]) -> list[str]:
-    old = {(r["stack"], r["resource"], r["type"]): r for r in exposure.stateful(before)}
-    new = {(r["stack"], r["resource"], r["type"]): r for r in exposure.stateful(after)}
+    old = {(r["stack"], r["id"], r["type"]): r for r in exposure.stateful(before)}
+    new = {(r["stack"], r["id"], r["type"]): r for r in exposure.stateful(after)}
     lines = []
     lambda_logs: dict[tuple[str, str], int] = {}
-    for key in sorted(set(old) ^ set(new)):
+    for key in sorted(set(old) ^ set(new), key=lambda k: (k[0], (new.get(k) or old[k])["resource"], k[2])):
         added = key in new
-        stack, resource, type_ = key
+        stack, _, type_ = key
+        resource = (new if added else old)[key]["resource"]
         if resource.endswith(LAMBDA_LOG_GROUP):
             lambda_logs[(stack, "added" if added else "removed")] = lambda_logs.get((stack, "added" if added else "removed"), 0) + 1
             continue

@@ -41,6 +41,7 @@ def stateful(stacks: list[StackSummary]) -> list[dict]:
     return [
         {
             "stack": stack.name,
+            "id": lid,
             "resource": path_of(res, lid),
             "type": res["Type"],
             "deletion_policy": res.get("DeletionPolicy", "Delete"),
@@ -58,7 +59,8 @@ def public_endpoints(stacks: list[StackSummary]) -> list[dict]:
         vpc = res["Properties"].get("ResourcesVpcConfig", {})
         if vpc.get("EndpointPublicAccess", True):
             # EKS's default for a public endpoint without a list is 0.0.0.0/0.
-            rows.append({"stack": stack.name, "resource": path_of(res, lid), "cidrs": vpc.get("PublicAccessCidrs", ["0.0.0.0/0"])})
+            rows.append({"stack": stack.name, "id": lid, "resource": path_of(res, lid),
+                         "cidrs": vpc.get("PublicAccessCidrs", ["0.0.0.0/0"])})
     return rows
 
 
@@ -77,11 +79,11 @@ def open_ingress(stacks: list[StackSummary]) -> list[dict]:
     inside = _vpc_cidrs(stacks)
     rules = []
     for stack, lid, res in of_type(stacks, "AWS::EC2::SecurityGroupIngress"):
-        rules.append((stack, path_of(res, lid), res["Properties"]))
+        rules.append((stack, lid, path_of(res, lid), res["Properties"]))
     for stack, lid, res in of_type(stacks, "AWS::EC2::SecurityGroup"):
-        rules += [(stack, path_of(res, lid), rule) for rule in res["Properties"].get("SecurityGroupIngress", [])]
+        rules += [(stack, lid, path_of(res, lid), rule) for rule in res["Properties"].get("SecurityGroupIngress", [])]
     rows = []
-    for stack, path, rule in rules:
+    for stack, lid, path, rule in rules:
         cidr = rule.get("CidrIp") or rule.get("CidrIpv6")
         if not isinstance(cidr, str):
             continue  # a security group or prefix list, or the VPC's CIDR by reference
@@ -89,7 +91,7 @@ def open_ingress(stacks: list[StackSummary]) -> list[dict]:
         if any(net.version == v.version and net.subnet_of(v) for v in inside):
             continue
         ports = "all" if str(rule.get("IpProtocol")) == "-1" else f"{rule.get('IpProtocol')} {rule.get('FromPort')}-{rule.get('ToPort')}"
-        rows.append({"stack": stack.name, "resource": path, "cidr": cidr, "ports": ports})
+        rows.append({"stack": stack.name, "id": lid, "resource": path, "cidr": cidr, "ports": ports})
     return rows
 
 

@@ -158,15 +158,16 @@ def all_statements(roles: list[Role]) -> list[Statement]:
 
 def on_any_resource(roles: list[Role], levels=("Write", "Permissions management")) -> list[dict]:
     """Actions at these access levels granted on `Resource: "*"`, one row per role and level."""
-    rows: dict[tuple[str, str], set[str]] = {}
+    rows: dict[tuple[str, str, str, str], set[str]] = {}
     for role in roles:
         for st in role.statements:
             if "*" in st.resources:
                 for action in st.actions:
                     level = access_level(action)
                     if level in levels:
-                        rows.setdefault((role.path, level), set()).add(action)
-    return [{"role": role, "level": level, "actions": sorted(actions)} for (role, level), actions in sorted(rows.items())]
+                        rows.setdefault((role.path, level, role.stack, role.logical_id), set()).add(action)
+    return [{"role": path, "level": level, "stack": stack, "id": lid, "actions": sorted(actions)}
+            for (path, level, stack, lid), actions in sorted(rows.items())]
 
 
 def unknown_actions(roles: list[Role]) -> list[dict]:
