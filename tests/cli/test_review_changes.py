@@ -228,8 +228,8 @@ def test_iam_actions_are_classified_by_their_documented_access_level():
     # A pattern takes the highest level of what it matches: every ec2:Describe* is List, s3:* reaches PutBucketPolicy.
     assert iam_audit.access_level("ec2:Describe*") == "List" and iam_audit.access_level("s3:*") == "Permissions management"
     assert iam_audit.on_any_resource(roles) == [
-        {"role": "R", "level": "Permissions management", "actions": ["iam:PassRole"]},
-        {"role": "R", "level": "Write", "actions": ["kms:Decrypt"]},
+        {"role": "R", "level": "Permissions management", "stack": "s", "id": "R", "actions": ["iam:PassRole"]},
+        {"role": "R", "level": "Write", "stack": "s", "id": "R", "actions": ["kms:Decrypt"]},
     ]
     assert iam_audit.unknown_actions(roles) == [{"role": "R", "action": "s3:GetObjekt"}]
 
