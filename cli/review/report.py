@@ -190,12 +190,13 @@ def _copies_markdown(copies: list[dict]) -> list[str]:
 
 
 def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True, cache: Path | None = None,
-          config: tuple[dict, str] | None = None) -> dict:
+          config: tuple[dict, str] | None = None, first_deploy: str | None = None) -> dict:
     """Every section of the review as plain data (what review.json holds). `against` is a
     cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None;
     `cache` a folder where lint findings of templates seen before are kept; `config` the
-    (cdk.json context, environment) the assembly was made of, where it does not say itself."""
-    from cli.review import changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
+    (cdk.json context, environment) the assembly was made of, where it does not say itself;
+    `first_deploy` why there is no baseline where one was asked for (the report says it)."""
+    from cli.review import approvals, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -278,6 +279,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
             ],
         },
         "changes": None,
+        "first_deploy": first_deploy,
     }
     if against is not None:
         report["changes"] = changes.compare(against, stacks, region)
@@ -294,6 +296,14 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups, settings)
         report["changes"]["callouts"] += report["changes"]["deltas"].pop("callouts")
         report["changes"]["anchors"] = report["changes"]["deltas"].pop("anchors")
+        if against.context is not None and config:
+            # Who a person approves before the pipeline deploys, and where the pipeline runs: what
+            # the pipeline's self-mutation applies before any approval.
+            lines, anchors, notes = approvals.compare(against.context, config[0], config[1])
+            report["changes"]["callouts"] += lines
+            report["changes"]["anchors"].update(anchors)
+            if notes:
+                report["changes"]["notes"] = report["changes"].get("notes", []) + notes
         refused = any(c.startswith("REFUSED:") for c in report["changes"]["callouts"])
         if refused:  # nothing rolls where the update is refused (the callouts of what it would do would mislead)
             report["changes"]["callouts"] = [c for c in report["changes"]["callouts"] if c.split(":")[0] not in ROLL_KINDS]
@@ -397,9 +407,29 @@ def _changes_markdown(changes: dict) -> list[str]:
     return out + [""]
 
 
+def left_behind(left: dict) -> dict:
+    """The review of an environment the change removes or renames (cli.review.changes.left_behind):
+    nothing to synthesize, one callout, every other section empty."""
+    return {
+        "assembly": None, "env": left["env"], "config_fingerprint": None, "region": left["where"].rsplit("/", 1)[-1],
+        "warnings": [], "stacks": [], "image_copies": [], "refused": [], "nag": {"errors": [], "acknowledged": []},
+        "cfn_lint": [], "iam": {"unknown_actions": [], "on_any_resource": []}, "risk": {"public_endpoints": [], "open_ingress": []},
+        "first_deploy": None, "left_behind": left,
+        "changes": {"against": left["against"], "stacks_compared": [], "stacks_added": [], "stacks_removed": [],
+                    "groups_replaced": {}, "callouts": [left["callout"]], "changes": [], "anchors": {}},
+        "pass": True,
+    }
+
+
+def _first_deploy_lines(report: dict) -> list[str]:
+    return ["## First deploy", "", f"Note: {report['first_deploy']}.", ""] if report.get("first_deploy") else []
+
+
 def quiet_markdown(report: dict) -> str:
     """The verdict, the callouts and the deltas: what `review --quiet` prints."""
-    out = [f"# Review of {shown(report['assembly'])}", ""]
+    if report.get("left_behind"):
+        return to_markdown(report)
+    out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
     changes = report["changes"]
     if changes is not None:
         against = ", ".join(shown(part) for part in changes["against"].split(", "))
@@ -425,7 +455,11 @@ def _failures(report: dict) -> list[str]:
 
 
 def to_markdown(report: dict) -> str:
-    out = [f"# Review of {shown(report['assembly'])}", ""]
+    if report.get("left_behind"):
+        left = report["left_behind"]
+        return "\n".join([f"# Review of {left['env']}: not in this change's cdk.json", ""] + _changes_markdown(report["changes"])
+                         + ["PASS" if report["pass"] else "FAIL", ""])
+    out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
     if report["changes"] is not None:
         out += _changes_markdown(report["changes"])
     if report["warnings"]:
