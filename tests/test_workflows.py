@@ -5,6 +5,7 @@ cdk.json, the make targets the tests run, the base as baseline, SARIF per enviro
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -146,3 +147,149 @@ def test_the_summary_is_cut_below_a_step_summarys_mebibyte_and_the_job_fails_exa
         ran = subprocess.run(["bash", "-e", "-c", verdict["run"]], env={"STATUS": status, "ENV_NAME": "dev", "PATH": "/usr/bin:/bin"},
                              capture_output=True, text=True)
         assert (ran.returncode != 0) == fails, status
+
+
+# -- the workflow's own run lines, against real branches ----------------------------------------
+
+
+def _step(job: str, name: str) -> dict:
+    """A step of a job, by its id or name."""
+    return next(s for s in _workflow()["jobs"][job]["steps"] if name in (s.get("id"), s.get("name")))
+
+
+def _run_step(step: dict, cwd: Path, runner: Path, **env: str) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """A step's `run:` as GitHub's runner runs it (bash --noprofile --norc -eo pipefail on a file, the step's
+    env, GITHUB_OUTPUT and GITHUB_STEP_SUMMARY files): (the run, its outputs, its summary)."""
+    script, output, summary = runner / "step.sh", runner / "output", runner / "summary.md"
+    script.write_text(step["run"])
+    output.write_text("")
+    summary.write_text("")
+    env = {**os.environ, **step.get("env", {}), "RUNNER_TEMP": str(runner), "GITHUB_OUTPUT": str(output),
+           "GITHUB_STEP_SUMMARY": str(summary), **env}
+    ran = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=900)
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
+    return ran, outputs, summary.read_text()
+
+
+@pytest.fixture(scope="module")
+def pull_request(tmp_path_factory):
+    """A clone whose main moved on after a pull request's branch left it, and the pull request's merge ref
+    as GitHub makes it (a merge commit, main's tip its first parent), checked out as the workflow's
+    checkout leaves it. Main has dev in the second account (this change moves it back), `old` (this change
+    removes it) and no prod (this change adds it); the branch point still had `stale`, which main removed
+    since (pull_request.base.sha would still see it). The change also adds `broken`, a config validate refuses."""
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed here (it is on GitHub's runners)")
+    clone = tmp_path_factory.mktemp("pull-request") / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    for shared in (".venv", "node_modules"):
+        (clone / shared).symlink_to(ROOT / shared)
+    git = ["git", "-C", str(clone), "-c", "user.name=reviewer", "-c", "user.email=reviewer@example.com"]
+
+    def commit(environments: dict, message: str) -> str:
+        doc = json.loads((ROOT / "cdk.json").read_text())
+        doc["context"]["environments"] = environments
+        (clone / "cdk.json").write_text(json.dumps(doc, indent=2) + "\n")
+        subprocess.run([*git, "commit", "-q", "-am", message], check=True)
+        return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+    envs = CONTEXT["environments"]
+    moved = {**envs["dev"], "account": "222222222222"}
+    subprocess.run([*git, "checkout", "-q", "-B", "main"], check=True)
+    fork = commit({"dev": moved, "old": moved, "stale": moved}, "main as the branch left it")
+    base = commit({"dev": moved, "old": moved}, "main moves on")
+    subprocess.run([*git, "checkout", "-q", "-b", "change", fork], check=True)
+    broken = {**envs["dev"], "network": {**envs["dev"].get("network", {}), "nat_gateways": 4}}
+    head = commit({**envs, "broken": broken}, "the change")
+    merge = subprocess.run([*git, "commit-tree", f"{head}^{{tree}}", "-p", base, "-p", head, "-m", "Merge change into main"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([*git, "checkout", "-q", "--detach", merge], check=True)
+    # What `make install` leaves: the installs (shared, linked) newer than the files they were made from, so
+    # make synth's install-synth has nothing to do and never re-points the shared install at this clone.
+    for tracked in subprocess.run([*git, "ls-files"], capture_output=True, text=True, check=True).stdout.splitlines():
+        os.utime(clone / tracked, (0, 0))
+    assert subprocess.run(["make", "-q", "install-synth"], cwd=clone).returncode == 0, "the shared .venv or node_modules is stale"
+    return clone, {"fork": fork, "base": base, "head": head}
+
+
+def test_the_listing_takes_the_merge_refs_first_parent_and_the_environments_of_both_sides(pull_request, tmp_path):
+    clone, commits = pull_request
+    ran, outputs, _ = _run_step(_step("environments", "list"), clone, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert outputs["base"] == commits["base"] != commits["fork"]  # not the branch point: stale is not listed
+    assert json.loads(outputs["names"]) == ["broken", "dev", "old", "prod"]
+    # Bounded: more environments than the workflow runs review jobs for fail the listing, with the reason.
+    ran, outputs, summary = _run_step(_step("environments", "list"), clone, tmp_path, MAX_ENVIRONMENTS="3")
+    assert ran.returncode == 1 and outputs == {}
+    assert "::error file=cdk.json::4 environments here and at the base, more than the 3 review jobs" in ran.stdout
+    assert "more than MAX_ENVIRONMENTS (3)" in summary
+
+
+def _review_job(clone: Path, runner: Path, env: str, base: str) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """The review job's run lines for `env` after its install step: the review, its summary, the verdict."""
+    (clone / "cdk.out" / f"review-{env}.md").unlink(missing_ok=True)
+    ran, outputs, _ = _run_step(_step("review", "review"), clone, runner, ENV_NAME=env, BASE_SHA=base)
+    assert ran.returncode == 0 and "status" in outputs, ran.stderr  # set +e: the status is an output
+    status = outputs["status"]
+    shown, _, summary = _run_step(_step("review", "the review in the job summary"), clone, runner, ENV_NAME=env, BASE_SHA=base,
+                                  STATUS=status)
+    assert shown.returncode == 0, shown.stderr
+    verdict, _, _ = _run_step(_step("review", "the verdict"), clone, runner, ENV_NAME=env, STATUS=status)
+    assert (verdict.returncode == 0) == (status == "0")
+    return ran, outputs, summary
+
+
+def test_an_environment_the_change_removes_is_reviewed_as_left_behind(pull_request, tmp_path):
+    clone, commits = pull_request
+    ran, outputs, summary = _review_job(clone, tmp_path, "old", commits["base"])
+    assert outputs["status"] == "0", ran.stdout
+    assert summary.startswith("# Review of old: not in this change's cdk.json")
+    assert (f"- **ENVIRONMENT LEFT BEHIND**: old is in the cdk.json of {commits['base']} ({commits['base'][:12]}) and not in this "
+            "change's (removed or renamed): its stacks stay deployed in aws://222222222222/us-east-1 and nothing deploys them "
+            "(hyperpod-old-network, ") in summary
+    # Its SARIF result stands where environments are written in cdk.json.
+    (result,) = json.loads((clone / "cdk.out" / "review-old.sarif").read_text())["runs"][0]["results"]
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert result["ruleId"] == "change/environment-left-behind"
+    assert (clone / "cdk.json").read_text().splitlines()[region["startLine"] - 1].strip() == '"environments": {'
+
+
+def test_a_config_error_reaches_the_job_summary(pull_request, tmp_path):
+    clone, commits = pull_request
+    ran, outputs, summary = _review_job(clone, tmp_path, "broken", commits["base"])
+    assert outputs["status"] == "2"
+    assert summary.startswith("## broken: no review was written (exit status 2)")
+    assert "error: broken: network.nat_gateways" in summary
+
+
+def test_an_environment_in_another_account_at_the_base_is_reviewed_as_a_first_deploy_by_make_synth(pull_request, tmp_path,
+                                                                                                   lint_cache):
+    # The one run of the real make synth path here: cdk synth through the pinned CLI, then the review.
+    from tests.conftest import review_outdir
+
+    clone, commits = pull_request
+    review_outdir(clone / "cdk.out", lint_cache)
+    ran, outputs, summary = _review_job(clone, tmp_path, "dev", commits["base"])
+    assert outputs["status"] == "0", ran.stdout[-3000:]
+    assert (f"## First deploy\n\nNote: {commits['base']} ({commits['base'][:12]}) deploys dev to aws://222222222222/us-east-1, "
+            "this config to aws://111111111111/us-east-1: nothing of it is deployed there; reviewed as a first deploy.") in summary
+    assert "## What this change does" not in summary and "## Estimated deploy plan" in summary
+
+
+def test_an_environment_the_base_lacks_is_reviewed_as_a_first_deploy(pull_request, synth, tmp_path, lint_cache, monkeypatch,
+                                                                     capsys):
+    # The review the workflow's make synth ends in, of the session's synthesis of prod, against the base.
+    from cli import main as cli
+    from tests.conftest import review_outdir
+
+    clone, commits = pull_request
+    monkeypatch.chdir(clone)
+    review_outdir(tmp_path, lint_cache)
+    assert cli.main(["review", "--env", "prod", "--assembly", str(synth("prod").outdir), "--against", commits["base"],
+                     "--outdir", str(tmp_path)]) == 0
+    note = (f"{commits['base']} ({commits['base'][:12]}) has no environment prod in its cdk.json: this change adds it: nothing of "
+            "it is deployed there; reviewed as a first deploy")
+    assert f"note: {note}" in capsys.readouterr().err
+    assert f"## First deploy\n\nNote: {note}." in (tmp_path / "review-prod.md").read_text()
+    assert json.loads((tmp_path / "review-prod.json").read_text())["first_deploy"] == note
