@@ -457,8 +457,10 @@ def _failures(report: dict) -> list[str]:
 def to_markdown(report: dict) -> str:
     if report.get("left_behind"):
         left = report["left_behind"]
-        return "\n".join([f"# Review of {left['env']}: not in this change's cdk.json", ""] + _changes_markdown(report["changes"])
-                         + ["PASS" if report["pass"] else "FAIL", ""])
+        against = shown(report["changes"]["against"])
+        return "\n".join([f"# Review of {left['env']}: not in this change's cdk.json", "", f"## What this change does (against {against})",
+                          ""] + _callout_lines(report["changes"]) + ["", "Nothing is synthesized: this change has no such environment.",
+                                                                    "", "PASS" if report["pass"] else "FAIL", ""])
     out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
     if report["changes"] is not None:
         out += _changes_markdown(report["changes"])

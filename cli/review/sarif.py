@@ -494,8 +494,7 @@ def _rule(rule_id: str, nag: dict[str, str], lint: dict[str, tuple[str, str]]) -
 
 
 def _nag_descriptions(report: dict) -> dict[str, str]:
-    path = Path(report.get("assembly", "")) / "validation-report.json"
-    if not report["nag"]["errors"] or not path.is_file():
+    if not report["nag"]["errors"] or not (path := Path(report.get("assembly") or "") / "validation-report.json").is_file():
         return {}
     doc = json.loads(path.read_text())
     return {v["ruleName"]: v.get("description", "") for p in doc.get("pluginReports", []) for v in p.get("violations", [])}
