@@ -377,7 +377,8 @@ def _callout_lines(changes: dict) -> list[str]:
             "no add-on update that needs a migration first, no new instance type's quota, no new Write or Permissions "
             "management on `*`, no added or widened exposure, no team added, removed or re-quoted, no access gained or lost, "
             "no cluster-wide change to running work, no restart of the running job, no Kubernetes version change, no change to "
-            "node recovery or to the network's way to the internet, no team guarantee left unbacked."
+            "node recovery or to the network's way to the internet, no team guarantee left unbacked, no approval in the "
+            "pipeline removed or added, no pipeline moved."
         ]
     return [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
 
