@@ -17,6 +17,7 @@ class StackSummary:
     template: dict
     depends_on: list[str]
     termination_protection: bool = False
+    environment: str = ""  # aws://account/region, as the manifest says
 
     @property
     def resources(self) -> dict:
@@ -58,7 +59,7 @@ def load_stacks(outdir: Path) -> list[StackSummary]:
         template = json.loads((outdir / art["properties"]["templateFile"]).read_text())
         deps = [d for d in art.get("dependencies", []) if manifest["artifacts"].get(d, {}).get("type") == "aws:cloudformation:stack"]
         protected = bool(art["properties"].get("terminationProtection", False))
-        stacks[name] = StackSummary(name, template, deps, protected)
+        stacks[name] = StackSummary(name, template, deps, protected, art.get("environment", ""))
     ordered, seen = [], set()
 
     def visit(name):

@@ -229,6 +229,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
                 "by_type": dict(sorted(s.counts().items())),
                 "bytes": (outdir / f"{s.name}.template.json").stat().st_size,
                 "termination_protection": s.termination_protection,
+                "environment": s.environment,
                 "depends_on": s.depends_on,
                 "imports_from": {
                     other.name: sorted(set(other.exports()) & s.imports()) for other in stacks if set(other.exports()) & s.imports()
@@ -469,7 +470,10 @@ def to_markdown(report: dict) -> str:
         out += ["## Warnings", ""] + [f"- {w}" for w in report["warnings"]] + [""]
     out += ["## Stacks in deploy order", ""]
     for i, st in enumerate(report["stacks"], 1):
-        out.append(f"{i}. `{st['name']}`: {_size_line(st)}")
+        # CodePipeline's support stack in each other region a wave reaches: the pipeline's, not the environment's.
+        elsewhere = st.get("environment", "").rsplit("/", 1)[-1]
+        aside = f" (the pipeline's, in {elsewhere})" if elsewhere and elsewhere != report["region"] else ""
+        out.append(f"{i}. `{st['name']}`{aside}: {_size_line(st)}")
         out.append("   " + ", ".join(f"{t.split('::', 1)[1]} {n}" for t, n in st["by_type"].items()))
     out += ["", "Exports between the stacks (a solid edge carries exports; a dotted one orders only):", ""]
     out += stack_graph(report) + [""]
