@@ -1,6 +1,8 @@
 """The pull-request workflow (.github/workflows/review.yml): linted by actionlint and zizmor (both
 from PyPI, offline) with no findings, and held to what the review needs: each environment of
-cdk.json, the make targets the tests run, the base as baseline, SARIF per environment."""
+cdk.json and of the base's, the make targets the tests run, the merge ref's first parent as
+baseline, SARIF per environment uploaded by a job that runs none of the change's code. Its own
+`run:` lines run here against a real merge commit, as GitHub's runner runs them."""
 
 from __future__ import annotations
 
