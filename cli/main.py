@@ -530,7 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="REF|DIR|[STACK=]FILE",
         help="compare with a git revision (its app synthesized offline in a temporary worktree), an earlier cloud "
         "assembly, or deployed templates (aws cloudformation get-template --stack-name STACK > STACK.json; repeat per "
-        "stack). Default: main in a git checkout with a main branch, else the last review of the environment",
+        "stack). Default: main in a git checkout with a main branch, else the last review of the environment. A revision "
+        "whose cdk.json lacks the environment, or puts it in another account or region, makes this a first deploy (said in a "
+        "note); an environment only the revision has is reviewed as left behind, with nothing synthesized",
     )
     rev.add_argument("--outdir", help="where review-<env>/ and its .md, .json and .sarif go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")
