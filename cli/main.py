@@ -175,7 +175,7 @@ def cmd_review(args) -> int:
 
     from cli import revision
     from cli.review import report as review
-    from cli.review import changes
+    from cli.review import changes, removed
     from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()
@@ -190,14 +190,11 @@ def cmd_review(args) -> int:
         last_review = out_root / f"reviewed-{env}"  # elsewhere, the default baseline: what the previous review saw
         fallback = [main_branch] if main_branch else ([str(last_review)] if (last_review / "manifest.json").exists() else [])
         against = args.against or fallback
-        # An environment the baseline revision's cdk.json has and this one does not: removed or renamed.
-        left = _left_behind(context, env, against, repo)
-        if left is not None:
-            report = review.left_behind(left)
+        # An environment only the baseline revision's cdk.json has: removed or renamed, nothing to synthesize.
+        if (left := removed.find(context, env, against, repo)) is not None:
             out_root.mkdir(parents=True, exist_ok=True)
-            written = review.write(report, out_root / f"review-{env}")
-            print(review.to_markdown(report))
-            print(f"(written to {', '.join(review.shown(str(w)) for w in written)})")
+            written = review.write(report := review.left_behind(left), out_root / f"review-{env}")
+            print(review.to_markdown(report) + f"\n(written to {', '.join(review.shown(str(w)) for w in written)})")
             verdicts[env] = f"LEFT BEHIND ({review.shown(str(written[0]))})"
             continue
         if args.assembly:  # what `cdk synth` wrote (make synth): reviewed as it is
@@ -228,8 +225,7 @@ def cmd_review(args) -> int:
                                                  progress=lambda line: print(line, file=sys.stderr, flush=True), target=target)
                 changes.check_environment(baseline, env, target, _names_by_env(context))
             except changes.BaselineError as err:
-                # A first deploy where the environment is: the default baseline in another account or region (a new
-                # clone's cdk.json names theirs), or a revision (a pull request's base) that lacks the environment or
+                # A first deploy: the default baseline, or a revision (a pull request's base), lacks the environment or
                 # deploys it elsewhere. A folder or templates named to compare with are refused: that comparison was asked.
                 if not isinstance(err, changes.FirstDeploy) or (args.against and not err.revision):
                     raise CliError(str(err)) from None
@@ -265,17 +261,6 @@ def cmd_review(args) -> int:
         print("\n" + "\n".join(f"review of {env}: {verdicts[env]}" for env in envs))
         _fleet_table(reviewed, reports)
     return status
-
-
-def _left_behind(context: dict, env: str, against: list[str], repo: Path | None) -> dict | None:
-    """What a git revision's cdk.json deploys as `env` where this cdk.json has no such environment
-    (cli.review.changes.left_behind), or None."""
-    from cli.review import changes
-
-    if env in config.environment_names(context) or len(against) != 1:
-        return None
-    commit = changes.git_revision(against[0], repo)
-    return changes.left_behind(repo, against[0], commit, env) if commit else None
 
 
 def _names_by_env(context: dict) -> dict[str, list[str]]:
@@ -530,9 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="REF|DIR|[STACK=]FILE",
         help="compare with a git revision (its app synthesized offline in a temporary worktree), an earlier cloud "
         "assembly, or deployed templates (aws cloudformation get-template --stack-name STACK > STACK.json; repeat per "
-        "stack). Default: main in a git checkout with a main branch, else the last review of the environment. A revision "
-        "whose cdk.json lacks the environment, or puts it in another account or region, makes this a first deploy (said in a "
-        "note); an environment only the revision has is reviewed as left behind, with nothing synthesized",
+        "stack). Default: main in a git checkout with a main branch, else the last review of the environment. A revision without "
+        "the environment, or with it elsewhere, gives a first deploy; one that alone has it, a review of it as left behind",
     )
     rev.add_argument("--outdir", help="where review-<env>/ and its .md, .json and .sarif go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")

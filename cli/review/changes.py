@@ -230,36 +230,6 @@ def check_environment(baseline: Baseline, env: str, target: str, names_by_env: d
         raise BaselineElsewhere(baseline.description, elsewhere, env, target, revision=baseline.revision is not None)
 
 
-def left_behind(repo: Path, spec: str, commit: str, env: str) -> dict | None:
-    """`env` as the revision's cdk.json deploys it, where the change removes or renames it: its
-    stacks stay deployed, and nothing deploys them any more (cdk deploy and the pipeline deploy
-    what cdk.json names). None where the revision has no such environment either."""
-    from infra import naming
-    from infra.config import ConfigError
-    from infra.validation import load_settings
-
-    committed = revision.committed_context(repo, commit)
-    if committed is None or env not in (committed.get("environments") or {}):
-        return None
-    description = f"{spec} ({commit[:12]})"
-    block = config_diff.merged(committed, env)
-    where = f"aws://{block.get('account')}/{block.get('region')}"
-    try:  # its stack names as today's code names them; a config today's rules refuse is named by its pattern
-        settings, _ = load_settings(committed, env)
-        stacks = [settings.stack_name(suffix) for suffix in naming.STACK_SUFFIXES]
-        pipeline = settings.stack_name("delivery") if settings.delivery is not None else None
-    except ConfigError:
-        stacks, pipeline = [f"{block.get('prefix', '<prefix>')}-{env}-*"], None
-    line = (f"ENVIRONMENT LEFT BEHIND: {env} is in the cdk.json of {description} and not in this change's (removed or "
-            f"renamed): its stacks stay deployed in {where} and nothing deploys them ({', '.join(stacks)}, those of them "
-            f"deployed); destroy them from the base first (`bin/cdk destroy --all -c env={env}`, docs/deploying.md) "
-            "or keep the environment")
-    if pipeline:
-        line += (f". It holds the delivery block: its pipeline {pipeline} stays deployed and goes on running on every push, "
-                 "its synth failing from now on")
-    return {"against": description, "env": env, "where": where, "stacks": stacks, "callout": line}
-
-
 def without_asset_metadata(template: dict) -> dict:
     """The template without the `aws:asset:*` metadata `cdk synth` adds for asset bundling: it says
     where a local asset came from, deploys nothing, and differs between every two synths."""
