@@ -226,6 +226,15 @@ def test_the_listing_takes_the_merge_refs_first_parent_and_the_environments_of_b
     assert ran.returncode == 1 and outputs == {}
     assert "::error file=cdk.json::4 environments here and at the base, more than the 3 review jobs" in ran.stdout
     assert "more than MAX_ENVIRONMENTS (3)" in summary
+    # A cdk.json the listing cannot read fails it, with jq's reason in the summary.
+    committed = (clone / "cdk.json").read_text()
+    try:
+        (clone / "cdk.json").write_text(committed[:-40])
+        ran, outputs, summary = _run_step(_step("environments", "list"), clone, tmp_path)
+    finally:
+        (clone / "cdk.json").write_text(committed)
+    assert ran.returncode == 1 and outputs == {} and "::error file=cdk.json::cdk.json's environments cannot be listed: " in ran.stdout
+    assert summary.startswith("## cdk.json is refused\n\n```\nparse error: ")
 
 
 def _review_job(clone: Path, runner: Path, env: str, base: str) -> tuple[subprocess.CompletedProcess, dict, str]:
