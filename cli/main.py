@@ -175,7 +175,7 @@ def cmd_review(args) -> int:
 
     from cli import revision
     from cli.review import report as review
-    from cli.review import changes
+    from cli.review import changes, removed
     from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()
@@ -190,6 +190,13 @@ def cmd_review(args) -> int:
         last_review = out_root / f"reviewed-{env}"  # elsewhere, the default baseline: what the previous review saw
         fallback = [main_branch] if main_branch else ([str(last_review)] if (last_review / "manifest.json").exists() else [])
         against = args.against or fallback
+        # An environment only the baseline revision's cdk.json has: removed or renamed, nothing to synthesize.
+        if (left := removed.find(context, env, against, repo)) is not None:
+            out_root.mkdir(parents=True, exist_ok=True)
+            written = review.write(report := review.left_behind(left), out_root / f"review-{env}")
+            print(review.to_markdown(report) + f"\n(written to {', '.join(review.shown(str(w)) for w in written)})")
+            verdicts[env] = f"LEFT BEHIND ({review.shown(str(written[0]))})"
+            continue
         if args.assembly:  # what `cdk synth` wrote (make synth): reviewed as it is
             outdir = Path(args.assembly)
             if not (outdir / "manifest.json").exists():
@@ -209,18 +216,21 @@ def cmd_review(args) -> int:
             continue
         reviewed.append(settings)
         # Read the baseline before synthesizing, so nothing written below can change it.
-        baseline = None
+        baseline, first_deploy = None, None
         if against:
             names = None if (len(against) == 1 and Path(against[0]).is_dir()) else _stack_names(context, env)
+            target = f"aws://{settings.account}/{settings.region}"
             try:
                 baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
-                                                 progress=lambda line: print(line, file=sys.stderr, flush=True))
-                changes.check_environment(baseline, env, f"aws://{settings.account}/{settings.region}", _names_by_env(context))
+                                                 progress=lambda line: print(line, file=sys.stderr, flush=True), target=target)
+                changes.check_environment(baseline, env, target, _names_by_env(context))
             except changes.BaselineError as err:
-                if args.against or not isinstance(err, changes.BaselineElsewhere):
+                # A first deploy: the default baseline, or a revision (a pull request's base), lacks the environment or
+                # deploys it elsewhere. A folder or templates named to compare with are refused: that comparison was asked.
+                if not isinstance(err, changes.FirstDeploy) or (args.against and not err.revision):
                     raise CliError(str(err)) from None
-                # The default baseline in another account or region (a new clone's cdk.json names theirs).
-                print(f"note: {err.where}: nothing of it is deployed there; reviewed as a first deploy", file=sys.stderr)
+                first_deploy = f"{err.where}: nothing of it is deployed there; reviewed as a first deploy"
+                print(f"note: {first_deploy}", file=sys.stderr)
                 baseline = against = None
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)
@@ -235,7 +245,7 @@ def cmd_review(args) -> int:
             print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
             baseline = replace(changes.load_baseline([str(outdir)], []), description=baseline.description)
         print(f"reviewing {env}: changes, cost, exposure, cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
-        report = review.build(outdir, against=baseline, cache=out_root / LINT_CACHE, config=(context, env))
+        report = review.build(outdir, against=baseline, cache=out_root / LINT_CACHE, config=(context, env), first_deploy=first_deploy)
         text = review.quiet_markdown(report) if args.quiet else review.to_markdown(report)
         written = review.write(report, out_root / f"review-{env}")
         if not args.against:
@@ -505,7 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="REF|DIR|[STACK=]FILE",
         help="compare with a git revision (its app synthesized offline in a temporary worktree), an earlier cloud "
         "assembly, or deployed templates (aws cloudformation get-template --stack-name STACK > STACK.json; repeat per "
-        "stack). Default: main in a git checkout with a main branch, else the last review of the environment",
+        "stack). Default: main in a git checkout with a main branch, else the last review of the environment. A revision without "
+        "the environment, or with it elsewhere, gives a first deploy; one that alone has it, a review of it as left behind",
     )
     rev.add_argument("--outdir", help="where review-<env>/ and its .md, .json and .sarif go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")

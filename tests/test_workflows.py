@@ -1,10 +1,13 @@
 """The pull-request workflow (.github/workflows/review.yml): linted by actionlint and zizmor (both
 from PyPI, offline) with no findings, and held to what the review needs: each environment of
-cdk.json, the make targets the tests run, the base as baseline, SARIF per environment."""
+cdk.json and of the base's, the make targets the tests run, the merge ref's first parent as
+baseline, SARIF per environment uploaded by a job that runs none of the change's code. Its own
+`run:` lines run here against a real merge commit, as GitHub's runner runs them."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -74,47 +77,56 @@ def test_every_action_is_pinned_by_a_full_commit_with_its_tag_named():
 def test_no_job_holds_more_than_it_needs_and_no_checkout_keeps_its_token():
     wf = _workflow()
     assert wf["permissions"] == {}
-    assert set(wf[True]) == {"pull_request"}  # YAML 1.1 reads the key `on` as true  # never pull_request_target: a fork's code never runs with a write token
+    # YAML 1.1 reads the key `on` as true. Never pull_request_target: a fork's code never runs with a write token.
+    assert set(wf[True]) == {"pull_request", "push"} and wf[True]["push"]["branches"] == ["main"]
+    assert wf[True]["push"]["paths"] == wf[True]["pull_request"]["paths"]
     for name, job in wf["jobs"].items():
         assert set(job["permissions"]) <= {"contents", "security-events", "actions"}, name
         assert job["permissions"]["contents"] == "read", name
         for step in job["steps"]:
             if step.get("uses", "").startswith("actions/checkout@"):
                 assert step["with"]["persist-credentials"] is False, name
-    # Only the job that uploads the SARIF writes security events (GitHub: upload-sarif needs it).
-    assert [n for n, j in wf["jobs"].items() if j["permissions"].get("security-events") == "write"] == ["review"]
-
-
-def test_the_first_job_lists_exactly_the_environments_of_cdk_json():
-    step = next(s for s in _workflow()["jobs"]["environments"]["steps"] if s.get("id") == "list")
-    command = re.search(r"\$\((jq [^)]*)\)", step["run"]).group(1)
-    if shutil.which("jq") is None:
-        pytest.skip("jq is not installed here (it is on GitHub's runners)")
-    listed = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert json.loads(listed) == sorted(CONTEXT["environments"])
+    # The jobs that run the change's code read the repository, nothing more (GitHub: upload-sarif needs
+    # security-events: write); the one that writes security events checks out nothing and runs nothing.
+    assert wf["jobs"]["review"]["permissions"] == wf["jobs"]["environments"]["permissions"] == {"contents": "read"}
+    writers = [n for n, j in wf["jobs"].items() if j["permissions"].get("security-events") == "write"]
+    assert writers == ["upload"]
+    upload = wf["jobs"]["upload"]["steps"]
+    assert not any("run" in s or s.get("uses", "").startswith("actions/checkout@") for s in upload)
+    assert [s["uses"].split("@")[0] for s in upload] == ["actions/download-artifact", "github/codeql-action/upload-sarif"]
 
 
 def test_each_environment_is_validated_synthesized_and_reviewed_against_the_base_with_the_make_targets():
-    job = _workflow()["jobs"]["review"]
-    assert job["strategy"]["matrix"]["env"] == "${{ fromJSON(needs.environments.outputs.names) }}"
-    assert job["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    jobs = _workflow()["jobs"]
+    job = jobs["review"]
+    assert job["strategy"]["matrix"]["env"] == jobs["upload"]["strategy"]["matrix"]["env"] == "${{ fromJSON(needs.environments.outputs.names) }}"
+    assert job["env"]["BASE_SHA"] == "${{ needs.environments.outputs.base }}"  # the listing's HEAD^1, never pull_request.base.sha
+    assert "pull_request.base" not in (WORKFLOWS / "review.yml").read_text()
     runs = "\n".join(s.get("run", "") for s in job["steps"])
-    assert 'make install-synth && .venv/bin/hyperpod-cdk validate -c env="$ENV_NAME"' in runs
-    assert 'make synth ENV="$ENV_NAME" AGAINST="$BASE_SHA"' in runs
+    assert "make install-synth" in runs
+    assert '.venv/bin/hyperpod-cdk validate -c env="$ENV_NAME" && make synth ENV="$ENV_NAME" AGAINST="$BASE_SHA"' in runs
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^synth: install-synth$", makefile, re.M) and re.search(r"^install-synth:", makefile, re.M)
     assert "--against $(AGAINST)" in makefile
     checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
     assert checkout["with"]["fetch-depth"] == 0  # the base commit is synthesized from the history
+    listing = next(s for s in jobs["environments"]["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert listing["with"]["fetch-depth"] == 2  # the merge commit and its parents
 
 
-def test_the_sarif_goes_to_code_scanning_per_environment_only_from_this_repository():
-    job = _workflow()["jobs"]["review"]
-    upload = next(s for s in job["steps"] if "upload-sarif" in s.get("uses", ""))
+def test_the_sarif_goes_to_code_scanning_per_environment_from_the_job_that_runs_no_pr_code():
+    jobs = _workflow()["jobs"]
+    keep = next(s for s in jobs["review"]["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert keep["with"]["name"] == "review-${{ matrix.env }}" and "cdk.out/review-${{ matrix.env }}.sarif" in keep["with"]["path"]
+    assert keep["if"].startswith("always()")  # a refused review's findings are the ones to see
+    download, upload = jobs["upload"]["steps"]
+    assert download["with"]["name"] == keep["with"]["name"]
     assert upload["with"]["category"].endswith("${{ matrix.env }}")
-    assert upload["with"]["sarif_file"] == "cdk.out/review-${{ matrix.env }}.sarif"
-    assert "github.event.pull_request.head.repo.full_name == github.repository" in upload["if"]
-    assert upload["if"].startswith("always()")  # a refused review's findings are the ones to see
+    assert upload["with"]["sarif_file"] == f"{download['with']['path']}/review-${{{{ matrix.env }}}}.sarif"
+    condition = jobs["upload"]["if"]
+    assert condition.startswith("always()") and "github.event_name == 'push'" in condition
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in condition  # a fork's token writes nothing
+    assert jobs["upload"]["needs"] == ["environments", "review"]
 
 
 def test_the_summary_is_cut_below_a_step_summarys_mebibyte_and_the_job_fails_exactly_when_the_review_refuses(tmp_path):
@@ -122,13 +134,14 @@ def test_the_summary_is_cut_below_a_step_summarys_mebibyte_and_the_job_fails_exa
     summary = next(s for s in job["steps"] if "GITHUB_STEP_SUMMARY" in s.get("run", "") and "head -c" in s["run"])
     verdict = job["steps"][-1]
     review = next(s for s in job["steps"] if s.get("id") == "review")
-    assert "set +e" in review["run"] and 'echo "status=$?"' in review["run"]
+    assert "set +e" in review["run"] and 'echo "status=${PIPESTATUS[0]}"' in review["run"]
     for size, truncated in ((1000, False), (3 * 1024 * 1024, True)):
         (tmp_path / "cdk.out").mkdir(exist_ok=True)
         (tmp_path / "cdk.out" / "review-dev.md").write_text("x" * size)
         out = tmp_path / "summary.md"
         out.write_text("")
-        env = {"ENV_NAME": "dev", "BASE_SHA": "abc", "GITHUB_STEP_SUMMARY": str(out), "PATH": "/usr/bin:/bin"}
+        env = {"ENV_NAME": "dev", "BASE_SHA": "abc", "STATUS": "0", "GITHUB_STEP_SUMMARY": str(out), "PATH": "/usr/bin:/bin",
+               "RUNNER_TEMP": str(tmp_path)}
         subprocess.run(["bash", "-e", "-c", summary["run"]], cwd=tmp_path, env=env, check=True)
         assert out.stat().st_size <= 1024 * 1024
         assert ("**Truncated**" in out.read_text()) == truncated
@@ -136,3 +149,158 @@ def test_the_summary_is_cut_below_a_step_summarys_mebibyte_and_the_job_fails_exa
         ran = subprocess.run(["bash", "-e", "-c", verdict["run"]], env={"STATUS": status, "ENV_NAME": "dev", "PATH": "/usr/bin:/bin"},
                              capture_output=True, text=True)
         assert (ran.returncode != 0) == fails, status
+
+
+# -- the workflow's own run lines, against real branches ----------------------------------------
+
+
+def _step(job: str, name: str) -> dict:
+    """A step of a job, by its id or name."""
+    return next(s for s in _workflow()["jobs"][job]["steps"] if name in (s.get("id"), s.get("name")))
+
+
+def _run_step(step: dict, cwd: Path, runner: Path, **env: str) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """A step's `run:` as GitHub's runner runs it (bash --noprofile --norc -eo pipefail on a file, the step's
+    env, GITHUB_OUTPUT and GITHUB_STEP_SUMMARY files): (the run, its outputs, its summary)."""
+    script, output, summary = runner / "step.sh", runner / "output", runner / "summary.md"
+    script.write_text(step["run"])
+    output.write_text("")
+    summary.write_text("")
+    env = {**os.environ, **step.get("env", {}), "RUNNER_TEMP": str(runner), "GITHUB_OUTPUT": str(output),
+           "GITHUB_STEP_SUMMARY": str(summary), **env}
+    ran = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=900)
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
+    return ran, outputs, summary.read_text()
+
+
+@pytest.fixture(scope="module")
+def pull_request(tmp_path_factory):
+    """A clone whose main moved on after a pull request's branch left it, and the pull request's merge ref
+    as GitHub makes it (a merge commit, main's tip its first parent), checked out as the workflow's
+    checkout leaves it. Main has dev in the second account (this change moves it back), `old` (this change
+    removes it) and no prod (this change adds it); the branch point still had `stale`, which main removed
+    since (pull_request.base.sha would still see it). The change also adds `broken`, a config validate refuses."""
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed here (it is on GitHub's runners)")
+    clone = tmp_path_factory.mktemp("pull-request") / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    for shared in (".venv", "node_modules"):
+        (clone / shared).symlink_to(ROOT / shared)
+    git = ["git", "-C", str(clone), "-c", "user.name=reviewer", "-c", "user.email=reviewer@example.com"]
+
+    def commit(environments: dict, message: str) -> str:
+        doc = json.loads((ROOT / "cdk.json").read_text())
+        doc["context"]["environments"] = environments
+        (clone / "cdk.json").write_text(json.dumps(doc, indent=2) + "\n")
+        subprocess.run([*git, "commit", "-q", "-am", message], check=True)
+        return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+    envs = CONTEXT["environments"]
+    moved = {**envs["dev"], "account": "222222222222"}
+    subprocess.run([*git, "checkout", "-q", "-B", "main"], check=True)
+    fork = commit({"dev": moved, "old": moved, "stale": moved}, "main as the branch left it")
+    base = commit({"dev": moved, "old": moved}, "main moves on")
+    subprocess.run([*git, "checkout", "-q", "-b", "change", fork], check=True)
+    broken = {**envs["dev"], "network": {**envs["dev"].get("network", {}), "nat_gateways": 4}}
+    head = commit({**envs, "broken": broken}, "the change")
+    merge = subprocess.run([*git, "commit-tree", f"{head}^{{tree}}", "-p", base, "-p", head, "-m", "Merge change into main"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([*git, "checkout", "-q", "--detach", merge], check=True)
+    # What `make install` leaves: the installs (shared, linked) newer than the files they were made from, so
+    # make synth's install-synth has nothing to do and never re-points the shared install at this clone.
+    for tracked in subprocess.run([*git, "ls-files"], capture_output=True, text=True, check=True).stdout.splitlines():
+        os.utime(clone / tracked, (0, 0))
+    assert subprocess.run(["make", "-q", "install-synth"], cwd=clone).returncode == 0, "the shared .venv or node_modules is stale"
+    return clone, {"fork": fork, "base": base, "head": head}
+
+
+def test_the_listing_takes_the_merge_refs_first_parent_and_the_environments_of_both_sides(pull_request, tmp_path):
+    clone, commits = pull_request
+    ran, outputs, _ = _run_step(_step("environments", "list"), clone, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert outputs["base"] == commits["base"] != commits["fork"]  # not the branch point: stale is not listed
+    assert json.loads(outputs["names"]) == ["broken", "dev", "old", "prod"]
+    # Bounded: more environments than the workflow runs review jobs for fail the listing, with the reason.
+    ran, outputs, summary = _run_step(_step("environments", "list"), clone, tmp_path, MAX_ENVIRONMENTS="3")
+    assert ran.returncode == 1 and outputs == {}
+    assert "::error file=cdk.json::4 environments here and at the base, more than the 3 review jobs" in ran.stdout
+    assert "more than MAX_ENVIRONMENTS (3)" in summary
+    # A cdk.json the listing cannot read fails it, with jq's reason in the summary.
+    committed = (clone / "cdk.json").read_text()
+    try:
+        (clone / "cdk.json").write_text(committed[:-40])
+        ran, outputs, summary = _run_step(_step("environments", "list"), clone, tmp_path)
+    finally:
+        (clone / "cdk.json").write_text(committed)
+    assert ran.returncode == 1 and outputs == {} and "::error file=cdk.json::cdk.json's environments cannot be listed: " in ran.stdout
+    assert summary.startswith("## cdk.json is refused\n\n```\nparse error: ")
+
+
+def _review_job(clone: Path, runner: Path, env: str, base: str) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """The review job's run lines for `env` after its install step: the review, its summary, the verdict."""
+    (clone / "cdk.out" / f"review-{env}.md").unlink(missing_ok=True)
+    ran, outputs, _ = _run_step(_step("review", "review"), clone, runner, ENV_NAME=env, BASE_SHA=base)
+    assert ran.returncode == 0 and "status" in outputs, ran.stderr  # set +e: the status is an output
+    status = outputs["status"]
+    shown, _, summary = _run_step(_step("review", "the review in the job summary"), clone, runner, ENV_NAME=env, BASE_SHA=base,
+                                  STATUS=status)
+    assert shown.returncode == 0, shown.stderr
+    verdict, _, _ = _run_step(_step("review", "the verdict"), clone, runner, ENV_NAME=env, STATUS=status)
+    assert (verdict.returncode == 0) == (status == "0")
+    return ran, outputs, summary
+
+
+def test_an_environment_the_change_removes_is_reviewed_as_left_behind(pull_request, tmp_path):
+    clone, commits = pull_request
+    ran, outputs, summary = _review_job(clone, tmp_path, "old", commits["base"])
+    assert outputs["status"] == "0", ran.stdout
+    assert summary.startswith("# Review of old: not in this change's cdk.json")
+    assert (f"- **ENVIRONMENT LEFT BEHIND**: old is in the cdk.json of {commits['base']} ({commits['base'][:12]}) and not in this "
+            "change's (removed or renamed): its stacks stay deployed in aws://222222222222/us-east-1 and nothing deploys them "
+            "(hyperpod-old-network, ") in summary
+    # Its SARIF result stands where environments are written in cdk.json.
+    (result,) = json.loads((clone / "cdk.out" / "review-old.sarif").read_text())["runs"][0]["results"]
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert result["ruleId"] == "change/environment-left-behind"
+    assert (clone / "cdk.json").read_text().splitlines()[region["startLine"] - 1].strip() == '"environments": {'
+
+
+def test_a_config_error_reaches_the_job_summary(pull_request, tmp_path):
+    clone, commits = pull_request
+    ran, outputs, summary = _review_job(clone, tmp_path, "broken", commits["base"])
+    assert outputs["status"] == "2"
+    assert summary.startswith("## broken: no review was written (exit status 2)")
+    assert "error: broken: network.nat_gateways" in summary
+
+
+def test_an_environment_in_another_account_at_the_base_is_reviewed_as_a_first_deploy_by_make_synth(pull_request, tmp_path,
+                                                                                                   lint_cache):
+    # The one run of the real make synth path here: cdk synth through the pinned CLI, then the review.
+    from tests.conftest import review_outdir
+
+    clone, commits = pull_request
+    review_outdir(clone / "cdk.out", lint_cache)
+    ran, outputs, summary = _review_job(clone, tmp_path, "dev", commits["base"])
+    assert outputs["status"] == "0", ran.stdout[-3000:]
+    assert (f"## First deploy\n\nNote: {commits['base']} ({commits['base'][:12]}) deploys dev to aws://222222222222/us-east-1, "
+            "this config to aws://111111111111/us-east-1: nothing of it is deployed there; reviewed as a first deploy.") in summary
+    assert "## What this change does" not in summary and "## Estimated deploy plan" in summary
+
+
+def test_an_environment_the_base_lacks_is_reviewed_as_a_first_deploy(pull_request, synth, tmp_path, lint_cache, monkeypatch,
+                                                                     capsys):
+    # The review the workflow's make synth ends in, of the session's synthesis of prod, against the base.
+    from cli import main as cli
+    from tests.conftest import review_outdir
+
+    clone, commits = pull_request
+    monkeypatch.chdir(clone)
+    review_outdir(tmp_path, lint_cache)
+    assert cli.main(["review", "--env", "prod", "--assembly", str(synth("prod").outdir), "--against", commits["base"],
+                     "--outdir", str(tmp_path)]) == 0
+    note = (f"{commits['base']} ({commits['base'][:12]}) has no environment prod in its cdk.json: this change adds it: nothing of "
+            "it is deployed there; reviewed as a first deploy")
+    assert f"note: {note}" in capsys.readouterr().err
+    assert f"## First deploy\n\nNote: {note}." in (tmp_path / "review-prod.md").read_text()
+    assert json.loads((tmp_path / "review-prod.json").read_text())["first_deploy"] == note

@@ -17,6 +17,7 @@ class StackSummary:
     template: dict
     depends_on: list[str]
     termination_protection: bool = False
+    environment: str = ""  # aws://account/region, as the manifest says
     # The template's file in the assembly, and the stack's id for the CDK CLI (`cdk diff --exclusively`):
     # under the App both are the stack's name; in a pipeline Stage's nested assembly (assembly-<stage>/)
     # the artifact id is hashed and the CLI knows the stack as `<stage>/<name>`.
@@ -70,8 +71,8 @@ def load_stacks(outdir: Path) -> list[StackSummary]:
         template = json.loads((outdir / art["properties"]["templateFile"]).read_text())
         deps = [name_of[d] for d in art.get("dependencies", []) if d in arts]
         protected = bool(art["properties"].get("terminationProtection", False))
-        stacks[name] = StackSummary(name, template, deps, protected, art["properties"]["templateFile"],
-                                    art.get("displayName") or artifact_id)
+        stacks[name] = StackSummary(name, template, deps, protected, art.get("environment", ""),
+                                    art["properties"]["templateFile"], art.get("displayName") or artifact_id)
     ordered, seen = [], set()
 
     def visit(name):

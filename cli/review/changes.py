@@ -45,10 +45,29 @@ class BaselineError(ValueError):
     """--against names something that cannot be read as templates."""
 
 
-class BaselineElsewhere(BaselineError):
+class FirstDeploy(BaselineError):
+    """The baseline deploys nothing of this environment where this config deploys it. `revision`:
+    the baseline is a git revision, the base of a change, of which this is then a first deploy
+    there; a folder or template named to compare with is refused instead."""
+
+    revision: bool = False
+    where: str = ""
+
+
+class BaselineNew(FirstDeploy):
+    """The baseline revision's cdk.json has no such environment: the change adds it."""
+
+    def __init__(self, description: str, env: str):
+        self.revision = True
+        self.where = f"{description} has no environment {env} in its cdk.json: this change adds it"
+        super().__init__(f"--against {self.where}")
+
+
+class BaselineElsewhere(FirstDeploy):
     """The baseline's stacks deploy to another account or region: nothing of it is where this deploys."""
 
-    def __init__(self, description: str, elsewhere: list[str], env: str, target: str):
+    def __init__(self, description: str, elsewhere: list[str], env: str, target: str, revision: bool = False):
+        self.revision = revision
         self.where = f"{description} deploys {env} to {', '.join(elsewhere)}, this config to {target}"
         super().__init__(f"--against {self.where}; a baseline of another account or region compares nothing")
 
@@ -58,7 +77,8 @@ class Baseline:
     description: str
     templates: dict[str, dict]  # stack name -> template
     whole_app: bool  # an assembly: a stack missing from it is new, and one missing from the change is removed
-    environments: frozenset[str] = frozenset()  # aws://account/region of its stacks, where the baseline says
+    environments: dict[str, str] = field(default_factory=dict)  # stack -> aws://account/region, where the baseline says
+    revision: str | None = None  # the commit, where the baseline is a git revision's app
     this_checkout: bool = False  # a revision that is this checkout: compared with what it synthesizes itself
     context: dict | None = None  # the cdk.json context it was made of, where known (cli.config_diff)
 
@@ -104,9 +124,9 @@ def snapshot(outdir: Path, dest: Path) -> None:
     part.rename(dest)
 
 
-def _environments(folder: Path) -> frozenset[str]:
+def _environments(folder: Path) -> dict[str, str]:
     manifest = json.loads((folder / "manifest.json").read_text())
-    return frozenset(a["environment"] for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack")
+    return {name: a["environment"] for name, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
 
 
 def _assembly(folder: Path, description: str) -> Baseline:
@@ -118,13 +138,14 @@ def _assembly(folder: Path, description: str) -> Baseline:
 
 
 def load_baseline(specs: list[str], stack_names: list[str], *, repo: Path | None = None, env: str = "",
-                  cache: Path | None = None, progress=lambda line: None) -> Baseline:
+                  cache: Path | None = None, progress=lambda line: None, target: str | None = None) -> Baseline:
     """specs: one git revision (with `repo`: synthesized as of then, for `env`, or taken from
     `cache` where it holds that revision's tree), one assembly folder, or template files
-    (`STACK=FILE`, or FILE named after its stack)."""
-    if len(specs) == 1 and repo is not None and not Path(specs[0]).exists() and "=" not in specs[0]:
-        if (commit := revision.resolve(repo, specs[0])) is not None:
-            return _revision(repo, specs[0], commit, env, cache, progress)
+    (`STACK=FILE`, or FILE named after its stack). A revision whose cdk.json has no `env`, or
+    puts it in another account or region than `target` (aws://account/region), raises
+    FirstDeploy before anything is synthesized."""
+    if len(specs) == 1 and repo is not None and (commit := git_revision(specs[0], repo)) is not None:
+        return _revision(repo, specs[0], commit, env, cache, progress, target)
     if len(specs) == 1 and Path(specs[0]).is_dir():
         return _assembly(Path(specs[0]), specs[0])
     templates = {}
@@ -145,17 +166,33 @@ def load_baseline(specs: list[str], stack_names: list[str], *, repo: Path | None
     return Baseline(", ".join(specs), templates, whole_app=False)
 
 
-def _revision(repo: Path, spec: str, commit: str, env: str, cache: Path | None, progress) -> Baseline:
+def git_revision(spec: str, repo: Path | None) -> str | None:
+    """The commit `spec` names where --against reads it as a git revision (not a path, not STACK=FILE)."""
+    if repo is None or Path(spec).exists() or "=" in spec:
+        return None
+    return revision.resolve(repo, spec)
+
+
+def _revision(repo: Path, spec: str, commit: str, env: str, cache: Path | None, progress, target: str | None = None) -> Baseline:
     """That revision's app for `env`: from `cache` where an earlier review synthesized the same
     tree, else synthesized in a worktree (and kept in `cache`); none when it is this checkout."""
     if revision.is_this_checkout(repo, commit):
         return Baseline(f"{spec} ({commit[:12]}: the same revision as this checkout, whose tree is clean)", {}, True, this_checkout=True)
     description = f"{spec} ({commit[:12]})"
+    committed = revision.committed_context(repo, commit)
+    if committed is not None:
+        # What the revision's own cdk.json says settles a first deploy without synthesizing it.
+        if env not in (committed.get("environments") or {}):
+            raise BaselineNew(description, env)
+        block = config_diff.merged(committed, env)
+        where = f"aws://{block.get('account')}/{block.get('region')}"
+        if target is not None and isinstance(block.get("account"), str) and isinstance(block.get("region"), str) and where != target:
+            raise BaselineElsewhere(description, [where], env, target, revision=True)
     kept = cache / revision.baseline_key(repo, commit, env) if cache is not None else None
     if kept is not None and (kept / "manifest.json").is_file():
         kept.touch()  # the most recently used are kept longest
         progress(f"baseline: {env} as of {spec}, synthesized earlier from the same tree ({kept})")
-        return _with_context(_assembly(kept, description), repo, commit)
+        return _with_revision(_assembly(kept, description), repo, commit)
     progress(f"synthesizing {env} as of {spec} in a temporary worktree, offline ...")
     with tempfile.TemporaryDirectory(prefix="hyperpod-baseline-") as tmp:
         try:
@@ -165,11 +202,13 @@ def _revision(repo: Path, spec: str, commit: str, env: str, cache: Path | None, 
         if kept is not None:
             snapshot(Path(tmp) / "assembly", kept)
             revision.prune(cache)
-        return _with_context(_assembly(Path(tmp) / "assembly", description), repo, commit)
+        return _with_revision(_assembly(Path(tmp) / "assembly", description), repo, commit)
 
 
-def _with_context(baseline: Baseline, repo: Path, commit: str) -> Baseline:
-    """A revision synthesized by code that does not record its config: its cdk.json, as committed."""
+def _with_revision(baseline: Baseline, repo: Path, commit: str) -> Baseline:
+    """The revision's commit, and where it was synthesized by code that does not record its
+    config, its cdk.json as committed."""
+    baseline.revision = commit
     if baseline.context is None:
         baseline.context = revision.committed_context(repo, commit)
     return baseline
@@ -177,14 +216,18 @@ def _with_context(baseline: Baseline, repo: Path, commit: str) -> Baseline:
 
 def check_environment(baseline: Baseline, env: str, target: str, names_by_env: dict[str, list[str]]) -> None:
     """Refuse a baseline of another environment, or of another account or region (target:
-    aws://account/region of `env`): every stack would read as removed and added."""
+    aws://account/region of `env`): every stack would read as removed and added. Only the
+    environment's own stacks are held to its account and region: the pipeline's (the delivery
+    stack, in the delivery block's account and region, and CodePipeline's support stack in each
+    other region a wave reaches) are compared as they are, whatever regions they stand in."""
     ours = set(names_by_env.get(env, []))
     theirs = [other for other, names in names_by_env.items() if other != env and baseline.templates and set(baseline.templates) <= set(names)]
     if theirs and not set(baseline.templates) & ours:
         raise BaselineError(f"--against {baseline.description}: a baseline of environment {theirs[0]}, not {env}; compare {env} with a baseline of {env}")
-    elsewhere = sorted(baseline.environments - {target})
+    held = {where for stack, where in baseline.environments.items() if not ours or stack in ours}
+    elsewhere = sorted(held - {target})
     if elsewhere:
-        raise BaselineElsewhere(baseline.description, elsewhere, env, target)
+        raise BaselineElsewhere(baseline.description, elsewhere, env, target, revision=baseline.revision is not None)
 
 
 def without_asset_metadata(template: dict) -> dict:

@@ -190,12 +190,13 @@ def _copies_markdown(copies: list[dict]) -> list[str]:
 
 
 def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True, cache: Path | None = None,
-          config: tuple[dict, str] | None = None) -> dict:
+          config: tuple[dict, str] | None = None, first_deploy: str | None = None) -> dict:
     """Every section of the review as plain data (what review.json holds). `against` is a
     cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None;
     `cache` a folder where lint findings of templates seen before are kept; `config` the
-    (cdk.json context, environment) the assembly was made of, where it does not say itself."""
-    from cli.review import changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
+    (cdk.json context, environment) the assembly was made of, where it does not say itself;
+    `first_deploy` why there is no baseline where one was asked for (the report says it)."""
+    from cli.review import approvals, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -228,6 +229,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
                 "by_type": dict(sorted(s.counts().items())),
                 "bytes": (outdir / s.template_file).stat().st_size,
                 "termination_protection": s.termination_protection,
+                "environment": s.environment,
                 "depends_on": s.depends_on,
                 "imports_from": {
                     other.name: sorted(set(other.exports()) & s.imports()) for other in stacks if set(other.exports()) & s.imports()
@@ -278,6 +280,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
             ],
         },
         "changes": None,
+        "first_deploy": first_deploy,
     }
     if against is not None:
         report["changes"] = changes.compare(against, stacks, region)
@@ -294,6 +297,14 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         report["changes"]["deltas"] = deltas.compare(before, stacks, region, replaced_groups, settings)
         report["changes"]["callouts"] += report["changes"]["deltas"].pop("callouts")
         report["changes"]["anchors"] = report["changes"]["deltas"].pop("anchors")
+        if against.context is not None and config:
+            # Who a person approves before the pipeline deploys, and where the pipeline runs: what
+            # the pipeline's self-mutation applies before any approval.
+            lines, anchors, notes = approvals.compare(against.context, config[0], config[1])
+            report["changes"]["callouts"] += lines
+            report["changes"]["anchors"].update(anchors)
+            if notes:
+                report["changes"]["notes"] = report["changes"].get("notes", []) + notes
         refused = any(c.startswith("REFUSED:") for c in report["changes"]["callouts"])
         if refused:  # nothing rolls where the update is refused (the callouts of what it would do would mislead)
             report["changes"]["callouts"] = [c for c in report["changes"]["callouts"] if c.split(":")[0] not in ROLL_KINDS]
@@ -367,7 +378,8 @@ def _callout_lines(changes: dict) -> list[str]:
             "no add-on update that needs a migration first, no new instance type's quota, no new Write or Permissions "
             "management on `*`, no added or widened exposure, no team added, removed or re-quoted, no access gained or lost, "
             "no cluster-wide change to running work, no restart of the running job, no Kubernetes version change, no change to "
-            "node recovery or to the network's way to the internet, no team guarantee left unbacked."
+            "node recovery or to the network's way to the internet, no team guarantee left unbacked, no approval in the "
+            "pipeline removed or added, no pipeline moved."
         ]
     return [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
 
@@ -397,9 +409,29 @@ def _changes_markdown(changes: dict) -> list[str]:
     return out + [""]
 
 
+def left_behind(left: dict) -> dict:
+    """The review of an environment the change removes or renames (cli.review.changes.left_behind):
+    nothing to synthesize, one callout, every other section empty."""
+    return {
+        "assembly": None, "env": left["env"], "config_fingerprint": None, "region": left["where"].rsplit("/", 1)[-1],
+        "warnings": [], "stacks": [], "image_copies": [], "refused": [], "nag": {"errors": [], "acknowledged": []},
+        "cfn_lint": [], "iam": {"unknown_actions": [], "on_any_resource": []}, "risk": {"public_endpoints": [], "open_ingress": []},
+        "first_deploy": None, "left_behind": left,
+        "changes": {"against": left["against"], "stacks_compared": [], "stacks_added": [], "stacks_removed": [],
+                    "groups_replaced": {}, "callouts": [left["callout"]], "changes": [], "anchors": {}},
+        "pass": True,
+    }
+
+
+def _first_deploy_lines(report: dict) -> list[str]:
+    return ["## First deploy", "", f"Note: {report['first_deploy']}.", ""] if report.get("first_deploy") else []
+
+
 def quiet_markdown(report: dict) -> str:
     """The verdict, the callouts and the deltas: what `review --quiet` prints."""
-    out = [f"# Review of {shown(report['assembly'])}", ""]
+    if report.get("left_behind"):
+        return to_markdown(report)
+    out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
     changes = report["changes"]
     if changes is not None:
         against = ", ".join(shown(part) for part in changes["against"].split(", "))
@@ -425,14 +457,23 @@ def _failures(report: dict) -> list[str]:
 
 
 def to_markdown(report: dict) -> str:
-    out = [f"# Review of {shown(report['assembly'])}", ""]
+    if report.get("left_behind"):
+        left = report["left_behind"]
+        against = shown(report["changes"]["against"])
+        return "\n".join([f"# Review of {left['env']}: not in this change's cdk.json", "", f"## What this change does (against {against})",
+                          ""] + _callout_lines(report["changes"]) + ["", "Nothing is synthesized: this change has no such environment.",
+                                                                    "", "PASS" if report["pass"] else "FAIL", ""])
+    out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
     if report["changes"] is not None:
         out += _changes_markdown(report["changes"])
     if report["warnings"]:
         out += ["## Warnings", ""] + [f"- {w}" for w in report["warnings"]] + [""]
     out += ["## Stacks in deploy order", ""]
     for i, st in enumerate(report["stacks"], 1):
-        out.append(f"{i}. `{st['name']}`: {_size_line(st)}")
+        # CodePipeline's support stack in each other region a wave reaches: the pipeline's, not the environment's.
+        elsewhere = st.get("environment", "").rsplit("/", 1)[-1]
+        aside = f" (the pipeline's, in {elsewhere})" if elsewhere and elsewhere != report["region"] else ""
+        out.append(f"{i}. `{st['name']}`{aside}: {_size_line(st)}")
         out.append("   " + ", ".join(f"{t.split('::', 1)[1]} {n}" for t, n in st["by_type"].items()))
     out += ["", "Exports between the stacks (a solid edge carries exports; a dotted one orders only):", ""]
     out += stack_graph(report) + [""]

@@ -127,6 +127,15 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
                              "network."),
     "PODS EVICTED": ("A NoExecute taint reaches running nodes", "Pods that do not tolerate the new taint are evicted from "
                      "the group's running nodes."),
+    "APPROVAL REMOVED": ("An environment loses its approval in the pipeline", "The pipeline deploys an environment with no "
+                         "person's approval before its stage now (delivery.protected, or termination protection where it is "
+                         "unset); the pipeline's self-mutation applies this before any approval."),
+    "APPROVAL ADDED": ("An environment gains an approval in the pipeline", "The pipeline waits for a person's approval "
+                       "before an environment's stage now."),
+    "PIPELINE MOVED": ("The pipeline moves to another account, region or environment's config", "A new pipeline is made "
+                       "where the delivery block now puts it; the old one stays deployed and runs on every push until destroyed."),
+    "ENVIRONMENT LEFT BEHIND": ("An environment leaves cdk.json but stays deployed", "The change removes or renames an "
+                                "environment: its stacks stay deployed, and nothing deploys them any more."),
     "GUARANTEE UNBACKED": ("A team's guarantee is no longer backed by nodes", "The teams' quotas of a type add up past "
                            "what the cluster holds (allowed by governance.allow_oversubscription)."),
 }
@@ -148,7 +157,9 @@ _CALLOUT_FIELDS = {
 # An optional stack's switch: what turns it off when it is left behind.
 _STACK_SWITCHES = {"sample-job": "sample_job.enabled"}
 # Callouts that fail the review (it exits 1) are errors; those marked information are notes.
-_CALLOUT_LEVELS = {"REFUSED": "error", "NARROWED": "note"}
+# An approval gone or the pipeline moved is an error in code scanning, whose check fails on one until
+# a person dismisses the alert: the review itself passes, as the change is not refused.
+_CALLOUT_LEVELS = {"REFUSED": "error", "NARROWED": "note", "APPROVAL REMOVED": "error", "PIPELINE MOVED": "error"}
 
 
 @dataclass(frozen=True)
@@ -278,11 +289,26 @@ class Places:
         return Path(os.path.relpath(self.project / relative, self.root)).as_posix()
 
     def field(self, field: str) -> Place | None:
-        found = self.cdk.where(field) if self.cdk else None
+        """A field of this environment, or of another one written `<env>:<field>`."""
+        other = re.match(r"([\w-]+):(?=[a-z_])", field)
+        cdk = self.cdk
+        if other and cdk is not None and other.group(1) != cdk.env:
+            cdk, field = CdkJson(cdk.path, other.group(1)), field[other.end():]
+        elif other:
+            field = field[other.end():]
+        found = cdk.where(field) if cdk else None
         if found is None:
             return None
         line, start, end = found
-        return Place(self._uri("cdk.json"), line, start, end, f"{self.cdk.env}:{field}")
+        return Place(self._uri("cdk.json"), line, start, end, f"{cdk.env}:{field}")
+
+    def environments(self) -> Place | None:
+        """cdk.json's `environments` key: where an environment that is no longer there was."""
+        found = self.cdk.positions.get(("context", "environments")) if self.cdk else None
+        if found is None:
+            return None
+        line, start, _ = self.cdk._region(found[0], found[0] + len('"environments"'))
+        return Place(self._uri("cdk.json"), line, start, start + len('"environments"'), "environments")
 
     def nearest(self, field: str, depth: int = 2) -> Place | None:
         """The field, or the nearest field above it that cdk.json writes, down to `depth` parts
@@ -383,7 +409,8 @@ def _callout(line: str, stacks: list[str], places: Places, anchors: dict, change
     kind = re.match(r"([A-Z][A-Z ]+):", line)
     kind = kind.group(1).strip() if kind else "CALLOUT"
     named = [s for s in stacks if re.search(rf"\b{re.escape(s)}\b", line)]
-    place = places.cause(list(anchors.get(line) or _prefixes(line, kind)), changed)
+    place = places.environments() if kind == "ENVIRONMENT LEFT BEHIND" else None
+    place = place or places.cause(list(anchors.get(line) or _prefixes(line, kind)), changed)
     if place is None and kind == "STACK LEFT BEHIND" and named:
         switch = next((f for suffix, f in _STACK_SWITCHES.items() if named[0].endswith(f"-{suffix}")), None)
         place = places.field(switch) if switch else None
@@ -467,8 +494,7 @@ def _rule(rule_id: str, nag: dict[str, str], lint: dict[str, tuple[str, str]]) -
 
 
 def _nag_descriptions(report: dict) -> dict[str, str]:
-    path = Path(report.get("assembly", "")) / "validation-report.json"
-    if not report["nag"]["errors"] or not path.is_file():
+    if not report["nag"]["errors"] or not (path := Path(report.get("assembly") or "") / "validation-report.json").is_file():
         return {}
     doc = json.loads(path.read_text())
     return {v["ruleName"]: v.get("description", "") for p in doc.get("pluginReports", []) for v in p.get("violations", [])}

@@ -368,3 +368,28 @@ def test_a_type_missing_from_cfn_lints_region_list_is_an_accepted_warning_not_an
     regional = [f for f in findings if "ClusterSchedulerConfig" in f.message]
     assert [(f.level, f.accepted) for f in regional] == [("warning", True)]
     assert [(f.level, f.accepted) for f in findings if "NoSuchThing" in f.message] == [("error", False)]
+
+
+def test_the_environment_that_holds_the_pipeline_is_reviewed_whatever_regions_its_waves_reach(synth, tmp_path, monkeypatch, lint_cache):
+    # The tests' delivery fleet: dev holds the pipeline, staging is in eu-central-1, so CodePipeline keeps a
+    # support stack there. It is the pipeline's, compared as it is, not one of dev's stacks held to dev's region.
+    import shutil
+
+    from tests.conftest import CAPABILITIES, FLEETS, cdk_project, patched_context
+
+    s = synth("delivery")
+    manifest = json.loads((s.outdir / "manifest.json").read_text())
+    regions = {a["environment"] for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"}
+    assert regions == {"aws://111111111111/us-east-1", "aws://111111111111/eu-central-1"}
+    monkeypatch.chdir(cdk_project(patched_context("dev", CAPABILITIES["delivery"], FLEETS["delivery"]), tmp_path / "project"))
+    baseline = tmp_path / "deployed"
+    shutil.copytree(s.outdir, baseline, ignore=shutil.ignore_patterns("asset.*"))
+    review_outdir(tmp_path / "out", lint_cache)
+    code, out, err = _review_cli("--env", "dev", "--assembly", str(s.outdir), "--against", str(baseline), "--outdir", str(tmp_path / "out"))
+    assert code == 0, err
+    assert f"## What this change does (against {baseline})" in out and "No resource changes." in out
+    report = json.loads((tmp_path / "out" / "review-dev.json").read_text())
+    assert report["region"] == "us-east-1"
+    support = [a for a in manifest["artifacts"] if manifest["artifacts"][a].get("environment", "").endswith("/eu-central-1")]
+    assert support and set(support) <= set(report["changes"]["stacks_compared"])
+    assert f"`{support[0]}` (the pipeline's, in eu-central-1): " in (tmp_path / "out" / "review-dev.md").read_text()
