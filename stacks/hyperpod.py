@@ -13,6 +13,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from addons.base import CRD_ESTABLISHED
 from infra import compliance, naming, readiness, timing
 from infra.config import InstanceGroup, Settings
 from infra.config.hyperpod import Deployment
@@ -459,7 +460,7 @@ class HyperPodStack(PlatformStack):
             kind="customresourcedefinition",
             name="hyperpodnodeclasses.karpenter.sagemaker.amazonaws.com",
             namespace="default",
-            json_path='.status.conditions[?(@.type=="Established")].status',
+            json_path=CRD_ESTABLISHED,
             minutes=10,
         )
         # HyperPod installs Karpenter's CRDs once the cluster is up; with continuous provisioning
