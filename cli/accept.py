@@ -11,6 +11,8 @@ Per GPU group (acceptance.instance_groups, or every group of whole NVIDIA GPUs):
 Per node of every instance group: 5. the metadata guard: a pod there finds the instance
 metadata service out of reach (a timeout); and the agents behind it (the training operator's
 controller, HyperPod's agents, the collectors, the FSx controller) Ready with no metadata errors.
+Per accelerated group: 5a. HyperPod's health-monitoring agent Ready on each Ready node (it is on
+the pod network, behind the guard, and writes the labels HyperPod's node recovery acts on).
 With teams: 6a. what Kueue queues: each job kind a team may create (manifests/tenancy.py
 QUEUED_KINDS) among the integrations of Kueue's live configuration (the kueue-manager-config
 ConfigMap), the kind named where it is not.
@@ -332,6 +334,7 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
             report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
     report.checks += guard_checks(settings, cluster, doc, keep=keep, sleep=sleep, clock=clock)
     report.checks += agent_checks(settings, cluster)
+    report.checks += health_agent_checks(settings, cluster, doc)
     if teams:
         report.checks += queue_checks(cluster)
     for team in teams:
@@ -512,6 +515,40 @@ def agent_checks(settings: Settings, cluster) -> list[Check]:
                 problems.append(f"{pod['metadata']['name']}: {line}")
         detail = "; ".join(problems) if problems else f"{len(ours)} pod(s) Ready, no instance metadata errors in the last {AGENT_LOG_SINCE}"
         checks.append(Check(namespace, "agents", what, "fail" if problems else "pass", clip(detail)))
+    return checks
+
+
+# HyperPod's health-monitoring agent (the chart's DaemonSets, aws/sagemaker-hyperpod-cli @ a00b22d17ea9
+# charts/health-monitoring-agent/templates/health-monitoring-agent.yaml): its service account, and the
+# namespace the chart installs it in. It writes the node-health labels HyperPod's automatic node
+# recovery acts on, so a GPU node without it is never recovered by itself.
+HEALTH_AGENT_NAMESPACE = "aws-hyperpod"
+HEALTH_AGENT_ACCOUNT = "health-monitoring-agent"
+
+
+def health_agent_checks(settings: Settings, cluster, doc: dict) -> list[Check]:
+    """On every Ready node of every accelerated instance group, a Ready pod of the
+    health-monitoring agent (on the pod network, so behind the node guard: agent_checks reads
+    its logs for instance metadata errors)."""
+    groups = [g for g in settings.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and g.spec.is_accelerated]
+    if not groups:
+        return []
+    pods = cluster.pods(HEALTH_AGENT_NAMESPACE)
+    if pods is None:
+        return [Check(g.name, "health agent", "group", "skip", "not in the recording") for g in groups]
+    ready_on = {p.get("spec", {}).get("nodeName") for p in pods
+                if p.get("spec", {}).get("serviceAccountName") == HEALTH_AGENT_ACCOUNT and _ready(p)}
+    checks = []
+    for group in groups:
+        nodes = sorted(i["metadata"]["name"] for i in doc.get("items", [])
+                       if i["metadata"].get("labels", {}).get(GROUP_LABEL) == group.name and _ready(i))
+        if not nodes:
+            checks.append(Check(group.name, "health agent", "group", "skip" if group.autoscaled else "fail", "no Ready node to prove it on"))
+            continue
+        missing = [n for n in nodes if n not in ready_on]
+        checks.append(Check(group.name, "health agent", f"{len(nodes)} node(s)", "fail" if missing else "pass",
+                            clip(f"no Ready {HEALTH_AGENT_ACCOUNT} pod on {', '.join(missing)}: HyperPod recovers no node it does not label")
+                            if missing else f"a Ready {HEALTH_AGENT_ACCOUNT} pod on each"))
     return checks
 
 

@@ -397,7 +397,9 @@ def test_a_cluster_whose_gpus_are_all_mig_slices_still_gets_every_teams_tenancy_
     assert len(re.findall(r"^\S+ +agents +.* PASS ", report, re.M)) == 3, report
     # What Kueue queues: the recording has no Kueue configuration, so each kind is skipped, not passed.
     assert len(re.findall(r"^kueue-system +kueue +\S+ +SKIP +not in the recording$", report, re.M)) == 3, report
-    assert report.endswith("PASS: 21 checks, none failed\n")
+    # HyperPod's health-monitoring agent on each Ready node of the GPU group (MIG or not).
+    assert re.search(r"^gpu +health agent +2 node\(s\) +PASS ", report, re.M), report
+    assert report.endswith("PASS: 22 checks, none failed\n")
     # What it applies: the namespace the outside probe runs in, then the probes, none of which
     # asks for a device of the cluster's (they need no GPU, MIG slice or EFA interface).
     assert cli.main(["accept", "-c", "env=dev", "--from", str(recording), "--render"]) == 0
@@ -634,3 +636,22 @@ def test_kubectl_reads_kueues_configuration_live_and_a_cluster_without_it_fails(
     assert cluster.kueue_config() is None
     assert calls[-1] == ["kubectl", "get", "configmap", "kueue-manager-config", "-n", "kueue-system", "-o", "json"]
     assert {c.status for c in accept.queue_checks(cluster)} == {"fail"}
+
+
+def test_a_gpu_node_without_a_ready_health_agent_is_named(tmp_path):
+    # The agent writes the node-health labels HyperPod's automatic node recovery acts on.
+    import json
+    import shutil
+
+    report = accept.run(_prod(), accept.Recording(RECORDING))
+    (agent,) = [c for c in report.checks if c.check == "health agent"]
+    assert (agent.group, agent.status) == ("gpu", "pass")
+    folder = tmp_path / "run"
+    shutil.copytree(RECORDING, folder)
+    doc = json.loads((folder / "pods" / "aws-hyperpod.json").read_text())
+    doc["items"] = [p for p in doc["items"] if p["spec"].get("nodeName") != "hyperpod-i-0a1b2c3d4e5f60702"
+                    or p["spec"]["serviceAccountName"] != accept.HEALTH_AGENT_ACCOUNT]
+    (folder / "pods" / "aws-hyperpod.json").write_text(json.dumps(doc))
+    (agent,) = [c for c in accept.run(_prod(), accept.Recording(folder)).checks if c.check == "health agent"]
+    assert agent.status == "fail" and "hyperpod-i-0a1b2c3d4e5f60702" in agent.detail and "hyperpod-i-0a1b2c3d4e5f60701" not in agent.detail
+
