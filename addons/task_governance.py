@@ -202,7 +202,7 @@ class TaskGovernanceAddon(ManagedAddon):
         labels.node.find_child("Resource").node.default_child.add_property_override("RestorePatchJson", json.dumps(restore))
         policy = eks.KubernetesManifest(
             ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster,
-            manifest=[tenancy.isolation_policy(team.name), tenancy.egress_policy(self.settings, team.name)],
+            manifest=[tenancy.isolation_policy(team.name), tenancy.egress_policy(team.name)],
         )
         for construct in (labels, policy):
             construct.node.add_dependency(namespace)

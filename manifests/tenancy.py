@@ -16,12 +16,14 @@ these objects go onto that namespace once it exists (addons/task_governance.py):
 - A default-deny ingress NetworkPolicy: the team's own pods, the training operator on the
   agent's port, the observability collectors; nothing from another team. Enforced by the
   VPC CNI's network policy agent (its `enableNetworkPolicy`, stacks/cluster.py).
-- A default-deny egress NetworkPolicy beside it: DNS (CoreDNS), the VPC (the team's and the
-  operators' pods, the cluster's API and interface endpoints, FSx; another team's pods keep
-  their own ingress deny), the Services' addresses, the Pod Identity agent, and HTTPS anywhere
-  (S3 through its gateway endpoint has public addresses, the AWS APIs where there is no
-  interface endpoint, and the sample job's C4 stream from Hugging Face through NAT). Nothing
-  else leaves: no plain HTTP, no other port, not the instance metadata service.
+- A default-deny egress NetworkPolicy beside it, every rule by port: DNS (CoreDNS), the team's
+  own pods on the unprivileged ports (a job's ranks), the Services' addresses for DNS and the
+  API server's HTTPS, the Pod Identity agent on 80, and HTTPS anywhere (the cluster's API and
+  interface endpoints in the VPC, S3 through its gateway endpoint, which has public addresses,
+  the AWS APIs where there is no interface endpoint, and the sample job's C4 stream from
+  Hugging Face through NAT). Nothing else leaves: not kubelet or the node's exporters and
+  agents, no other namespace's pods but on 443, no plain HTTP, not the instance metadata
+  service. FSx for Lustre is mounted by the node's kernel client, not from the pod.
 - A ValidatingAdmissionPolicy: what a team's people create in a team namespace (batch Jobs,
   PyTorchJobs, HyperPodPyTorchJobs: the kinds Kueue queues; their Role creates no pods) names
   that namespace's own local queue, and they update only what is in it, keeping its label (a
@@ -215,14 +217,26 @@ def _policy(name: str, rules: list[dict], groups: str, validations: list[dict]) 
     }
 
 
-def vpc_cidrs(settings: Settings) -> list[str]:
-    """The VPC's address blocks: the one this project makes, or the existing one's."""
-    net = settings.network.existing_vpc or settings.network
-    return [str(c) for c in (net.vpc_cidr, *net.secondary_cidrs)]
+# What a job's pods open to each other: torch's rendezvous store, NCCL's bootstrap and socket
+# transport and Gloo listen on ports the kernel hands out (the ephemeral range), the elastic
+# agent on AGENT_PORT; none below 1024.
+PEER_PORTS = {"protocol": "TCP", "port": 1024, "endPort": 65535}
+HTTPS = {"protocol": "TCP", "port": 443}
+DNS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 
 
-def egress_policy(settings: Settings, team: str) -> dict:
-    """Default-deny egress for every pod of the team's namespace, but for what a job needs."""
+def egress_policy(team: str) -> dict:
+    """Default-deny egress for every pod of the team's namespace, but for what a job needs, each
+    by port: DNS to CoreDNS; its own pods on the unprivileged ports; the Services' addresses for
+    DNS and the API server's HTTPS (kubernetes.default); the Pod Identity agent on 80; HTTPS
+    anywhere (the VPC's API and interface endpoints included). Nothing else: not kubelet
+    (10250), the node exporters, the agents' ports, another namespace's Services, plain HTTP or
+    the instance metadata service. FSx is mounted by the node, not the pod. A Service in front
+    of the allowed pods (CoreDNS's kube-dns, a job's own) is reached on its ClusterIP: the VPC
+    CNI's network policy controller adds the ClusterIPs of the Services that select a rule's
+    pods to that rule (aws/amazon-network-policy-controller-k8s pkg/resolvers/endpoints.go,
+    getMatchingServiceClusterIPs), so only kubernetes.default, which selects no pod, needs the
+    Services' range."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -231,12 +245,11 @@ def egress_policy(settings: Settings, team: str) -> dict:
             "podSelector": {},
             "policyTypes": ["Egress"],
             "egress": [
-                {"to": [{**_from_namespace("kube-system"), "podSelector": {"matchLabels": dict(DNS_PODS)}}],
-                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-                {"to": [{"podSelector": {}}]},
-                {"to": [{"ipBlock": {"cidr": c}} for c in (*vpc_cidrs(settings), *SERVICE_CIDRS)]},
+                {"to": [{**_from_namespace("kube-system"), "podSelector": {"matchLabels": dict(DNS_PODS)}}], "ports": list(DNS)},
+                {"to": [{"podSelector": {}}], "ports": [dict(PEER_PORTS)]},
+                {"to": [{"ipBlock": {"cidr": c}} for c in SERVICE_CIDRS], "ports": [dict(HTTPS), *DNS]},
                 {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}], "ports": [{"protocol": "TCP", "port": 80}]},
-                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]},
+                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [dict(HTTPS)]},
             ],
         },
     }

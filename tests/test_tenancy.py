@@ -50,26 +50,41 @@ def _isolated(policy: dict, namespace: str) -> bool:
 
 
 def _egress_limited(policy: dict, settings) -> bool:
-    """Every pod of the namespace; DNS only to CoreDNS; beyond the VPC's own blocks, the
-    Services' and the Pod Identity agent's, only TCP 443; 169.254.169.254 on no rule."""
+    """Every pod of the namespace; every rule by port; DNS only to CoreDNS; the team's own pods
+    only on unprivileged ports (never kubelet's 10250 on a node, which is no pod of theirs
+    anyway); into the VPC (another team's pods, the nodes' kubelets and exporters) only TCP 443;
+    outside the VPC, the Services' and the Pod Identity agent's, only TCP 443; 169.254.169.254
+    on no rule."""
     import ipaddress
 
     spec = policy["spec"]
     if spec["podSelector"] != {}:
         return False
-    vpc = [ipaddress.ip_network(c) for c in tenancy.vpc_cidrs(settings)]
+    net = settings.network.existing_vpc or settings.network
+    vpc = [ipaddress.ip_network(str(c)) for c in (net.vpc_cidr, *net.secondary_cidrs)]
     imds = ipaddress.ip_address("169.254.169.254")
     for rule in spec["egress"]:
-        ports = {(p["protocol"], p["port"]) for p in rule.get("ports", [])}
+        if not rule.get("ports"):
+            return False  # every port
+        ports = {(p["protocol"], p["port"], p.get("endPort", p["port"])) for p in rule["ports"]}
         for peer in rule["to"]:
             if "ipBlock" in peer:
                 block = ipaddress.ip_network(peer["ipBlock"]["cidr"])
-                if imds in block and (not ports or ("TCP", 80) in ports):
+                if imds in block and any(lo <= 80 <= hi for _, lo, hi in ports):
                     return False
-                inside = any(block.subnet_of(v) for v in vpc) or str(block) in tenancy.SERVICE_CIDRS
-                if not inside and not (ports and ports <= {("TCP", 443)}) and str(block) != tenancy.POD_IDENTITY_AGENT:
+                if str(block) in tenancy.SERVICE_CIDRS:
+                    allowed = {("TCP", 443, 443), ("UDP", 53, 53), ("TCP", 53, 53)}
+                elif str(block) == tenancy.POD_IDENTITY_AGENT:
+                    allowed = {("TCP", 80, 80)}
+                else:  # the VPC, or beyond it
+                    allowed = {("TCP", 443, 443)}
+                if any(block.overlaps(v) for v in vpc) and not ports <= {("TCP", 443, 443)} and str(block) not in tenancy.SERVICE_CIDRS:
                     return False
-            elif "namespaceSelector" in peer and not ports <= {("UDP", 53), ("TCP", 53)}:
+                if not ports <= allowed:
+                    return False
+            elif "namespaceSelector" in peer and not ports <= {("UDP", 53, 53), ("TCP", 53, 53)}:
+                return False
+            elif set(peer) == {"podSelector"} and any(lo < 1024 for _, lo, _ in ports):
                 return False
     return True
 
@@ -94,7 +109,7 @@ def test_every_team_is_a_tenant(synth, name):
         assert restore == {"metadata": {"labels": {k: None for k in PSA_LABELS}}}
         # A default-deny ingress policy no other team's pods get through.
         assert any(o["kind"] == "NetworkPolicy" and _isolated(o, ns) for o in objects), ns
-        # And default-deny egress: out of the VPC only HTTPS, never the metadata service.
+        # And default-deny egress, every rule by port: into the VPC and out of it only HTTPS, never the metadata service.
         (egress,) = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] == ns
                      and "Egress" in o["spec"]["policyTypes"]]
         assert _egress_limited(egress, s.settings)
