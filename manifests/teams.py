@@ -35,6 +35,28 @@ from manifests.job import API_VERSION
 RBAC = "rbac.authorization.k8s.io"
 READ = ["get", "list", "watch"]
 
+# What a team principal's own IAM must not hold: each undoes from AWS what the cluster holds
+# a team to (the Role, the policies, its quota, the node guard), whatever its Kubernetes group.
+# The account's administrators grant it; nothing here can refuse it. `hyperpod-cdk team` prints
+# it beside the one action a member needs (eks:DescribeCluster).
+ROLE_MUST_NOT_HOLD = (
+    (("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"),
+     "maps a principal, itself included, to another group or an EKS access policy: around the team's Role"),
+    (("eks:CreatePodIdentityAssociation", "eks:UpdatePodIdentityAssociation", "iam:PassRole"),
+     "binds a role it may pass (another team's, the platform's) to a service account in its namespace"),
+    (("sagemaker:CreateComputeQuota", "sagemaker:UpdateComputeQuota", "sagemaker:DeleteComputeQuota",
+      "sagemaker:UpdateClusterSchedulerConfig"),
+     "changes its own or another team's quota, sharing or priority"),
+    (("lambda:InvokeFunction",),
+     "on the lifecycle upload function: writes the scripts every new node runs as root (the only writer the bucket lets in)"),
+    (("sagemaker:UpdateCluster", "sagemaker:UpdateClusterSoftware"),
+     "changes the instance groups' lifecycle scripts or reruns them"),
+    (("eks:UpdateClusterConfig", "eks:UpdateAddon", "eks:DeleteAddon"),
+     "turns off the network policy agent (the VPC CNI's enableNetworkPolicy) or task governance"),
+    (("ssm:StartSession",),
+     "on the cluster's nodes (HyperPod's sagemaker-cluster targets): a root shell beside every team's pods"),
+)
+
 
 def namespace_rules(*, stop_workloads: bool = False) -> list[dict]:
     """What a team member may do in the team's namespace. `stop_workloads`: may patch its
