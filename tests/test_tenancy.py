@@ -529,3 +529,18 @@ def test_the_training_operators_gate_waits_for_its_controller_not_only_its_crd(s
     # takes a flag as well as a name.
     handler = cdk_lib_source("aws-eks-v2/kubectl-handler/get/__init__.py")
     assert "['get', '-n', object_namespace, object_type, object_name," in handler
+
+
+def test_a_node_whose_guard_holds_kubelet_down_is_alerted_on_not_silently_replaced(synth):
+    # No HyperPod page says a NotReady node is replaced by itself (its automatic recovery acts on
+    # the node-health labels); prod's alert rules, as the addons stack gives them to Managed
+    # Prometheus, mail a node not Ready (kube-state-metrics' kube_node_status_condition).
+    import yaml
+
+    s = synth("prod")
+    (rules,) = [r["Properties"]["Data"] for suffix in s.templates for r in s.resources(suffix, "AWS::APS::RuleGroupsNamespace").values()]
+    alerts = {r["alert"]: r for g in yaml.safe_load(rules)["groups"] for r in g["rules"]}
+    not_ready = alerts["NodeNotReady"]
+    assert 'kube_node_status_condition{condition="Ready",status="true"} == 0' == not_ready["expr"]
+    assert not_ready["labels"]["severity"] == "critical"
+    assert not_ready["for"] == f"{s.settings.operations.alerts.node_not_ready_minutes}m"
