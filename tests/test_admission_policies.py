@@ -6,10 +6,11 @@ ways around a team's quota that the tenancy reviews found.
 How the API server runs a policy (Kubernetes, "Validating Admission Policy"; k8s.io/apiserver
 `pkg/admission/plugin/policy/validating`): a request matches its resource rules and the binding's
 namespace selector, then every match condition must be true, then each validation false is a
-refusal with its message. `object`, `oldObject` and `namespaceObject` are the objects as
-unstructured JSON and `request` the AdmissionRequest, its `options` the operation's options
-(DeleteOptions for a DELETE; `pkg/admission/plugin/cel/compile.go` BuildRequestType declares it
-dyn), so here each is the JSON of the object, mapped to CEL values by `celpy.json_to_cel`.
+refusal with its message. `object` and `oldObject` are the objects as unstructured JSON, declared
+dyn (k8s.io/apiserver `pkg/admission/plugin/cel/compile.go` createEnvForOpts), `namespaceObject`
+the namespace, and `request` the AdmissionRequest, its `options` the operation's options
+(DeleteOptions for a DELETE; BuildRequestType declares it dyn), so here each is the JSON of the
+object, mapped to CEL values by `celpy.json_to_cel`.
 
 The policies use no Kubernetes CEL library function (no regex, url, quantity or authorizer
 extension), only CEL's standard macros and operators, which celpy implements; a test below holds
