@@ -30,6 +30,15 @@ eks = lazy.module("aws_cdk.aws_eks_v2")
 readiness = lazy.module("infra.readiness")
 
 
+# What shows a CustomResourceDefinition served: its Established condition True. A gate prints
+# the path's value and passes on any output, and the naming controller writes Established False
+# ("NotAccepted", "Installing") before True, so the path selects the condition by the reason only
+# True carries (k8s.io/apiextensions-apiserver naming and establishing controllers:
+# "InitialNamesAccepted"); kubectl's JSONPath has no `&&` in a filter. tests/test_gate_jsonpaths.py
+# runs it through kubectl.
+CRD_ESTABLISHED = '.status.conditions[?(@.reason=="InitialNamesAccepted")].status'
+
+
 @dataclass(frozen=True)
 class ReadyWhen:
     """What shows an add-on serving: a Kubernetes object with a value at a JSON path."""
@@ -43,6 +52,10 @@ class ReadyWhen:
     def deployment_available(namespace: str, name: str) -> "ReadyWhen":
         # What `kubectl wait --for=condition=available` waits for, as the awsome Terraform does.
         return ReadyWhen("deployment", name, namespace, ".status.availableReplicas")
+
+    @staticmethod
+    def crd_established(name: str) -> "ReadyWhen":
+        return ReadyWhen("customresourcedefinition", name, "default", CRD_ESTABLISHED)
 
     @staticmethod
     def pod_ready_as(namespace: str, service_account: str) -> "ReadyWhen":

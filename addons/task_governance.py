@@ -152,6 +152,14 @@ class TaskGovernanceAddon(ManagedAddon):
         kueue = super().build(ctx, after)
         scheduler = self._scheduler_config(ctx)
         scheduler.node.add_dependency(kueue)
+        # Cluster-wide objects naming the team namespaces and groups, which need not exist yet;
+        # made first, because the teams' Roles grant what they hold (a Role applied before them
+        # would grant it unheld until they are).
+        policies = None
+        queue_policy = tenancy.queue_label_policy(self.settings)
+        if queue_policy:
+            policies = eks.KubernetesManifest(ctx.scope, "TeamQueueLabelPolicy", cluster=ctx.cluster, manifest=queue_policy)
+            policies.node.add_dependency(kueue)
         for team in self.settings.governance.teams:
             quota = self._quota(ctx, team)
             # Quotas are admitted against the scheduler's priority classes and fair share.
@@ -170,12 +178,8 @@ class TaskGovernanceAddon(ManagedAddon):
             namespace.node.add_dependency(quota)
             self._tenant_isolation(ctx, team, namespace)
             if team.principals:
-                self._team_access(ctx, team, namespace)
+                self._team_access(ctx, team, namespace, policies)
             cdk.CfnOutput(ctx.scope, f"Queue-{team.name}", value=f"{names.namespace}/{names.local_queue}")
-        queue_policy = tenancy.queue_label_policy(self.settings)
-        if queue_policy:
-            # Cluster-wide objects naming the team namespaces and groups, which need not exist yet.
-            eks.KubernetesManifest(ctx.scope, "TeamQueueLabelPolicy", cluster=ctx.cluster, manifest=queue_policy).node.add_dependency(kueue)
         # The training operator follows Kueue, not the quotas.
         return kueue
 
@@ -198,12 +202,12 @@ class TaskGovernanceAddon(ManagedAddon):
         labels.node.find_child("Resource").node.default_child.add_property_override("RestorePatchJson", json.dumps(restore))
         policy = eks.KubernetesManifest(
             ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster,
-            manifest=[tenancy.isolation_policy(team.name), tenancy.egress_policy(self.settings, team.name)],
+            manifest=[tenancy.isolation_policy(team.name), tenancy.egress_policy(team.name)],
         )
         for construct in (labels, policy):
             construct.node.add_dependency(namespace)
 
-    def _team_access(self, ctx: AddonContext, team: Team, namespace: IConstruct) -> None:
+    def _team_access(self, ctx: AddonContext, team: Team, namespace: IConstruct, policies: IConstruct | None) -> None:
         """The team's people into its namespace: an access entry per IAM role, mapped to the
         team's Kubernetes group and no EKS access policy (those grant by namespace scope, not
         by resource: the team's Role decides), and that group's Role and ClusterRole."""
@@ -212,6 +216,8 @@ class TaskGovernanceAddon(ManagedAddon):
         stop = queue_label_enforced(self.settings)
         roles = eks.KubernetesManifest(ctx.scope, f"Roles-{team.name}", cluster=ctx.cluster, manifest=teams.rbac(team.name, stop_workloads=stop))
         roles.node.add_dependency(namespace)
+        if policies is not None:
+            roles.node.add_dependency(policies)
         for arn in team.principals:
             eks.CfnAccessEntry(
                 ctx.scope,

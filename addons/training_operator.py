@@ -25,12 +25,7 @@ class TrainingOperatorAddon(ManagedAddon):
     # The job is a HyperPodPyTorchJob: its type must be served before the job is applied.
     # (The operator's deployment name is not documented; the CRD's is, in FACTS and the
     # official CRD models: plural hyperpodpytorchjobs, group sagemaker.amazonaws.com.)
-    ready_when = ReadyWhen(
-        "customresourcedefinition",
-        "hyperpodpytorchjobs.sagemaker.amazonaws.com",
-        "default",
-        '.status.conditions[?(@.type=="Established")].status',
-    )
+    ready_when = ReadyWhen.crd_established("hyperpodpytorchjobs.sagemaker.amazonaws.com")
     # And its controller running: a served CRD with no controller takes the job and runs nothing.
     # Found by the service account AWS's docs associate its Pod Identity role with.
     also_ready_when = (ReadyWhen.pod_ready_as(NAMESPACE, SERVICE_ACCOUNT),)

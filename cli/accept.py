@@ -11,6 +11,11 @@ Per GPU group (acceptance.instance_groups, or every group of whole NVIDIA GPUs):
 Per node of every instance group: 5. the metadata guard: a pod there finds the instance
 metadata service out of reach (a timeout); and the agents behind it (the training operator's
 controller, HyperPod's agents, the collectors, the FSx controller) Ready with no metadata errors.
+Per accelerated group: 5a. HyperPod's health-monitoring agent Ready on each Ready node (it is on
+the pod network, behind the guard, and writes the labels HyperPod's node recovery acts on).
+With teams: 6a. what Kueue queues: each job kind a team may create (manifests/tenancy.py
+QUEUED_KINDS) among the integrations of Kueue's live configuration (the kueue-manager-config
+ConfigMap), the kind named where it is not.
 Per team namespace, with or without such a group (they need no GPU):
   6. tenancy: a privileged pod refused, the instance metadata service out of reach, its pods
      reached from their own namespace and then, only once they answer there, not from the
@@ -59,6 +64,17 @@ IMDS_ERRORS = (
     "EC2MetadataRequestError", "EC2MetadataError", "operation error ec2imds", "no EC2 IMDS role found",
 )
 AGENT_LOG_SINCE = "1h"
+# Kueue's configuration as its manifests install it (kubernetes-sigs/kueue config/components/manager:
+# the ConfigMap kueue-manager-config in kueue-system, key controller_manager_config.yaml), which
+# task governance's Kueue reads too.
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_CONFIG_MAP = "kueue-manager-config"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+# Kueue's default integrations when its configuration names none (Kueue's configuration
+# reference, Integrations.Frameworks: batch/job is the default).
+KUEUE_DEFAULT_FRAMEWORKS = ("batch/job",)
+# A recording without the file: the check is skipped, not failed.
+RECORDED_NOTHING = {"recorded": False}
 
 
 class AcceptError(RuntimeError):
@@ -140,6 +156,15 @@ class Kubectl:
     def pod_log(self, namespace: str, pod: str) -> str:
         return self._kubectl("logs", "-n", namespace, pod, "--all-containers", f"--since={AGENT_LOG_SINCE}")
 
+    def kueue_config(self) -> dict | None:
+        """Kueue's ConfigMap as the cluster serves it (`kubectl get -o json`); None where there is none."""
+        try:
+            return json.loads(self._kubectl("get", "configmap", KUEUE_CONFIG_MAP, "-n", KUEUE_NAMESPACE, "-o", "json"))
+        except AcceptError as err:
+            if "NotFound" in str(err) or "not found" in str(err):
+                return None
+            raise
+
     def refusal(self, obj: dict) -> str | None:
         """The API server's refusal of `obj` in a server-side dry run (admission runs, nothing
         is created), or None where it would be admitted."""
@@ -193,6 +218,12 @@ class Recording:
         """dry-run/<name>.txt: the server's answer to the dry run; none recorded, admitted."""
         path = self.folder / "dry-run" / f"{obj['metadata']['name']}.txt"
         return path.read_text().strip() if path.is_file() else None
+
+    def kueue_config(self) -> dict | None:
+        """kueue-manager-config.json (`kubectl get configmap kueue-manager-config -n kueue-system
+        -o json`); RECORDED_NOTHING where not recorded."""
+        path = self.folder / f"{KUEUE_CONFIG_MAP}.json"
+        return json.loads(path.read_text()) if path.is_file() else RECORDED_NOTHING
 
     def cluster_nodes(self) -> dict | None:
         path = self.folder / "list-cluster-nodes.json"
@@ -303,6 +334,9 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
             report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
     report.checks += guard_checks(settings, cluster, doc, keep=keep, sleep=sleep, clock=clock)
     report.checks += agent_checks(settings, cluster)
+    report.checks += health_agent_checks(settings, cluster, doc)
+    if teams:
+        report.checks += queue_checks(cluster)
     for team in teams:
         report.checks += tenancy_checks(settings, cluster, team.name, keep=keep, sleep=sleep, clock=clock)
     return report
@@ -482,6 +516,97 @@ def agent_checks(settings: Settings, cluster) -> list[Check]:
         detail = "; ".join(problems) if problems else f"{len(ours)} pod(s) Ready, no instance metadata errors in the last {AGENT_LOG_SINCE}"
         checks.append(Check(namespace, "agents", what, "fail" if problems else "pass", clip(detail)))
     return checks
+
+
+# HyperPod's health-monitoring agent (the chart's DaemonSets, aws/sagemaker-hyperpod-cli @ a00b22d17ea9
+# charts/health-monitoring-agent/templates/health-monitoring-agent.yaml): its service account, and the
+# namespace the chart installs it in. It writes the node-health labels HyperPod's automatic node
+# recovery acts on, so a GPU node without it is never recovered by itself.
+HEALTH_AGENT_NAMESPACE = "aws-hyperpod"
+HEALTH_AGENT_ACCOUNT = "health-monitoring-agent"
+
+
+def health_agent_checks(settings: Settings, cluster, doc: dict) -> list[Check]:
+    """On every Ready node of every accelerated instance group, a Ready pod of the
+    health-monitoring agent (on the pod network, so behind the node guard: agent_checks reads
+    its logs for instance metadata errors)."""
+    groups = [g for g in settings.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and g.spec.is_accelerated]
+    if not groups:
+        return []
+    pods = cluster.pods(HEALTH_AGENT_NAMESPACE)
+    if pods is None:
+        return [Check(g.name, "health agent", "group", "skip", "not in the recording") for g in groups]
+    ready_on = {p.get("spec", {}).get("nodeName") for p in pods
+                if p.get("spec", {}).get("serviceAccountName") == HEALTH_AGENT_ACCOUNT and _ready(p)}
+    checks = []
+    for group in groups:
+        nodes = sorted(i["metadata"]["name"] for i in doc.get("items", [])
+                       if i["metadata"].get("labels", {}).get(GROUP_LABEL) == group.name and _ready(i))
+        if not nodes:
+            checks.append(Check(group.name, "health agent", "group", "skip" if group.autoscaled else "fail", "no Ready node to prove it on"))
+            continue
+        missing = [n for n in nodes if n not in ready_on]
+        checks.append(Check(group.name, "health agent", f"{len(nodes)} node(s)", "fail" if missing else "pass",
+                            clip(f"no Ready {HEALTH_AGENT_ACCOUNT} pod on {', '.join(missing)}: HyperPod recovers no node it does not label")
+                            if missing else f"a Ready {HEALTH_AGENT_ACCOUNT} pod on each"))
+    return checks
+
+
+# ------------------------------------------------------------------ what Kueue queues
+
+
+def kueue_integrations(config_map: dict) -> tuple[set[str], set[str]]:
+    """(frameworks, externalFrameworks) of Kueue's configuration in its ConfigMap."""
+    import yaml
+
+    text = (config_map.get("data") or {}).get(KUEUE_CONFIG_KEY)
+    if text is None:
+        raise AcceptError(f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG_MAP} has no {KUEUE_CONFIG_KEY}")
+    try:
+        config = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise AcceptError(f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG_MAP}: {KUEUE_CONFIG_KEY} is not YAML: {str(err).splitlines()[0]}") from None
+    integrations = config.get("integrations")
+    if integrations is None:
+        return set(KUEUE_DEFAULT_FRAMEWORKS), set()
+    return set(integrations.get("frameworks") or ()), set(integrations.get("externalFrameworks") or ())
+
+
+def _external(entry: str) -> tuple[str, str]:
+    """(kind lower-cased, group) of an externalFrameworks entry, Kind.version.group."""
+    kind, _, rest = entry.partition(".")
+    return kind.lower(), rest.partition(".")[2]
+
+
+def queue_checks(cluster) -> list[Check]:
+    """Each job kind a team's Role lets its people create (manifests/tenancy.py QUEUED_KINDS)
+    among the integrations of the cluster's Kueue, read live: a kind Kueue does not integrate
+    is never queued, and a job of it runs outside every quota."""
+    from manifests.tenancy import QUEUED_KINDS
+
+    doc = cluster.kueue_config()
+    if doc is RECORDED_NOTHING:
+        return [Check(KUEUE_NAMESPACE, "kueue", k.integration, "skip", "not in the recording") for k in QUEUED_KINDS]
+    if doc is None:
+        return [Check(KUEUE_NAMESPACE, "kueue", k.integration, "fail", f"no ConfigMap {KUEUE_CONFIG_MAP}: is task governance installed?")
+                for k in QUEUED_KINDS]
+    frameworks, external = kueue_integrations(doc)
+    out = []
+    for kind in QUEUED_KINDS:
+        if kind.external:
+            # Kind.version.group: the SageMaker guide writes the training operator's kind
+            # "HyperPodPytorchJob", its CRD "HyperPodPyTorchJob", so the kind is compared without case.
+            found = [e for e in sorted(external) if _external(e) == _external(kind.integration)]
+            where = "integrations.externalFrameworks"
+        else:
+            found = [kind.integration] if kind.integration in frameworks else []
+            where = "integrations.frameworks"
+        listed = ", ".join(sorted(external if kind.external else frameworks)) or "none"
+        out.append(Check(KUEUE_NAMESPACE, "kueue", kind.integration, "pass" if found else "fail",
+                         f"queued: {found[0]} in {where}" if found else
+                         clip(f"{kind.resource} are not queued: Kueue's {where} has no {kind.integration} (it lists {listed}); "
+                              "teams' jobs of this kind would run outside every quota")))
+    return out
 
 
 # ------------------------------------------------------------------ deep health check

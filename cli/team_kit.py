@@ -2,7 +2,7 @@
 
 Built from the validated settings with the same names the stacks give the objects (a test
 reads every item back from the synthesized templates): the role to assume and the kubeconfig
-command, the namespace, local queue and cluster queue, the priority classes, the topology
+command, what that role's IAM must not hold (manifests/teams.py ROLE_MUST_NOT_HOLD), the namespace, local queue and cluster queue, the priority classes, the topology
 annotation the cluster's jobs use, the FSx claim, the team's quotas in plain words, the largest
 job it can run on each group (guaranteed and with borrowing, from infra/admission.py), and the
 command that renders a job into the team's queue.
@@ -13,6 +13,7 @@ from __future__ import annotations
 from infra import admission, catalogue, naming
 from infra.config import QuotaResource, Settings, Team
 from manifests.job import FSX_CLAIM, credentials_caution
+from manifests.teams import ROLE_MUST_NOT_HOLD
 
 
 class UnknownTeam(ValueError):
@@ -90,6 +91,7 @@ def build(settings: Settings, name: str) -> dict:
         # The endpoint has no public side (eks.endpoint_access private): the kubeconfig answers only there.
         "reach_from": settings.private_endpoint_reach or None,
         "iam_needs": "eks:DescribeCluster on the cluster, for update-kubeconfig",
+        "iam_must_not_hold": {", ".join(actions): why for actions, why in ROLE_MUST_NOT_HOLD},
         "kubernetes_group": names.group,
         "namespace": names.namespace,
         "local_queue": names.local_queue,
@@ -122,6 +124,8 @@ def to_text(kit: dict) -> str:
         *(f"  kubeconfig    {c}" for c in kit["kubeconfig"]),
         *([f"  private API   the endpoint is private: kubectl works only {kit['reach_from']}"] if kit["reach_from"] else []),
         f"  IAM needs     {kit['iam_needs']}",
+        "  IAM must not hold (each undoes the cluster's isolation of your team):",
+        *(f"    {actions}: {why}" for actions, why in kit["iam_must_not_hold"].items()),
         f"  Kubernetes    group {kit['kubernetes_group']}: your namespace only",
         "",
         "Submit work",

@@ -6,7 +6,7 @@ are written per team with the subchart's names and Kubernetes group, which its a
 maps the team's IAM roles to. Its rules, with what a team needs beyond them to run the
 sample job: HyperPodPyTorchJobs (the subchart names only Kubeflow PyTorchJobs), its local
 queue, events and the FSx claim. The subchart's "nodes" in a namespaced Role grant nothing
-(nodes are not namespaced) and are left out. Three of its grants are not kept, each a way
+(nodes are not namespaced) and are left out. Four of its grants are not kept, each a way
 around the team's quota or its policies:
 
 - `pods: create`: Kueue queues plain pods only with its `pod` integration on, and the VPC CNI
@@ -18,6 +18,11 @@ around the team's quota or its policies:
   reads Workloads and their status only. What a team may write on its Workloads is what
   stopping one needs: a patch of `spec.active` (`kueuectl stop workload`), held to that field
   by a ValidatingAdmissionPolicy, so granted only where there is one (Kubernetes 1.30).
+- `pytorchjobs/status: update` and `hyperpodpytorchjobs/status: update, patch`: Kueue decides a
+  job is finished from its status alone (a Succeeded or Failed condition: kubernetes-sigs/kueue
+  v0.19.2 `pkg/controller/jobs/kubeflow/kubeflowjob/kubeflowjob_controller.go` Finished) and then
+  finishes its Workload, releasing the quota (`pkg/controller/jobframework/reconciler.go`),
+  while the job's pods run on. A job's status is its controller's; the team reads it.
 - `secrets: create`: a member who may create secrets may mint a non-expiring service-account
   token. Jobs read their own secrets from Secrets Manager with their Pod Identity role.
 """
@@ -29,6 +34,28 @@ from manifests.job import API_VERSION
 
 RBAC = "rbac.authorization.k8s.io"
 READ = ["get", "list", "watch"]
+
+# What a team principal's own IAM must not hold: each undoes from AWS what the cluster holds
+# a team to (the Role, the policies, its quota, the node guard), whatever its Kubernetes group.
+# The account's administrators grant it; nothing here can refuse it. `hyperpod-cdk team` prints
+# it beside the one action a member needs (eks:DescribeCluster).
+ROLE_MUST_NOT_HOLD = (
+    (("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"),
+     "maps a principal, itself included, to another group or an EKS access policy: around the team's Role"),
+    (("eks:CreatePodIdentityAssociation", "eks:UpdatePodIdentityAssociation", "iam:PassRole"),
+     "binds a role it may pass (another team's, the platform's) to a service account in its namespace"),
+    (("sagemaker:CreateComputeQuota", "sagemaker:UpdateComputeQuota", "sagemaker:DeleteComputeQuota",
+      "sagemaker:UpdateClusterSchedulerConfig"),
+     "changes its own or another team's quota, sharing or priority"),
+    (("lambda:InvokeFunction",),
+     "on the lifecycle upload function: writes the scripts every new node runs as root (the only writer the bucket lets in)"),
+    (("sagemaker:UpdateCluster", "sagemaker:UpdateClusterSoftware"),
+     "changes the instance groups' lifecycle scripts or reruns them"),
+    (("eks:UpdateClusterConfig", "eks:UpdateAddon", "eks:DeleteAddon"),
+     "turns off the network policy agent (the VPC CNI's enableNetworkPolicy) or task governance"),
+    (("ssm:StartSession",),
+     "on the cluster's nodes (HyperPod's sagemaker-cluster targets): a root shell beside every team's pods"),
+)
 
 
 def namespace_rules(*, stop_workloads: bool = False) -> list[dict]:
@@ -44,8 +71,11 @@ def namespace_rules(*, stop_workloads: bool = False) -> list[dict]:
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get", "list"]},
         # A shell in the team's own job pods, to debug them (kubectl exec opens it with create).
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
-        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "pytorchjobs/status"], "verbs": [*READ, "create", "delete", "update"]},
-        {"apiGroups": [jobs_group], "resources": ["hyperpodpytorchjobs", "hyperpodpytorchjobs/status"], "verbs": [*READ, "create", "delete", "update", "patch"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": [*READ, "create", "delete", "update"]},
+        {"apiGroups": [jobs_group], "resources": ["hyperpodpytorchjobs"], "verbs": [*READ, "create", "delete", "update", "patch"]},
+        # A job's status is its controller's: read only (see the module's note).
+        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/status"], "verbs": ["get"]},
+        {"apiGroups": [jobs_group], "resources": ["hyperpodpytorchjobs/status"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "update", "get", "delete"]},
         # The chart's rule without create (see the module's note).

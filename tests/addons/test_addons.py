@@ -67,7 +67,7 @@ def test_the_training_operator_is_ready_when_its_job_type_is_established(synth):
     (gate_id, gate), = [v for k, v in _gates(s).items() if k[1] == "customresourcedefinition"]
     # The CRD's identity, as the official sagemaker-hyperpod models name it (FACTS).
     assert gate["Properties"]["ObjectName"] == "hyperpodpytorchjobs.sagemaker.amazonaws.com"
-    assert "Established" in gate["Properties"]["JsonPath"]
+    assert "InitialNamesAccepted" in gate["Properties"]["JsonPath"]  # Established True (tests/test_gate_jsonpaths.py runs it)
     assert _id(s, OPERATOR) in gate["DependsOn"]
 
 

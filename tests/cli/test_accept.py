@@ -105,6 +105,9 @@ class FakeCluster:
     def pods(self, namespace):
         return None  # the agents' checks are the recorded run's
 
+    def kueue_config(self):
+        return kueue_config_map(KUEUE_QUEUES_ALL)
+
     def refusal(self, obj):
         return 'pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged'
 
@@ -392,7 +395,11 @@ def test_a_cluster_whose_gpus_are_all_mig_slices_still_gets_every_teams_tenancy_
     assert len(re.findall(r"^\w+ +metadata guard +hyperpod-i-\w+ +PASS +BLOCKED$", report, re.M)) == 4, report
     # And the agents behind the guard (the recording's aws-hyperpod and hyperpod-observability).
     assert len(re.findall(r"^\S+ +agents +.* PASS ", report, re.M)) == 3, report
-    assert report.endswith("PASS: 18 checks, none failed\n")
+    # What Kueue queues: the recording has no Kueue configuration, so each kind is skipped, not passed.
+    assert len(re.findall(r"^kueue-system +kueue +\S+ +SKIP +not in the recording$", report, re.M)) == 3, report
+    # HyperPod's health-monitoring agent on each Ready node of the GPU group (MIG or not).
+    assert re.search(r"^gpu +health agent +2 node\(s\) +PASS ", report, re.M), report
+    assert report.endswith("PASS: 22 checks, none failed\n")
     # What it applies: the namespace the outside probe runs in, then the probes, none of which
     # asks for a device of the cluster's (they need no GPU, MIG slice or EFA interface).
     assert cli.main(["accept", "-c", "env=dev", "--from", str(recording), "--render"]) == 0
@@ -561,3 +568,90 @@ def test_the_metadata_error_words_are_the_sdks_own():
     source = inspect.getsource(utils)
     for words in accept.IMDS_ERRORS[:2]:
         assert words in source, words
+
+
+# Kueue's configuration (kubernetes-sigs/kueue config/components/manager/controller_manager_config.yaml's
+# integrations block), listing what teams create: Kueue's own framework names for Jobs and
+# PyTorchJobs, and the entry the SageMaker guide ("Installing the training operator", Kueue)
+# adds for the training operator's jobs.
+KUEUE_QUEUES_ALL = """apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+integrations:
+  frameworks:
+  - "batch/job"
+  - "kubeflow.org/pytorchjob"
+  externalFrameworks:
+  - "HyperPodPytorchJob.v1.sagemaker.amazonaws.com"
+"""
+
+
+def kueue_config_map(text: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": text}}
+
+
+def _kueue_checks(tmp_path, text: str | None) -> dict:
+    import json
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(RECORDING, folder)
+    if text is not None:
+        (folder / "kueue-manager-config.json").write_text(json.dumps(kueue_config_map(text)))
+    return {c.subject: c for c in accept.run(_prod(), accept.Recording(folder)).checks if c.check == "kueue"}
+
+
+def test_accept_fails_naming_each_job_kind_teams_create_that_kueue_does_not_queue(tmp_path):
+    from manifests.tenancy import QUEUED_KINDS
+
+    assert {k: c.status for k, c in _kueue_checks(tmp_path, KUEUE_QUEUES_ALL).items()} == {k.integration: "pass" for k in QUEUED_KINDS}
+    # Task governance's Kueue without the pytorchjob integration: PyTorchJobs are never queued.
+    only_jobs = KUEUE_QUEUES_ALL.replace('  - "kubeflow.org/pytorchjob"\n', "")
+    checks = _kueue_checks(tmp_path / "a", only_jobs)
+    assert checks["kubeflow.org/pytorchjob"].status == "fail"
+    assert checks["kubeflow.org/pytorchjob"].detail.startswith("pytorchjobs are not queued: Kueue's integrations.frameworks has no kubeflow.org/pytorchjob")
+    assert checks["batch/job"].status == "pass"
+    # No integrations block at all: Kueue's default, batch/job alone.
+    checks = _kueue_checks(tmp_path / "b", "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n")
+    assert {k: c.status for k, c in checks.items()} == {"batch/job": "pass", "kubeflow.org/pytorchjob": "fail",
+                                                        "HyperPodPytorchJob.v1.sagemaker.amazonaws.com": "fail"}
+    assert "hyperpodpytorchjobs are not queued: Kueue's integrations.externalFrameworks" in checks["HyperPodPytorchJob.v1.sagemaker.amazonaws.com"].detail
+    # A recording without Kueue's configuration proves nothing either way.
+    assert {c.status for c in _kueue_checks(tmp_path / "c", None).values()} == {"skip"}
+
+
+def test_kubectl_reads_kueues_configuration_live_and_a_cluster_without_it_fails():
+    import json
+    import subprocess
+
+    calls = []
+
+    def run(args, **kw):
+        calls.append(args)
+        if "configmap" in args:
+            return subprocess.CompletedProcess(args, 1, "", 'Error from server (NotFound): configmaps "kueue-manager-config" not found\n')
+        return subprocess.CompletedProcess(args, 0, json.dumps({"items": []}), "")
+
+    cluster = accept.Kubectl(run=run)
+    assert cluster.kueue_config() is None
+    assert calls[-1] == ["kubectl", "get", "configmap", "kueue-manager-config", "-n", "kueue-system", "-o", "json"]
+    assert {c.status for c in accept.queue_checks(cluster)} == {"fail"}
+
+
+def test_a_gpu_node_without_a_ready_health_agent_is_named(tmp_path):
+    # The agent writes the node-health labels HyperPod's automatic node recovery acts on.
+    import json
+    import shutil
+
+    report = accept.run(_prod(), accept.Recording(RECORDING))
+    (agent,) = [c for c in report.checks if c.check == "health agent"]
+    assert (agent.group, agent.status) == ("gpu", "pass")
+    folder = tmp_path / "run"
+    shutil.copytree(RECORDING, folder)
+    doc = json.loads((folder / "pods" / "aws-hyperpod.json").read_text())
+    doc["items"] = [p for p in doc["items"] if p["spec"].get("nodeName") != "hyperpod-i-0a1b2c3d4e5f60702"
+                    or p["spec"]["serviceAccountName"] != accept.HEALTH_AGENT_ACCOUNT]
+    (folder / "pods" / "aws-hyperpod.json").write_text(json.dumps(doc))
+    (agent,) = [c for c in accept.run(_prod(), accept.Recording(folder)).checks if c.check == "health agent"]
+    assert agent.status == "fail" and "hyperpod-i-0a1b2c3d4e5f60702" in agent.detail and "hyperpod-i-0a1b2c3d4e5f60701" not in agent.detail
+

