@@ -9,9 +9,9 @@ and the rules' regexes, so the two cannot drift apart):
   checkpoint saved step=<n> path=<dir> seconds=<float>                   one line per save
 A step whose loss or gradient norm is not finite is skipped (no optimizer step) and prints
 no loss line, so the rules' loss clocks keep running; a few in a row stop the job, and the
-operator's restart passes over the documents of those steps and of the update before them
-instead of training on them again, on whatever world size it resumes (the window is recorded
-beside the checkpoints, by document); past --max-nonfinite-restarts windows the job gives up
+operator's restart, and every start after it, passes over the documents of those steps and of
+the update before them instead of training on them again, on whatever world size it resumes
+(the window is recorded beside the checkpoints, by document); past --max-nonfinite-restarts windows the job gives up
 with one line and exit 0, which ends it instead of being retried.
 
 SIGUSR1 (the agent's graceful stop) and SIGTERM save at the next step boundary and exit;
@@ -398,9 +398,12 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
             local_rank=local_rank)
     elif scale != 1:
         log(LR_LINE.format(tokens=batch_tokens, lr=args.lr * scale, base=args.lr, anchor=anchor), local_rank=local_rank)
-    documents_of = [w for w in windows if w.get("documents") is not None and w["steps"][1] > start]
+    # Every window of documents, on every start: its documents are named whatever the world size,
+    # and a checkpoint saved past its steps can still hold them unread (a shuffle buffer, a
+    # re-divided rest of the pass), so a window's last step says nothing about what is left of it.
+    documents_of = [w for w in windows if w.get("documents") is not None]
     if documents_of:
-        stream.pass_over(d for w in windows if w.get("documents") for d in w["documents"])
+        stream.pass_over(d for w in documents_of for d in w["documents"])
     for w in windows:
         if w in documents_of or (w in by_steps and any((w.get("update") or w["steps"][0]) <= step <= w["steps"][1] for step in passing)):
             log(PASSED_OVER_LINE.format(window=window_words(w)), local_rank=local_rank)
