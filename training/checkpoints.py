@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 
 import torch.distributed as dist
 
 from data_stream import DataStateError
+from log_format import GAVE_UP_RECORD, NONFINITE_RECORD
 
 MANIFEST = "_COMPLETE.json"
 DATA_STATE = "data_rank{rank:05d}.json"
-# Beside the checkpoints: the windows of steps runs stopped on with non-finite values.
-NONFINITE_RECORD = "_NONFINITE.json"
 
 
 def _fs(path: str):
@@ -274,3 +274,32 @@ def set_aside_nonfinite(base: str, stale: list[dict], rank: int) -> str:
         kept = [w for w in windows if not (isinstance(w, dict) and w in stale)]
         fs.pipe_file(record, json.dumps({"windows": kept}).encode())
     return record
+
+
+def record_give_up(base: str, event: dict, rank: int) -> str:
+    """Add a give-up (log_format.GAVE_UP_RECORD says its fields; `at` is set here, in UTC) to
+    the record beside the checkpoints (rank 0 writes); its path."""
+    record = join_path(base, GAVE_UP_RECORD)
+    if rank == 0:
+        fs = _fs(base)
+        events = json.loads(fs.cat_file(record))["gave_up"] if fs.exists(record) else []
+        fs.makedirs(base, exist_ok=True)
+        event = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **event}
+        fs.pipe_file(record, json.dumps({"gave_up": events + [event]}).encode())
+    return record
+
+
+def unprinted_give_ups(base: str | None, rank: int) -> list[dict]:
+    """The give-ups no start has printed yet (rank 0 reads and stamps them printed_at; every rank
+    takes its reading)."""
+    found = [[]]
+    if base and rank == 0:
+        record = join_path(base, GAVE_UP_RECORD)
+        fs = _fs(base)
+        events = json.loads(fs.cat_file(record))["gave_up"] if fs.exists(record) else []
+        found = [[e for e in events if not e.get("printed_at")]]
+        if found[0]:
+            now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            fs.pipe_file(record, json.dumps({"gave_up": [e if e.get("printed_at") else {**e, "printed_at": now} for e in events]}).encode())
+    dist.broadcast_object_list(found, src=0)
+    return found[0]

@@ -51,27 +51,31 @@ import torch.distributed as dist
 
 from agent_stop import StopRequest
 from checkpoints import (
-    NONFINITE_RECORD,
     choose_checkpoint,
     complete_checkpoint,
     join_path,
     load_checkpoint,
     lr_anchor,
     passed_over,
+    record_give_up,
     record_nonfinite,
     save_checkpoint,
     set_aside_nonfinite,
+    unprinted_give_ups,
 )
 from data_stream import DataStateError, SyntheticTokens, TokenStream, batches, document_segments, load_hf_token, load_stream
 from llama_model import CAUSAL_ATTENTION, build_model, logits_of, materialise, model_config, next_token_loss, shard
 from log_format import (
     CHECKPOINT_LINE,
+    GAVE_UP_BEFORE_LINE,
+    GAVE_UP_RECORD,
     GIVE_UP_EXIT,
     LOSS_LINE,
     LR_LINE,
     LR_RESIZED_LINE,
     MEMORY_LINE,
     NO_SAVE_STOP_LINE,
+    NONFINITE_RECORD,
     NONFINITE_GIVE_UP_LINE,
     NONFINITE_STOP_LINE,
     PASS_OVER_NEXT_LINE,
@@ -80,6 +84,8 @@ from log_format import (
     SKIPPED_LINE,
     STALE_RECORD_LINE,
     UNSAFE_STATE_LINE,
+    give_up_words,
+    window_words,
 )
 from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
 
@@ -239,26 +245,19 @@ def lr_schedule(args, scale: float = 1.0, *, previous: float | None = None, resu
     return factor
 
 
-def window_words(window: dict) -> str:
-    """A recorded non-finite window, in words: its steps, the update before them, its documents."""
-    first, last = window["steps"]
-    update = window.get("update")
-    steps = f"steps {update or first}-{last}" + (f" (step {update}'s update, then the non-finite steps)" if update else "")
-    if window.get("documents") is None:
-        return steps
-    world = window.get("world")
-    return f"the {len(window['documents'])} documents of {steps}" + (f" on {world} rank{'s' * (world > 1)}" if world else "")
-
-
-def give_up(args, windows: list[dict], rank: int, local_rank: int, stop: StopRequest) -> int:
+def give_up(args, windows: list[dict], step: int, world: int, rank: int, local_rank: int, stop: StopRequest) -> int:
     """More windows than --max-nonfinite-restarts: the recipe diverges, not a batch. Every rank
     exits GIVE_UP_EXIT (0): the HyperPod elastic agent counts any other exit as a worker crash,
     which the operator restarts (up to runPolicy.jobMaxRetryCount, rebuilding the model each
     time); a worker group that exits 0 completes the job (hyperpod-elastic-agent 1.1.3,
     PLRHyperPodElasticAgent._invoke_run: SUCCEEDED, then AgentState.COMPLETED). The line says
-    that the job ends without finishing its steps."""
+    that the job ends without finishing its steps; the record beside the checkpoints keeps it
+    after the job and its log are gone (ttlSecondsAfterFinished), for the next start and
+    `hyperpod-cdk job-record`."""
     listed = "; ".join(window_words(w) for w in windows)
-    log(NONFINITE_GIVE_UP_LINE.format(windows=listed, count=len(windows), limit=args.max_nonfinite_restarts,
+    kept = record_give_up(args.checkpoint_dir, {"step": step, "world": world, "limit": args.max_nonfinite_restarts,
+                                                "exit": GIVE_UP_EXIT, "windows": windows}, rank)
+    log(NONFINITE_GIVE_UP_LINE.format(windows=listed, count=len(windows), limit=args.max_nonfinite_restarts, gave_up=kept,
                                       record=join_path(args.checkpoint_dir, NONFINITE_RECORD), code=GIVE_UP_EXIT), local_rank=local_rank)
     stop.reported = True
     dist.barrier()  # every rank has read the record before any exits
@@ -346,6 +345,10 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     )
     materialise(model, device, args.seed + rank)
     start, ckpt = choose_checkpoint(args.checkpoint_dir, rank)
+    # A give-up ends the job as Completed and its log goes with the job: the next start says it.
+    for event in unprinted_give_ups(args.checkpoint_dir, rank):
+        log(GAVE_UP_BEFORE_LINE.format(gave_up=give_up_words(event), record=join_path(args.checkpoint_dir, GAVE_UP_RECORD)),
+            local_rank=local_rank)
     # The windows earlier runs stopped on with non-finite values: replaying them from the last
     # checkpoint would fail the same way, so their documents (or, for a stream without documents,
     # their steps) are passed over. A window recorded against checkpoints that are gone does not
@@ -357,7 +360,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         log(STALE_RECORD_LINE.format(count=len(stale), windows=", ".join(window_words(w) for w in stale), record=record), local_rank=local_rank)
         windows = [w for w in windows if w not in stale]
     if len(windows) > args.max_nonfinite_restarts:
-        return give_up(args, windows, rank, local_rank, stop)
+        return give_up(args, windows, start, world, rank, local_rank, stop)
     # (The last step is trained on all the same: a lone non-finite step is skipped, and the run ends saved.)
     by_steps = [w for w in windows if w.get("documents") is None]
     passing = {step for w in by_steps for step in range(w.get("update") or w["steps"][0], w["steps"][1] + 1) if start < step < args.max_steps}
@@ -492,7 +495,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         line += "; " + PASS_OVER_NEXT_LINE.format(window=window_words(window), record=record_nonfinite(args.checkpoint_dir, window, rank))
         if len(windows) + 1 > args.max_nonfinite_restarts:
             log(line, local_rank=local_rank)
-            return give_up(args, windows + [window], rank, local_rank, stop)
+            return give_up(args, windows + [window], saved, world, rank, local_rank, stop)
         log(line, local_rank=local_rank)
         # No rank ends before the record is written and the line is out: the agent (torchrun too)
         # stops a rank's peers as soon as it exits non-zero.
