@@ -227,12 +227,14 @@ def load_data_state(ckpt: str, stream, rank: int, world: int) -> str | None:
     return f"data position of {saved_world} rank{'s' * (saved_world > 1)} re-divided over {world}"
 
 
-def lr_anchor(ckpt: str | None, given: int | None, batch_tokens: int) -> tuple[int, int | None]:
-    """(the global batch in tokens the peak learning rate is given for, the global batch the
-    checkpoint's run trained with or None): `given` (--lr-batch-tokens) where set, else the one
-    every manifest carries from the first run, else `batch_tokens` (this run's, a first run)."""
-    manifest = json.loads(_fs(ckpt).cat_file(join_path(ckpt, MANIFEST))) if ckpt else {}
-    return int(given or manifest.get("lr_batch_tokens") or batch_tokens), manifest.get("batch_tokens")
+def recorded_recipe(ckpt: str | None) -> dict | None:
+    """What the checkpoint's manifest records of the learning rate's recipe (train.lr_plan reads
+    it): the world size, the global batch in tokens trained with, the one --lr is given for and
+    the ramp the run was on; a manifest of an earlier train.py holds less. None without a checkpoint."""
+    if not ckpt:
+        return None
+    manifest = json.loads(_fs(ckpt).cat_file(join_path(ckpt, MANIFEST)))
+    return {k: v for k, v in manifest.items() if k not in ("step", "files")}
 
 
 def passed_over(base: str | None, rank: int) -> list[dict]:

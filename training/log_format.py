@@ -73,11 +73,21 @@ def give_up_words(event: dict) -> str:
     world = event["world"]
     return (f"at {event['at']}, last checkpoint step={event['step']}, on {world} rank{'s' * (world > 1)}, exit {event['exit']}: "
             f"{len(windows)} non-finite windows, at most {event['limit']} ({'; '.join(window_words(w) for w in windows)})")
-# The learning rate of a global batch other than the one it is given for (AdamW's square-root rule).
+# The learning rate of a global batch other than the one it is given for: the learning-rate part of
+# the square-root scaling rule for adaptive methods (Malladi et al., NeurIPS 2022; train.lr_scale).
+LR_RULE = "the learning-rate part of the square-root rule for adaptive methods, Malladi et al. 2022"
 LR_LINE = "learning rate {lr:.3e} at a global batch of {tokens} tokens: {base:.3e} at {anchor} tokens x sqrt({tokens}/{anchor})"
 LR_RESIZED_LINE = (
-    "global batch {before} -> {tokens} tokens: learning rate x{ratio:.4g} (the square root of the batch ratio, AdamW's "
-    "rule; Malladi et al. 2022), peak {old:.3e} -> {lr:.3e}, ramped over steps {first}-{last}; given as {base:.3e} at {anchor} tokens"
+    "global batch {before} -> {tokens} tokens: learning rate x{ratio:.4g} (the square root of the batch ratio, " + LR_RULE + "), "
+    "peak {old:.3e} -> {lr:.3e}, ramped over steps {first}-{last}; given as {base:.3e} at {anchor} tokens"
+)
+# A restart inside a ramp towards the same rate: the ramp goes on where it was.
+LR_RAMP_ON_LINE = "learning rate ramp to peak {lr:.3e} over steps {first}-{last} goes on from step {start} (peak {at:.3e} there)"
+# A checkpoint whose manifest records no global batch (an earlier train.py's): its run's rate assumed.
+LR_ASSUMED_LINE = (
+    "checkpoint {ckpt} records no global batch (an earlier train.py's), so its run's learning rate is assumed: {how}, peak "
+    "{old:.3e}; this global batch of {tokens} tokens trains at {lr:.3e} ({base:.3e} at {anchor} tokens x sqrt({tokens}/{anchor})), "
+    "ramped over steps {first}-{last}"
 )
 # At the end of a run on GPUs, each rank's allocator peaks (tests/bench/gpu_bench.py reads them).
 MEMORY_LINE = "memory rank={rank} peak_allocated_gib={allocated:.2f} peak_reserved_gib={reserved:.2f}"

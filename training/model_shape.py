@@ -115,10 +115,13 @@ def job_warmup_steps(model: str, max_steps: int) -> int:
     return max(1, round(JOB_WARMUP_SHARE[model] * max_steps))
 
 
-# The global batch, in tokens, the 8B's learning rate (3e-4) is given for: torchtitan's Llama 3 8B
-# recipe is "a preset for 64 A100 GPUs" (the toml's first line) at batch 1 x sequence 8192. A job
-# on another global batch trains at 3e-4 x sqrt(its batch / this) (train.lr_scale); the tiny
-# preset's learning rate is for whatever global batch its first run has.
+# The global batch, in tokens, the project takes the 8B's learning rate (3e-4) to be given for: its
+# choice, read from torchtitan's note that its Llama 3 8B toml is "a preset for 64 A100 GPUs" (the
+# first line) at batch 1 x sequence 8192 = 524,288 tokens. torchtitan itself scales nothing: its
+# recipe trains at 3e-4 on however many GPUs run it (65,536 tokens a step on one 8-GPU node). A job
+# on another global batch trains at 3e-4 x sqrt(its batch / this) (train.lr_scale): prod's 16 H100
+# at 131,072 tokens, 1.5e-4, half the recipe's rate. The tiny preset's learning rate is for
+# whatever global batch its first run has.
 JOB_LR_BATCH_TOKENS = MappingProxyType({"llama3.1-8b": 64 * 1 * 8192})
 
 # Bytes per parameter of the training state, whatever the sharding: fp32 weights and

@@ -24,8 +24,10 @@ manifest listing every file and its size, after all ranks finished; resume takes
 complete one, so a partial or truncated checkpoint is never picked. --async-checkpoint
 writes in the background and completes the save at a later step boundary. Resumed on another
 world size (an elastic job), the global batch changes with it and so does the learning rate:
-the square root of the batch ratio (AdamW's rule), against the global batch --lr is given for
-(the recipe's, --lr-batch-tokens), ramped over --lr-ramp-steps from the resume.
+the square root of the batch ratio (the learning-rate part of the square-root rule for adaptive
+methods; lr_scale says what it leaves out), against the global batch --lr is given for
+(--lr-batch-tokens), ramped over --lr-ramp-steps from the resume; the ramp is in every manifest,
+so a restart inside it goes on with it.
 
 This file holds the arguments and the loop. Its neighbours, which it imports as siblings
 (the image copies them beside it; the tests run `python training/train.py` the same way):
@@ -55,7 +57,7 @@ from checkpoints import (
     complete_checkpoint,
     join_path,
     load_checkpoint,
-    lr_anchor,
+    recorded_recipe,
     passed_over,
     record_give_up,
     record_nonfinite,
@@ -71,7 +73,9 @@ from log_format import (
     GAVE_UP_RECORD,
     GIVE_UP_EXIT,
     LOSS_LINE,
+    LR_ASSUMED_LINE,
     LR_LINE,
+    LR_RAMP_ON_LINE,
     LR_RESIZED_LINE,
     MEMORY_LINE,
     NO_SAVE_STOP_LINE,
@@ -109,14 +113,16 @@ def parse_args(argv=None):
         "--lr-batch-tokens",
         type=int,
         default=None,
-        help="the global batch, in tokens, --lr is given for (a recipe's); another global batch trains at --lr x the square "
-        "root of the ratio (AdamW's rule). Default: the first run's global batch, carried in every checkpoint",
+        help="the global batch, in tokens, --lr is given for; another global batch trains at --lr x the square root of the "
+        "ratio (the learning-rate part of the square-root rule for adaptive methods, Malladi et al. 2022; betas, epsilon "
+        "and steps stay). Default: the first run's global batch, carried in every checkpoint",
     )
     p.add_argument(
         "--lr-ramp-steps",
         type=int,
         default=100,
-        help="steps over which a resume on another world size moves the learning rate from the last run's to its own",
+        help="steps over which a resume whose last run trained at another rate (another world size, an earlier train.py's "
+        "checkpoint) moves the learning rate from that run's to its own; a restart inside the ramp goes on with it",
     )
     p.add_argument("--min-lr-ratio", type=float, default=0.1)
     p.add_argument("--warmup-steps", type=int, default=10)
@@ -213,36 +219,87 @@ def log(line: str, *, local_rank: int):
 
 
 def lr_scale(batch_tokens: int, anchor_tokens: int) -> float:
-    """The learning rate's factor for a global batch of `batch_tokens` where the recipe's peak
-    is given for `anchor_tokens`: the square root of their ratio. For Adam-family optimizers
-    the square-root rule is the one derived (Malladi et al., "On the SDEs and Scaling Rules
-    for Adaptive Gradient Algorithms", NeurIPS 2022); the linear rule (Goyal et al., 2017) is
-    SGD's. Anchored to the recipe's batch, not to whichever world a run first started on, so
-    two runs of one recipe on different worlds train at the same rate for the same batch."""
+    """The learning rate's factor for a global batch of `batch_tokens` where --lr is given for
+    `anchor_tokens`: the square root of their ratio. This is the learning-rate part, alone, of
+    the square-root scaling rule for adaptive methods (Malladi et al., "On the SDEs and Scaling
+    Rules for Adaptive Gradient Algorithms", NeurIPS 2022): for a batch k times larger the rule
+    also takes 1-beta1 and 1-beta2 times k, epsilon over sqrt(k) and k times fewer steps (the
+    same tokens). The job keeps its betas, epsilon and step count, so a larger batch also trains
+    on more tokens; the rule is followed in its learning rate only. (The linear rule, Goyal et
+    al. 2017, is SGD's.) Anchored to the batch --lr is given for, not to whichever world a run
+    first started on, so two runs of one recipe on different worlds train at one rate for one batch."""
     return math.sqrt(batch_tokens / anchor_tokens)
 
 
-def lr_schedule(args, scale: float = 1.0, *, previous: float | None = None, resumed_at: int = 0):
-    """Linear warm-up, then cosine decay to min_lr_ratio; every value times `scale` (lr_scale
-    of this run's global batch). A resume on another world size (`previous`: the last run's
-    scale) moves from that scale to this one linearly over --lr-ramp-steps from the resume,
-    rather than at once: Adam's moments were estimated at the other batch's noise."""
-    ramp = max(1, getattr(args, "lr_ramp_steps", 1))
+def ramp_multiplier(ramp: dict | None, scale: float, step: int) -> float:
+    """The learning rate's multiplier at scheduler step `step` (the rate of training step step+1):
+    `scale`, or on `ramp` ({"from", "to", "at", "steps"}: a resume at step `at` whose last run
+    trained at `from`) linearly from `from` to `to` over `steps` steps from the resume."""
+    if not ramp or step >= ramp["at"] + ramp["steps"]:
+        return scale
+    if step < ramp["at"]:
+        return ramp["from"]
+    return ramp["from"] + (ramp["to"] - ramp["from"]) * (step - ramp["at"] + 1) / ramp["steps"]
 
-    def multiplier(step: int) -> float:
-        if previous is None or previous == scale or step >= resumed_at + ramp:
-            return scale
-        if step < resumed_at:
-            return previous
-        return previous + (scale - previous) * (step - resumed_at + 1) / ramp
+
+def lr_schedule(args, scale: float = 1.0, ramp: dict | None = None):
+    """Linear warm-up, then cosine decay to min_lr_ratio; every value times `scale` (lr_scale
+    of this run's global batch) or, on `ramp` (lr_plan), the ramp's multiplier: a resume whose
+    last run trained at another rate moves to this one over --lr-ramp-steps rather than at
+    once, as Adam's moments were estimated at the other batch's noise."""
 
     def factor(step: int) -> float:
+        multiplier = ramp_multiplier(ramp, scale, step)
         if step < args.warmup_steps:
-            return multiplier(step) * (step + 1) / max(1, args.warmup_steps)
+            return multiplier * (step + 1) / max(1, args.warmup_steps)
         progress = min(1.0, (step - args.warmup_steps) / max(1, args.max_steps - args.warmup_steps))
-        return multiplier(step) * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+        return multiplier * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
     return factor
+
+
+def lr_plan(args, recorded: dict | None, batch_tokens: int, start: int, ckpt: str | None = None) -> tuple[dict, float, dict | None, str | None]:
+    """This run's learning rate from what the checkpoint's manifest records (`recorded`; None
+    on a first run): (the recipe to record in this run's manifests, this run's scale, the ramp its
+    schedule follows or None, the line that says it or None).
+
+    The batch --lr is given for: --lr-batch-tokens, else the manifest's, else this run's. The
+    rate the last run trained at its last step: from its recorded global batch and ramp; a
+    manifest of an earlier train.py records no global batch, and its rate is assumed as that
+    train.py applied it (the linear rule over its recorded worlds, else --lr unscaled) and said
+    so. A restart inside a ramp towards this same rate goes on with that ramp, step for step;
+    any other difference is ramped from the last run's rate at its last step."""
+    first_run, recorded = recorded is None, recorded or {}
+    anchor = int(args.lr_batch_tokens or recorded.get("lr_batch_tokens") or batch_tokens)
+    scale = lr_scale(batch_tokens, anchor)
+    recipe = {"world": batch_tokens // (args.batch_size * args.seq_len), "batch_tokens": batch_tokens, "lr_batch_tokens": anchor}
+    said = LR_LINE.format(tokens=batch_tokens, lr=args.lr * scale, base=args.lr, anchor=anchor) if scale != 1 else None
+    if first_run:
+        return {**recipe, "lr_ramp": None}, scale, None, said
+    ramp = recorded.get("lr_ramp")
+    if ramp and ramp["to"] == scale and start < ramp["at"] + ramp["steps"]:
+        line = LR_RAMP_ON_LINE.format(lr=args.lr * scale, first=ramp["at"] + 1, last=ramp["at"] + ramp["steps"], start=start,
+                                      at=args.lr * ramp_multiplier(ramp, scale, start - 1))
+        return {**recipe, "lr_ramp": ramp}, scale, ramp, line
+    before = recorded.get("batch_tokens")
+    if before:
+        last_scale, assumed = lr_scale(before, anchor), None
+    elif recorded.get("recipe_world"):
+        last_scale = recorded["world"] / recorded["recipe_world"]
+        assumed = f"the linear rule train.py then applied, x{recorded['world']}/{recorded['recipe_world']} ranks"
+    else:
+        last_scale, assumed = 1.0, "--lr as given, unscaled, as train.py then trained"
+    was = ramp_multiplier(ramp, last_scale, start - 1)
+    if math.isclose(was, scale, rel_tol=1e-12):
+        return {**recipe, "lr_ramp": None}, scale, None, said
+    ramp = {"from": was, "to": scale, "at": start, "steps": max(1, args.lr_ramp_steps)}
+    words = dict(old=args.lr * was, lr=args.lr * scale, first=start + 1, last=start + ramp["steps"], anchor=anchor, base=args.lr,
+                 tokens=batch_tokens)
+    if assumed:
+        line = LR_ASSUMED_LINE.format(ckpt=ckpt, how=assumed, **words)
+    else:
+        line = LR_RESIZED_LINE.format(before=before, ratio=scale / last_scale, **words)
+    return {**recipe, "lr_ramp": ramp}, scale, ramp, line
 
 
 def give_up(args, windows: list[dict], step: int, world: int, rank: int, local_rank: int, stop: StopRequest) -> int:
@@ -374,11 +431,8 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     # The learning rate for this global batch, and on a resize the ramp from the last run's (the
     # scheduler made before the optimizer's state is loaded: LambdaLR takes its base from the groups).
     batch_tokens = args.batch_size * args.seq_len * world
-    anchor, before = lr_anchor(ckpt, args.lr_batch_tokens, batch_tokens)
-    scale = lr_scale(batch_tokens, anchor)
-    recipe = {"world": world, "batch_tokens": batch_tokens, "lr_batch_tokens": anchor}
-    previous = lr_scale(before, anchor) if before else scale
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale, previous=previous, resumed_at=start))
+    recipe, scale, ramp, lr_line = lr_plan(args, recorded_recipe(ckpt), batch_tokens, start, ckpt)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale, ramp))
     skip = 0
     if ckpt:
         try:
@@ -395,12 +449,8 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         for _ in range(start):
             scheduler.step()
         log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)
-    if before and before != batch_tokens:
-        log(LR_RESIZED_LINE.format(before=before, tokens=batch_tokens, ratio=scale / previous, old=args.lr * previous, lr=args.lr * scale,
-                                   ramp=args.lr_ramp_steps, first=start + 1, last=start + args.lr_ramp_steps, anchor=anchor, base=args.lr),
-            local_rank=local_rank)
-    elif scale != 1:
-        log(LR_LINE.format(tokens=batch_tokens, lr=args.lr * scale, base=args.lr, anchor=anchor), local_rank=local_rank)
+    if lr_line:
+        log(lr_line, local_rank=local_rank)
     # Every window of documents, on every start: its documents are named whatever the world size,
     # and a checkpoint saved past its steps can still hold them unread (a shuffle buffer, a
     # re-divided rest of the pass), so a window's last step says nothing about what is left of it.
