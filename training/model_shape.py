@@ -197,13 +197,42 @@ def memory_per_gpu(preset: Preset, vocab: int, *, seq_len: int, batch: int, rank
 # - Beside it, the CUDA context (about 400 MB with lazy module loading: pytorch/pytorch issue
 #   109888) and, with more than one rank, NCCL's buffers for one group over NVLink (688 MB:
 #   NVIDIA/nccl issue 964).
-# - FIT_SHARE: the share of the GPU's memory the projection may fill; the rest is the margin, for
-#   what the driver keeps (an A100 40 GB: 423 MiB, 1%) and a long run's growth.
+# - FIT_SHARE: the share of the memory PyTorch reports for the GPU (torch_memory_mib, not the
+#   nominal: what the driver keeps is never the allocator's) the projection may fill; the rest is
+#   the margin, for a long run's growth and the calibration's limits.
+# The calibration's limits: RESERVED_PER_ESTIMATE is one published run's (torchtitan's 8B, FSDP 8,
+# sequence 32,768, torch.compile and Float8 linears, on 8 H100 of 96 GB HBM2e), not measured
+# here at 8 ranks, at the job's sequence 8,192 or in bf16 alone; this project's own measurements are
+# on one rank (the H200 fixture, 1.04 of the estimate at most). A run at 8 ranks (make gpu-bench
+# prints each rank's peak reserved) is what would confirm or correct it.
 # tests/training/test_memory.py holds each to its source.
 RESERVED_PER_ESTIMATE = 1.13
 CUDA_CONTEXT_BYTES = 400e6
 NCCL_GROUP_BYTES = 688e6
 FIT_SHARE = 0.95
+
+# The memory PyTorch reports for one GPU (torch.cuda.get_device_properties(i).total_memory), in MiB,
+# by the catalogue's GPU name, where a source here states it: less than the nominal memory
+# (DescribeInstanceTypes' SizeInMiB) by what the driver and the GPU keep, and all the allocator can
+# ever hold. tests/training/test_memory.py holds each to its source.
+TORCH_MEMORY_MIB = MappingProxyType({
+    # NVIDIA's MIG user guide ("Getting Started with MIG", nvidia-smi on an A100-SXM4-40GB): 40537 of
+    # the 40960 MiB; PyTorch reports the same on p4d (issue 54's review).
+    "A100": 40537,
+    # tests/fixtures/gpu_memory_h200.json: one H200 of a p5en, 139.8 GiB as torch reported it.
+    "H200": 143155,
+})
+# Elsewhere (H100, A10G, L4, L40S, B200, a MIG slice ...) PyTorch's share is assumed: the nominal
+# less this, about twice the largest shortfall recorded above (A100 40 GB: 1.03%; H200: 0.85%).
+UNRECORDED_SHORTFALL = 0.02
+
+
+def torch_memory_mib(gpu: str | None, nominal_mib: int) -> tuple[int, bool]:
+    """(the MiB PyTorch reports for one `gpu` of `nominal_mib`, whether a source states it; else
+    it is assumed, UNRECORDED_SHORTFALL under the nominal). `gpu` None: a MIG slice."""
+    if gpu in TORCH_MEMORY_MIB:
+        return TORCH_MEMORY_MIB[gpu], True
+    return int(nominal_mib * (1 - UNRECORDED_SHORTFALL)), False
 
 
 def projected_per_gpu(parts: dict[str, float], ranks: int) -> float:

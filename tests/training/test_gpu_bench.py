@@ -21,7 +21,9 @@ MIB = 2**20
 
 
 def _gpu(instance_type: str) -> float:
-    return catalogue.figures(instance_type).accelerator_memory_mib * MIB
+    """One GPU's memory as PyTorch reports it (what gpu_bench.main plans with), not the nominal."""
+    spec = catalogue.figures(instance_type)
+    return model_shape.torch_memory_mib(spec.accelerator, spec.accelerator_memory_mib)[0] * MIB
 
 
 def test_a_whole_node_runs_the_whole_8b_where_the_config_admits_it():
@@ -35,7 +37,9 @@ def test_a_whole_node_runs_the_whole_8b_where_the_config_admits_it():
                   "governance": {"teams": []}, "sample_job": {"model": "llama3.1-8b", "nodes": 1, "team": None, "priority": None}}
     settings, _ = validation.load_settings(patched_context("prod", p4d_config), "prod")
     assert memory_fit(settings, "llama3.1-8b").verdict == "tight" and not p4d.whole
-    assert f"{p4d.layers} of the 8B's 32 layers (the most that fit: the whole model does not)" in p4d.words
+    # 29 layers fit the 39.6 GiB PyTorch sees of an A100 40 GB; its nominal 40.0 would have taken 30.
+    assert f"29 of the 8B's 32 layers (the most that fit: the whole model does not)" in p4d.words
+    assert gpu_bench.plan(8, 40960 * MIB).layers == 30
 
 
 @pytest.mark.parametrize("gpus, instance_type", [(1, "ml.p5.48xlarge"), (8, "ml.p4d.24xlarge"), (1, "ml.p5en.48xlarge")])
