@@ -222,17 +222,21 @@ TORCH_MEMORY_MIB = MappingProxyType({
     # tests/fixtures/gpu_memory_h200.json: one H200 of a p5en, 139.8 GiB as torch reported it.
     "H200": 143155,
 })
-# Elsewhere (H100, A10G, L4, L40S, B200, a MIG slice ...) PyTorch's share is assumed: the nominal
-# less this, about twice the largest shortfall recorded above (A100 40 GB: 1.03%; H200: 0.85%).
+# Elsewhere (H100, A10G, L4, L40S, B200 ...) PyTorch's share is assumed: the nominal less this,
+# about twice the largest shortfall recorded above (A100 40 GB: 1.03%; H200: 0.85%).
 UNRECORDED_SHORTFALL = 0.02
+# A MIG slice (its eighths of the nominal): NVIDIA's MIG user guide (`nvidia-smi mig -lgip` on an
+# A100-SXM4-40GB) shows slices up to 5% under their share (1g.5gb: 4.75 GiB).
+SLICE_SHORTFALL = 0.05
 
 
 def torch_memory_mib(gpu: str | None, nominal_mib: int) -> tuple[int, bool]:
     """(the MiB PyTorch reports for one `gpu` of `nominal_mib`, whether a source states it; else
-    it is assumed, UNRECORDED_SHORTFALL under the nominal). `gpu` None: a MIG slice."""
+    it is assumed, UNRECORDED_SHORTFALL under the nominal). `gpu` None: a MIG slice of that share,
+    assumed SLICE_SHORTFALL under it."""
     if gpu in TORCH_MEMORY_MIB:
         return TORCH_MEMORY_MIB[gpu], True
-    return int(nominal_mib * (1 - UNRECORDED_SHORTFALL)), False
+    return int(nominal_mib * (1 - (SLICE_SHORTFALL if gpu is None else UNRECORDED_SHORTFALL))), False
 
 
 def projected_per_gpu(parts: dict[str, float], ranks: int) -> float:

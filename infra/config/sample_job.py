@@ -131,9 +131,10 @@ class MemoryFit:
     @property
     def seen(self) -> str:
         """The memory the projection is held to, in words: what PyTorch reports of the GPU, and how that is known."""
-        from training.model_shape import UNRECORDED_SHORTFALL
+        from training.model_shape import SLICE_SHORTFALL, UNRECORDED_SHORTFALL
 
-        how = "" if self.stated else f", less {UNRECORDED_SHORTFALL:.0%} assumed"
+        assumed = SLICE_SHORTFALL if self.where.endswith(" slice") else UNRECORDED_SHORTFALL
+        how = "" if self.stated else f", less {assumed:.0%} assumed"
         return f"{_gib(self.memory)} PyTorch sees of {self.where} ({_gib(self.nominal)} nominal{how})"
 
     @property
