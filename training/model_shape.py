@@ -57,9 +57,13 @@ PRESETS = {
 
 # Peak dense (no sparsity) bf16 TFLOPS per device, from the vendors' data sheets; GB200 from
 # torchtitan (torchtitan/tools/utils.py get_peak_flops: 2.5e15, half of DGX GB200's 5,000
-# TFLOPS with sparsity), where B200 has 2,250.
+# TFLOPS with sparsity), where B200 has 2,250. The H100's variants each have their own (NVIDIA's
+# H100 data sheet; torchtitan's get_peak_flops the same): SXM 989 (CUDA names it "NVIDIA H100 80GB
+# HBM3"; p5's), NVL 835, PCIe 756. A key of several words is a variant: every word in the name.
 PEAK_TFLOPS = {
     "H100": 989.0,
+    "H100 NVL": 835.0,
+    "H100 PCIe": 756.0,
     "H200": 989.0,
     "A100": 312.0,
     "A10G": 70.0,
@@ -71,12 +75,12 @@ PEAK_TFLOPS = {
 
 
 def peak_tflops(device_name: str) -> float | None:
-    """The table's GPU named as a whole word of `device_name`: CUDA's names ("NVIDIA H100 80GB
-    HBM3", "NVIDIA A100-SXM4-80GB") and the catalogue's ("A100-80GB"). Whole words, so "NVIDIA
-    GB200" is not a B200 and "NVIDIA L40S" not an L4."""
-    words = re.split(r"[^A-Z0-9]+", device_name.upper())
-    found = [gpu for gpu in PEAK_TFLOPS if gpu in words]
-    return PEAK_TFLOPS[found[0]] if found else None
+    """The table's GPU named as whole words of `device_name`, its variant where the name says one:
+    CUDA's names ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB") and the
+    catalogue's ("A100-80GB"). Whole words, so "NVIDIA GB200" is not a B200 and "NVIDIA L40S" not an L4."""
+    words = set(re.split(r"[^A-Z0-9]+", device_name.upper()))
+    found = [key for key in PEAK_TFLOPS if set(key.upper().split()) <= words]
+    return PEAK_TFLOPS[max(found, key=lambda key: len(key.split()))] if found else None
 
 
 def parameters(preset: Preset, vocab: int) -> tuple[int, int]:
