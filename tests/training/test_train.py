@@ -414,3 +414,55 @@ def test_a_background_save_writes_its_data_position_with_its_shards_not_before_t
     assert [name for name, _ in writers] == ["step_00000004", "step_00000008"]
     assert writers[0][1].startswith("data-state") and writers[1][1] == threading.main_thread().name
     assert json.loads((tmp_path / "ckpt" / "step_00000004" / "data_rank00000.json").read_text())["kind"] == "documents"
+
+
+# train.py as a launcher starts it, with each rank's environment written down first (ENV_OUT.<rank>).
+UNDER_A_LAUNCHER = """
+import json, os, runpy, sys
+open(os.environ["ENV_OUT"] + "." + os.environ["RANK"], "w").write(json.dumps(dict(os.environ)))
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_the_forked_ranks_are_what_torch_distributed_run_starts(ranks, workdir, tmp_path):
+    # Every other multi-rank test forks its ranks (fork_ranks.py, the imports paid once); this one
+    # starts train.py under torch's own launcher too, the same run both ways, so the fast harness
+    # cannot drift from it: the same worker environment for what torchrun sets per rank, the same
+    # lines, losses and checkpoint.
+    (tmp_path / "launched.py").write_text(UNDER_A_LAUNCHER)
+
+    def args(where: str) -> list[str]:
+        return [str(TRAIN), *bench_train.train_args(workdir, max_steps=3, extra=[
+            "--log-interval=1", f"--checkpoint-dir={tmp_path / where}", "--checkpoint-interval=3"])]
+
+    env = {**bench_train.offline_env(), "ENV_OUT": str(tmp_path / "torchrun-env")}
+    real = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(tmp_path / "launched.py"), *args("torchrun")], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert real.returncode == 0, real.stderr[-4000:]
+    forked = ranks.run(2, tmp_path / "launched.py", args("forkrank"), cwd=workdir, env={**env, "ENV_OUT": str(tmp_path / "forked-env")},
+                       timeout=300)
+    assert forked.returncode == 0, forked.stderr[-4000:]
+
+    def environment(prefix: str) -> list[dict]:
+        return [{k: v for k, v in json.loads((tmp_path / f"{prefix}-env.{r}").read_text()).items() if env.get(k) != v} for r in (0, 1)]
+
+    # What torchrun sets for a worker that a forked rank has too, with the same per-rank values;
+    # and nothing the fork sets that torchrun does not.
+    per_rank = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+    for launched, fork in zip(environment("torchrun"), environment("forked")):
+        assert set(fork) - {"ENV_OUT"} <= set(launched), set(fork) - set(launched)
+        assert {k: fork[k] for k in per_rank} == {k: launched[k] for k in per_rank}
+        assert {"MASTER_ADDR", "MASTER_PORT"} <= set(fork)
+
+    def said(out: str, where: str) -> list[str]:
+        timing = re.compile(r" (tokens_per_s|seconds)=\S+")
+        return [timing.sub("", line).replace(str(tmp_path / where), "<ckpt>") for line in out.splitlines()]
+
+    assert said(real.stdout, "torchrun") == said(forked.stdout, "forkrank")
+    assert sorted(losses_of(real.stdout)) == [1, 2, 3]
+    # (Folders of one name length: the checkpoint's .metadata holds its path.)
+    manifests = [json.loads((tmp_path / where / "step_00000003" / "_COMPLETE.json").read_text()) for where in ("torchrun", "forkrank")]
+    assert manifests[0] == manifests[1]
