@@ -271,6 +271,13 @@ def test_the_give_up_exit_is_the_one_the_agent_completes():
     spec.loader.exec_module(models)
     fields = set(models.RunPolicy.model_fields) | set(models.RestartPolicy.model_fields)
     assert "jobMaxRetryCount" in fields and not {f for f in fields if "exit" in f.lower()}, fields
+    # What docs/sample-job.md says `hyp list hyp-pytorch-job` shows of it: the type of the job's last
+    # condition whose status is True (the installed sagemaker-hyperpod CLI's list_jobs), so a give-up
+    # reads as the completion a finished run has.
+    cli_source = importlib.metadata.distribution("sagemaker-hyperpod").locate_file("sagemaker/hyperpod/cli/commands/training.py")
+    listing = ast.unparse(next(n for n in ast.walk(ast.parse(cli_source.read_text())) if isinstance(n, ast.FunctionDef) and n.name == "list_jobs"))
+    assert "for condition in reversed(job.status.conditions):" in listing and "status = condition.type" in listing
+    assert "if condition.status == 'True':" in listing and "'STATUS'" in listing
 
 
 def test_after_a_resume_whose_first_step_is_skipped_the_first_loss_line_comes_at_once(workdir, tmp_path):
