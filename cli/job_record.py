@@ -1,15 +1,28 @@
-"""`hyperpod-cdk job-record`: what the sample job left beside its checkpoints for people, after
-the job and its log are gone (`ttlSecondsAfterFinished`): each give-up (when, from which
-checkpoint, on how many ranks, which windows) and the non-finite windows every start passes
-over. train.py writes both records; their names and words are training/log_format.py's, so
-this says what the job's own next start says."""
+"""`hyperpod-cdk job-record`: what the sample job left beside its checkpoints, after the job and
+its log are gone. A give-up ends the job as Completed (exit 0, the one exit the operator does
+not retry) and `ttlSecondsAfterFinished` deletes the job and its pods' logs later; train.py keeps
+each give-up (when, from which checkpoint, on how many ranks, which windows) in _GAVE_UP.json
+beside the checkpoints, and the windows every start passes over in _NONFINITE.json. This reads
+both from the job's checkpoint location (S3, with your credentials) or --checkpoint-dir (for
+FSx, copy the two files out), in the words the job's own next start uses
+(training/log_format.py). Exit 1 where a give-up is recorded."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from training.log_format import GAVE_UP_RECORD, NONFINITE_RECORD, give_up_words, window_words
+
+
+EXAMPLES = ["-c env=prod", "-c env=prod --format json", "--checkpoint-dir ./copied-from-fsx"]
+
+
+def arguments(parser) -> None:
+    """The command's own flags (cli/main.py adds the environment's and AWS's)."""
+    parser.add_argument("--checkpoint-dir", metavar="URI", help="s3://bucket/prefix or a local folder (default: the job's, from config)")
+    parser.add_argument("--format", choices=["text", "json"], default="text")
 
 
 class RecordError(Exception):
@@ -62,3 +75,26 @@ def to_text(checkpoint_dir: str, gave_up: list[dict], windows: list[dict]) -> st
     else:
         lines.append("no non-finite window recorded")
     return "\n".join(lines) + "\n"
+
+
+def command(settings, args) -> int:
+    """`hyperpod-cdk job-record`: the records of the job `settings` render (or --checkpoint-dir's),
+    printed as text or JSON; 1 where a give-up is recorded."""
+    from manifests import job as job_manifest
+
+    where = args.checkpoint_dir or job_manifest.checkpoint_uri(settings)
+    client = None
+    if where.startswith("s3://"):
+        import boto3
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            client = boto3.Session(profile_name=args.profile, region_name=args.region or settings.region).client("s3")
+        except BotoCoreError as err:
+            raise RecordError(f"--profile {args.profile}: {err}") from None
+    gave_up, windows = read(where, s3_client=client)
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"checkpoint_dir": where, "gave_up": gave_up, "windows": windows}, indent=2) + "\n")
+    else:
+        sys.stdout.write(to_text(where, gave_up, windows))
+    return 1 if gave_up else 0

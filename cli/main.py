@@ -22,7 +22,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from cli import topology
+from cli import job_record, topology
 from infra import config, validation
 from infra.checks.sample_job import memory_note
 
@@ -368,33 +368,6 @@ def cmd_dashboards(args) -> int:
     return 0
 
 
-def cmd_job_record(args) -> int:
-    """The sample job's give-ups and non-finite windows, from beside its checkpoints; exit 1 where it gave up."""
-    from cli import job_record
-    from manifests import job as job_manifest
-
-    settings, _ = _settings(env_from(args))
-    where = args.checkpoint_dir or job_manifest.checkpoint_uri(settings)
-    client = None
-    if where.startswith("s3://"):
-        import boto3
-        from botocore.exceptions import BotoCoreError
-
-        try:
-            client = boto3.Session(profile_name=args.profile, region_name=args.region or settings.region).client("s3")
-        except BotoCoreError as err:
-            raise CliError(f"--profile {args.profile}: {err}") from None
-    try:
-        gave_up, windows = job_record.read(where, s3_client=client)
-    except job_record.RecordError as err:
-        raise CliError(str(err)) from None
-    if args.format == "json":
-        sys.stdout.write(json.dumps({"checkpoint_dir": where, "gave_up": gave_up, "windows": windows}, indent=2) + "\n")
-    else:
-        sys.stdout.write(job_record.to_text(where, gave_up, windows))
-    return 1 if gave_up else 0
-
-
 def _env_args(parser: argparse.ArgumentParser, fleet: bool = False) -> None:
     parser.add_argument("-c", "--context", action="append", metavar="env=NAME", help="environment, as for cdk (default dev)"
                         + ("; repeat it for several, each reported in turn, then a table of them" if fleet else ""))
@@ -579,19 +552,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _env_args(dash)
 
-    rec = _command(
-        sub, "job-record", cmd_job_record,
-        help="print the sample job's give-ups and non-finite windows, kept beside its checkpoints",
-        description="A give-up ends the job as Completed (exit 0, the one exit the operator does not retry) and the job "
-        "and its log go ttlSecondsAfterFinished later; train.py keeps each give-up (when, from which checkpoint, on how "
-        "many ranks, which windows) in _GAVE_UP.json beside the checkpoints, and the windows every start passes over in "
-        "_NONFINITE.json. This reads both from the job's checkpoint location (S3, read with your credentials) or "
-        "--checkpoint-dir. Exit 1 where a give-up is recorded.",
-        examples=["-c env=prod", "-c env=prod --format json", "--checkpoint-dir ./copied-from-fsx  # FSx: the files copied out"],
-    )
+    rec = _command(sub, "job-record", lambda args: job_record.command(_settings(env_from(args))[0], args), description=job_record.__doc__,
+                   help="print the sample job's give-ups and non-finite windows, kept beside its checkpoints; exit 1 where it gave up",
+                   examples=job_record.EXAMPLES)
     _env_args(rec)
-    rec.add_argument("--checkpoint-dir", metavar="URI", help="s3://bucket/prefix or a local folder (default: the job's, from config)")
-    rec.add_argument("--format", choices=["text", "json"], default="text")
+    job_record.arguments(rec)
     _aws_args(rec)
 
     up = _command(
@@ -618,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, topology.InputError) as err:
+    except (CliError, topology.InputError, job_record.RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except config.ConfigError as err:

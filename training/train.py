@@ -34,8 +34,8 @@ This file holds the arguments and the loop. Its neighbours, which it imports as 
 data_stream.py (which rank reads which document, the token chunks, their saved position),
 checkpoints.py (sharded saves, their manifest, the resume), llama_model.py (the model, its
 FSDP2 sharding, the loss), agent_stop.py (the agent's stop signals and the watchdog),
-model_shape.py (the presets and their arithmetic) and log_format.py (the lines the operator
-watches).
+lr_rule.py (the learning rate's batch rule, its schedule and ramps), model_shape.py (the presets
+and their arithmetic) and log_format.py (the lines the operator watches).
 """
 
 from __future__ import annotations
@@ -73,10 +73,6 @@ from log_format import (
     GAVE_UP_RECORD,
     GIVE_UP_EXIT,
     LOSS_LINE,
-    LR_ASSUMED_LINE,
-    LR_LINE,
-    LR_RAMP_ON_LINE,
-    LR_RESIZED_LINE,
     MEMORY_LINE,
     NO_SAVE_STOP_LINE,
     NONFINITE_RECORD,
@@ -91,6 +87,7 @@ from log_format import (
     give_up_words,
     window_words,
 )
+from lr_rule import lr_plan, lr_scale, lr_schedule  # lr_scale, lr_schedule: the tests read the rule through train
 from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
 
 
@@ -216,90 +213,6 @@ def log(line: str, *, local_rank: int):
 
 
 # ---------------------------------------------------------------- the schedule and the measure
-
-
-def lr_scale(batch_tokens: int, anchor_tokens: int) -> float:
-    """The learning rate's factor for a global batch of `batch_tokens` where --lr is given for
-    `anchor_tokens`: the square root of their ratio. This is the learning-rate part, alone, of
-    the square-root scaling rule for adaptive methods (Malladi et al., "On the SDEs and Scaling
-    Rules for Adaptive Gradient Algorithms", NeurIPS 2022): for a batch k times larger the rule
-    also takes 1-beta1 and 1-beta2 times k, epsilon over sqrt(k) and k times fewer steps (the
-    same tokens). The job keeps its betas, epsilon and step count, so a larger batch also trains
-    on more tokens; the rule is followed in its learning rate only. (The linear rule, Goyal et
-    al. 2017, is SGD's.) Anchored to the batch --lr is given for, not to whichever world a run
-    first started on, so two runs of one recipe on different worlds train at one rate for one batch."""
-    return math.sqrt(batch_tokens / anchor_tokens)
-
-
-def ramp_multiplier(ramp: dict | None, scale: float, step: int) -> float:
-    """The learning rate's multiplier at scheduler step `step` (the rate of training step step+1):
-    `scale`, or on `ramp` ({"from", "to", "at", "steps"}: a resume at step `at` whose last run
-    trained at `from`) linearly from `from` to `to` over `steps` steps from the resume."""
-    if not ramp or step >= ramp["at"] + ramp["steps"]:
-        return scale
-    if step < ramp["at"]:
-        return ramp["from"]
-    return ramp["from"] + (ramp["to"] - ramp["from"]) * (step - ramp["at"] + 1) / ramp["steps"]
-
-
-def lr_schedule(args, scale: float = 1.0, ramp: dict | None = None):
-    """Linear warm-up, then cosine decay to min_lr_ratio; every value times `scale` (lr_scale
-    of this run's global batch) or, on `ramp` (lr_plan), the ramp's multiplier: a resume whose
-    last run trained at another rate moves to this one over --lr-ramp-steps rather than at
-    once, as Adam's moments were estimated at the other batch's noise."""
-
-    def factor(step: int) -> float:
-        multiplier = ramp_multiplier(ramp, scale, step)
-        if step < args.warmup_steps:
-            return multiplier * (step + 1) / max(1, args.warmup_steps)
-        progress = min(1.0, (step - args.warmup_steps) / max(1, args.max_steps - args.warmup_steps))
-        return multiplier * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-    return factor
-
-
-def lr_plan(args, recorded: dict | None, batch_tokens: int, start: int, ckpt: str | None = None) -> tuple[dict, float, dict | None, str | None]:
-    """This run's learning rate from what the checkpoint's manifest records (`recorded`; None
-    on a first run): (the recipe to record in this run's manifests, this run's scale, the ramp its
-    schedule follows or None, the line that says it or None).
-
-    The batch --lr is given for: --lr-batch-tokens, else the manifest's, else this run's. The
-    rate the last run trained at its last step: from its recorded global batch and ramp; a
-    manifest of an earlier train.py records no global batch, and its rate is assumed as that
-    train.py applied it (the linear rule over its recorded worlds, else --lr unscaled) and said
-    so. A restart inside a ramp towards this same rate goes on with that ramp, step for step;
-    any other difference is ramped from the last run's rate at its last step."""
-    first_run, recorded = recorded is None, recorded or {}
-    anchor = int(args.lr_batch_tokens or recorded.get("lr_batch_tokens") or batch_tokens)
-    scale = lr_scale(batch_tokens, anchor)
-    recipe = {"world": batch_tokens // (args.batch_size * args.seq_len), "batch_tokens": batch_tokens, "lr_batch_tokens": anchor}
-    said = LR_LINE.format(tokens=batch_tokens, lr=args.lr * scale, base=args.lr, anchor=anchor) if scale != 1 else None
-    if first_run:
-        return {**recipe, "lr_ramp": None}, scale, None, said
-    ramp = recorded.get("lr_ramp")
-    if ramp and ramp["to"] == scale and start < ramp["at"] + ramp["steps"]:
-        line = LR_RAMP_ON_LINE.format(lr=args.lr * scale, first=ramp["at"] + 1, last=ramp["at"] + ramp["steps"], start=start,
-                                      at=args.lr * ramp_multiplier(ramp, scale, start - 1))
-        return {**recipe, "lr_ramp": ramp}, scale, ramp, line
-    before = recorded.get("batch_tokens")
-    if before:
-        last_scale, assumed = lr_scale(before, anchor), None
-    elif recorded.get("recipe_world"):
-        last_scale = recorded["world"] / recorded["recipe_world"]
-        assumed = f"the linear rule train.py then applied, x{recorded['world']}/{recorded['recipe_world']} ranks"
-    else:
-        last_scale, assumed = 1.0, "--lr as given, unscaled, as train.py then trained"
-    was = ramp_multiplier(ramp, last_scale, start - 1)
-    if math.isclose(was, scale, rel_tol=1e-12):
-        return {**recipe, "lr_ramp": None}, scale, None, said
-    ramp = {"from": was, "to": scale, "at": start, "steps": max(1, args.lr_ramp_steps)}
-    words = dict(old=args.lr * was, lr=args.lr * scale, first=start + 1, last=start + ramp["steps"], anchor=anchor, base=args.lr,
-                 tokens=batch_tokens)
-    if assumed:
-        line = LR_ASSUMED_LINE.format(ckpt=ckpt, how=assumed, **words)
-    else:
-        line = LR_RESIZED_LINE.format(before=before, ratio=scale / last_scale, **words)
-    return {**recipe, "lr_ramp": ramp}, scale, ramp, line
 
 
 def give_up(args, windows: list[dict], step: int, world: int, rank: int, local_rank: int, stop: StopRequest) -> int:
