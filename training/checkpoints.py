@@ -2,8 +2,9 @@
 rank's data position. A save is complete only when rank 0 has written its manifest listing
 every file and its size, after all ranks finished; resume takes the newest complete one,
 chosen by rank 0 for every rank. Beside them, the record of the windows of steps runs
-stopped on with non-finite values, and in each manifest the global batch the learning rate is
-given for and the one the run trained with. Local paths or s3:// (fsspec).
+stopped on with non-finite values and the record of each give-up; in each manifest the global
+batch the learning rate is given for, the one the run trained with and its ramp. Local paths or
+s3:// (fsspec).
 
 Beside train.py in the image, which imports it as a sibling (`from checkpoints import ...`).
 """

@@ -11,8 +11,9 @@ A step whose loss or gradient norm is not finite is skipped (no optimizer step) 
 no loss line, so the rules' loss clocks keep running; a few in a row stop the job, and the
 operator's restart, and every start after it, passes over the documents of those steps and of
 the update before them instead of training on them again, on whatever world size it resumes
-(the window is recorded beside the checkpoints, by document); past --max-nonfinite-restarts windows the job gives up
-with one line and exit 0, which ends it instead of being retried.
+(the window is recorded beside the checkpoints, by document); past --max-nonfinite-restarts
+windows the job gives up with one line and exit 0, which ends it instead of being retried, and
+keeps the give-up beside the checkpoints for the next start and `hyperpod-cdk job-record`.
 
 SIGUSR1 (the agent's graceful stop) and SIGTERM save at the next step boundary and exit;
 where that cannot happen in the agent's stop timeout, the job exits without a save.
@@ -57,10 +58,10 @@ from checkpoints import (
     complete_checkpoint,
     join_path,
     load_checkpoint,
-    recorded_recipe,
     passed_over,
     record_give_up,
     record_nonfinite,
+    recorded_recipe,
     save_checkpoint,
     set_aside_nonfinite,
     unprinted_give_ups,
@@ -75,8 +76,8 @@ from log_format import (
     LOSS_LINE,
     MEMORY_LINE,
     NO_SAVE_STOP_LINE,
-    NONFINITE_RECORD,
     NONFINITE_GIVE_UP_LINE,
+    NONFINITE_RECORD,
     NONFINITE_STOP_LINE,
     PASS_OVER_NEXT_LINE,
     PASSED_OVER_LINE,
@@ -212,7 +213,7 @@ def log(line: str, *, local_rank: int):
         print(line, flush=True)
 
 
-# ---------------------------------------------------------------- the schedule and the measure
+# ---------------------------------------------------------------- the give-up and the measure
 
 
 def give_up(args, windows: list[dict], step: int, world: int, rank: int, local_rank: int, stop: StopRequest) -> int:
