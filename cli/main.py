@@ -8,6 +8,7 @@
   hyperpod-cdk preflight [-c env=NAME] [--region R] [--profile P]
   hyperpod-cdk accept [-c env=NAME] [--group G] [--render] [--from DIR] [--no-deep-health-check]
   hyperpod-cdk dashboards [-c env=NAME]
+  hyperpod-cdk job-record [-c env=NAME] [--checkpoint-dir URI] [--format text|json]
   hyperpod-cdk upgrade-plan --to 1.N [-c env=NAME ... | --all] [--from-account [--region R] [--profile P]] [--write-pins]
 
 Each command has --help. Errors are one line on stderr and a non-zero exit, never a traceback.
@@ -21,7 +22,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from cli import topology
+from cli import job_record, topology
 from infra import config, validation
 from infra.checks.sample_job import memory_note
 
@@ -564,6 +565,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _env_args(dash)
 
+    rec = _command(sub, "job-record", lambda args: job_record.command(_settings(env_from(args))[0], args), description=job_record.__doc__,
+                   help="print the sample job's give-ups and non-finite windows, kept beside its checkpoints; exit 1 where it gave up",
+                   examples=job_record.EXAMPLES)
+    _env_args(rec)
+    job_record.arguments(rec)
+    _aws_args(rec)
+
     up = _command(
         sub, "upgrade-plan", cmd_upgrade_plan,
         help="print the ordered steps of a Kubernetes upgrade: versions, add-ons, migrations, AMI updates",
@@ -588,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, topology.InputError) as err:
+    except (CliError, topology.InputError, job_record.RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except config.ConfigError as err:

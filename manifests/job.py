@@ -200,7 +200,7 @@ def _command(settings: Settings, nodes: int, gpus: int, checkpoint_uri: str) -> 
         f"--batch-size={model_shape.JOB_BATCH}",
         f"--max-steps={job.max_steps}",
         f"--warmup-steps={model_shape.job_warmup_steps(model, job.max_steps)}",
-        # The global batch the learning rate is given for (the recipe's); other batches scale it.
+        # The global batch the learning rate is taken to be given for (the project's choice, model_shape.JOB_LR_BATCH_TOKENS).
         *([f"--lr-batch-tokens={model_shape.JOB_LR_BATCH_TOKENS[model]}"] if model in model_shape.JOB_LR_BATCH_TOKENS else []),
         f"--checkpoint-dir={checkpoint_uri}",
         f"--checkpoint-interval={job.checkpoint_interval_steps}",

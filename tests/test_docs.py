@@ -65,6 +65,8 @@ ALLOWED: dict[str, str] = {
     r"^hyperpod-cdk topology( --summary| --full| --format html --output \S+)?$": "reads the live cluster through kubectl",
     r"^hyperpod-cdk dashboards\b": "needs addons.observability.grafana.enabled, off in the committed cdk.json "
     "(tests/cli/test_dashboards.py runs it with Grafana on)",
+    r"^hyperpod-cdk job-record -c env=prod$": "reads the job's S3 checkpoint prefix with credentials (tests/cli/test_job_record.py "
+    "reads a moto bucket; tests/training/test_nonfinite.py a real give-up's folder)",
 }
 
 # Lines whose exit status is not 0 on purpose.

@@ -2,8 +2,9 @@
 rank's data position. A save is complete only when rank 0 has written its manifest listing
 every file and its size, after all ranks finished; resume takes the newest complete one,
 chosen by rank 0 for every rank. Beside them, the record of the windows of steps runs
-stopped on with non-finite values, and in each manifest the global batch the learning rate is
-given for and the one the run trained with. Local paths or s3:// (fsspec).
+stopped on with non-finite values and the record of each give-up; in each manifest the global
+batch the learning rate is given for, the one the run trained with and its ramp. Local paths or
+s3:// (fsspec).
 
 Beside train.py in the image, which imports it as a sibling (`from checkpoints import ...`).
 """
@@ -12,15 +13,15 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 
 import torch.distributed as dist
 
 from data_stream import DataStateError
+from log_format import GAVE_UP_RECORD, NONFINITE_RECORD
 
 MANIFEST = "_COMPLETE.json"
 DATA_STATE = "data_rank{rank:05d}.json"
-# Beside the checkpoints: the windows of steps runs stopped on with non-finite values.
-NONFINITE_RECORD = "_NONFINITE.json"
 
 
 def _fs(path: str):
@@ -227,12 +228,14 @@ def load_data_state(ckpt: str, stream, rank: int, world: int) -> str | None:
     return f"data position of {saved_world} rank{'s' * (saved_world > 1)} re-divided over {world}"
 
 
-def lr_anchor(ckpt: str | None, given: int | None, batch_tokens: int) -> tuple[int, int | None]:
-    """(the global batch in tokens the peak learning rate is given for, the global batch the
-    checkpoint's run trained with or None): `given` (--lr-batch-tokens) where set, else the one
-    every manifest carries from the first run, else `batch_tokens` (this run's, a first run)."""
-    manifest = json.loads(_fs(ckpt).cat_file(join_path(ckpt, MANIFEST))) if ckpt else {}
-    return int(given or manifest.get("lr_batch_tokens") or batch_tokens), manifest.get("batch_tokens")
+def recorded_recipe(ckpt: str | None) -> dict | None:
+    """What the checkpoint's manifest records of the learning rate's recipe (train.lr_plan reads
+    it): the world size, the global batch in tokens trained with, the one --lr is given for and
+    the ramp the run was on; a manifest of an earlier train.py holds less. None without a checkpoint."""
+    if not ckpt:
+        return None
+    manifest = json.loads(_fs(ckpt).cat_file(join_path(ckpt, MANIFEST)))
+    return {k: v for k, v in manifest.items() if k not in ("step", "files")}
 
 
 def passed_over(base: str | None, rank: int) -> list[dict]:
@@ -274,3 +277,32 @@ def set_aside_nonfinite(base: str, stale: list[dict], rank: int) -> str:
         kept = [w for w in windows if not (isinstance(w, dict) and w in stale)]
         fs.pipe_file(record, json.dumps({"windows": kept}).encode())
     return record
+
+
+def record_give_up(base: str, event: dict, rank: int) -> str:
+    """Add a give-up (log_format.GAVE_UP_RECORD says its fields; `at` is set here, in UTC) to
+    the record beside the checkpoints (rank 0 writes); its path."""
+    record = join_path(base, GAVE_UP_RECORD)
+    if rank == 0:
+        fs = _fs(base)
+        events = json.loads(fs.cat_file(record))["gave_up"] if fs.exists(record) else []
+        fs.makedirs(base, exist_ok=True)
+        event = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **event}
+        fs.pipe_file(record, json.dumps({"gave_up": events + [event]}).encode())
+    return record
+
+
+def unprinted_give_ups(base: str | None, rank: int) -> list[dict]:
+    """The give-ups no start has printed yet (rank 0 reads and stamps them printed_at; every rank
+    takes its reading)."""
+    found = [[]]
+    if base and rank == 0:
+        record = join_path(base, GAVE_UP_RECORD)
+        fs = _fs(base)
+        events = json.loads(fs.cat_file(record))["gave_up"] if fs.exists(record) else []
+        found = [[e for e in events if not e.get("printed_at")]]
+        if found[0]:
+            now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            fs.pipe_file(record, json.dumps({"gave_up": [e if e.get("printed_at") else {**e, "printed_at": now} for e in events]}).encode())
+    dist.broadcast_object_list(found, src=0)
+    return found[0]

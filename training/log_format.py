@@ -40,13 +40,54 @@ NONFINITE_GIVE_UP_LINE = (
     "training gave up: non-finite values came back after passing over {windows} ({count} windows, at most {limit}); "
     "the recipe diverges, not a batch. Every rank exits {code}, so the operator ends the job as Completed instead of "
     "restarting it (any other exit is retried up to runPolicy.jobMaxRetryCount, rebuilding the model each time): it did "
-    "not train to max_steps. Lower the learning rate or start from another checkpoint, then delete {record}"
+    "not train to max_steps. Kept in {gave_up} (`hyperpod-cdk job-record` shows it). Lower the learning rate or start "
+    "from another checkpoint, then delete {record}"
 )
-# The learning rate of a global batch other than the one it is given for (AdamW's square-root rule).
+
+# The records beside the checkpoints (train.py writes them; `hyperpod-cdk job-record` reads them).
+# The windows of steps runs stopped on with non-finite values: every start passes over their
+# documents (or, for a stream without documents, their steps).
+NONFINITE_RECORD = "_NONFINITE.json"
+# Each give-up, for people: {"gave_up": [{"at", "step", "world", "limit", "exit", "windows", "printed_at"}]}.
+# The job's log and the job object go ttlSecondsAfterFinished after the give-up; this stays, and
+# deleting the windows' record to start over leaves it. The next start prints each give-up it has
+# not printed yet (GAVE_UP_BEFORE_LINE) and stamps it printed_at.
+GAVE_UP_RECORD = "_GAVE_UP.json"
+GAVE_UP_BEFORE_LINE = "an earlier start gave up: {gave_up} (recorded in {record})"
+
+
+def window_words(window: dict) -> str:
+    """A recorded non-finite window, in words: its steps, the update before them, its documents."""
+    first, last = window["steps"]
+    update = window.get("update")
+    steps = f"steps {update or first}-{last}" + (f" (step {update}'s update, then the non-finite steps)" if update else "")
+    if window.get("documents") is None:
+        return steps
+    world = window.get("world")
+    return f"the {len(window['documents'])} documents of {steps}" + (f" on {world} rank{'s' * (world > 1)}" if world else "")
+
+
+def give_up_words(event: dict) -> str:
+    """A recorded give-up, in words: when, from which checkpoint, on how many ranks, which windows."""
+    windows = event["windows"]
+    world = event["world"]
+    return (f"at {event['at']}, last checkpoint step={event['step']}, on {world} rank{'s' * (world > 1)}, exit {event['exit']}: "
+            f"{len(windows)} non-finite windows, at most {event['limit']} ({'; '.join(window_words(w) for w in windows)})")
+# The learning rate of a global batch other than the one it is given for: the learning-rate part of
+# the square-root scaling rule for adaptive methods (Malladi et al., NeurIPS 2022; train.lr_scale).
+LR_RULE = "the learning-rate part of the square-root rule for adaptive methods, Malladi et al. 2022"
 LR_LINE = "learning rate {lr:.3e} at a global batch of {tokens} tokens: {base:.3e} at {anchor} tokens x sqrt({tokens}/{anchor})"
 LR_RESIZED_LINE = (
-    "global batch {before} -> {tokens} tokens: learning rate x{ratio:.4g} (the square root of the batch ratio, AdamW's "
-    "rule; Malladi et al. 2022), peak {old:.3e} -> {lr:.3e}, ramped over steps {first}-{last}; given as {base:.3e} at {anchor} tokens"
+    "global batch {before} -> {tokens} tokens: learning rate x{ratio:.4g} (the square root of the batch ratio, " + LR_RULE + "), "
+    "peak {old:.3e} -> {lr:.3e}, ramped over steps {first}-{last}; given as {base:.3e} at {anchor} tokens"
+)
+# A restart inside a ramp towards the same rate: the ramp goes on where it was.
+LR_RAMP_ON_LINE = "learning rate ramp to peak {lr:.3e} over steps {first}-{last} goes on from step {start} (peak {at:.3e} there)"
+# A checkpoint whose manifest records no global batch (an earlier train.py's): its run's rate assumed.
+LR_ASSUMED_LINE = (
+    "checkpoint {ckpt} records no global batch (an earlier train.py's), so its run's learning rate is assumed: {how}, peak "
+    "{old:.3e}; this global batch of {tokens} tokens trains at {lr:.3e} ({base:.3e} at {anchor} tokens x sqrt({tokens}/{anchor})), "
+    "ramped over steps {first}-{last}"
 )
 # At the end of a run on GPUs, each rank's allocator peaks (tests/bench/gpu_bench.py reads them).
 MEMORY_LINE = "memory rank={rank} peak_allocated_gib={allocated:.2f} peak_reserved_gib={reserved:.2f}"

@@ -57,9 +57,13 @@ PRESETS = {
 
 # Peak dense (no sparsity) bf16 TFLOPS per device, from the vendors' data sheets; GB200 from
 # torchtitan (torchtitan/tools/utils.py get_peak_flops: 2.5e15, half of DGX GB200's 5,000
-# TFLOPS with sparsity), where B200 has 2,250.
+# TFLOPS with sparsity), where B200 has 2,250. The H100's variants each have their own (NVIDIA's
+# H100 data sheet; torchtitan's get_peak_flops the same): SXM 989 (CUDA names it "NVIDIA H100 80GB
+# HBM3"; p5's), NVL 835, PCIe 756. A key of several words is a variant: every word in the name.
 PEAK_TFLOPS = {
     "H100": 989.0,
+    "H100 NVL": 835.0,
+    "H100 PCIe": 756.0,
     "H200": 989.0,
     "A100": 312.0,
     "A10G": 70.0,
@@ -71,12 +75,12 @@ PEAK_TFLOPS = {
 
 
 def peak_tflops(device_name: str) -> float | None:
-    """The table's GPU named as a whole word of `device_name`: CUDA's names ("NVIDIA H100 80GB
-    HBM3", "NVIDIA A100-SXM4-80GB") and the catalogue's ("A100-80GB"). Whole words, so "NVIDIA
-    GB200" is not a B200 and "NVIDIA L40S" not an L4."""
-    words = re.split(r"[^A-Z0-9]+", device_name.upper())
-    found = [gpu for gpu in PEAK_TFLOPS if gpu in words]
-    return PEAK_TFLOPS[found[0]] if found else None
+    """The table's GPU named as whole words of `device_name`, its variant where the name says one:
+    CUDA's names ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB") and the
+    catalogue's ("A100-80GB"). Whole words, so "NVIDIA GB200" is not a B200 and "NVIDIA L40S" not an L4."""
+    words = set(re.split(r"[^A-Z0-9]+", device_name.upper()))
+    found = [key for key in PEAK_TFLOPS if set(key.upper().split()) <= words]
+    return PEAK_TFLOPS[max(found, key=lambda key: len(key.split()))] if found else None
 
 
 def parameters(preset: Preset, vocab: int) -> tuple[int, int]:
@@ -115,10 +119,13 @@ def job_warmup_steps(model: str, max_steps: int) -> int:
     return max(1, round(JOB_WARMUP_SHARE[model] * max_steps))
 
 
-# The global batch, in tokens, the 8B's learning rate (3e-4) is given for: torchtitan's Llama 3 8B
-# recipe is "a preset for 64 A100 GPUs" (the toml's first line) at batch 1 x sequence 8192. A job
-# on another global batch trains at 3e-4 x sqrt(its batch / this) (train.lr_scale); the tiny
-# preset's learning rate is for whatever global batch its first run has.
+# The global batch, in tokens, the project takes the 8B's learning rate (3e-4) to be given for: its
+# choice, read from torchtitan's note that its Llama 3 8B toml is "a preset for 64 A100 GPUs" (the
+# first line) at batch 1 x sequence 8192 = 524,288 tokens. torchtitan itself scales nothing: its
+# recipe trains at 3e-4 on however many GPUs run it (65,536 tokens a step on one 8-GPU node). A job
+# on another global batch trains at 3e-4 x sqrt(its batch / this) (train.lr_scale): prod's 16 H100
+# at 131,072 tokens, 1.5e-4, half the recipe's rate. The tiny preset's learning rate is for
+# whatever global batch its first run has.
 JOB_LR_BATCH_TOKENS = MappingProxyType({"llama3.1-8b": 64 * 1 * 8192})
 
 # Bytes per parameter of the training state, whatever the sharding: fp32 weights and
@@ -194,13 +201,46 @@ def memory_per_gpu(preset: Preset, vocab: int, *, seq_len: int, batch: int, rank
 # - Beside it, the CUDA context (about 400 MB with lazy module loading: pytorch/pytorch issue
 #   109888) and, with more than one rank, NCCL's buffers for one group over NVLink (688 MB:
 #   NVIDIA/nccl issue 964).
-# - FIT_SHARE: the share of the GPU's memory the projection may fill; the rest is the margin, for
-#   what the driver keeps (an A100 40 GB: 423 MiB, 1%) and a long run's growth.
+# - FIT_SHARE: the share of the memory PyTorch reports for the GPU (torch_memory_mib, not the
+#   nominal: what the driver keeps is never the allocator's) the projection may fill; the rest is
+#   the margin, for a long run's growth and the calibration's limits.
+# The calibration's limits: RESERVED_PER_ESTIMATE is one published run's (torchtitan's 8B, FSDP 8,
+# sequence 32,768, torch.compile and Float8 linears, on 8 H100 of 96 GB HBM2e), not measured
+# here at 8 ranks, at the job's sequence 8,192 or in bf16 alone; this project's own measurements are
+# on one rank (the H200 fixture, 1.04 of the estimate at most). A run at 8 ranks (make gpu-bench
+# prints each rank's peak reserved) is what would confirm or correct it.
 # tests/training/test_memory.py holds each to its source.
 RESERVED_PER_ESTIMATE = 1.13
 CUDA_CONTEXT_BYTES = 400e6
 NCCL_GROUP_BYTES = 688e6
 FIT_SHARE = 0.95
+
+# The memory PyTorch reports for one GPU (torch.cuda.get_device_properties(i).total_memory), in MiB,
+# by the catalogue's GPU name, where a source here states it: less than the nominal memory
+# (DescribeInstanceTypes' SizeInMiB) by what the driver and the GPU keep, and all the allocator can
+# ever hold. tests/training/test_memory.py holds each to its source.
+TORCH_MEMORY_MIB = MappingProxyType({
+    # NVIDIA's MIG user guide ("Getting Started with MIG", nvidia-smi on an A100-SXM4-40GB): 40537 of
+    # the 40960 MiB; PyTorch reports the same on p4d (issue 54's review).
+    "A100": 40537,
+    # tests/fixtures/gpu_memory_h200.json: one H200 of a p5en, 139.8 GiB as torch reported it.
+    "H200": 143155,
+})
+# Elsewhere (H100, A10G, L4, L40S, B200 ...) PyTorch's share is assumed: the nominal less this,
+# about twice the largest shortfall recorded above (A100 40 GB: 1.03%; H200: 0.85%).
+UNRECORDED_SHORTFALL = 0.02
+# A MIG slice (its eighths of the nominal): NVIDIA's MIG user guide (`nvidia-smi mig -lgip` on an
+# A100-SXM4-40GB) shows slices up to 5% under their share (1g.5gb: 4.75 GiB).
+SLICE_SHORTFALL = 0.05
+
+
+def torch_memory_mib(gpu: str | None, nominal_mib: int) -> tuple[int, bool]:
+    """(the MiB PyTorch reports for one `gpu` of `nominal_mib`, whether a source states it; else
+    it is assumed, UNRECORDED_SHORTFALL under the nominal). `gpu` None: a MIG slice of that share,
+    assumed SLICE_SHORTFALL under it."""
+    if gpu in TORCH_MEMORY_MIB:
+        return TORCH_MEMORY_MIB[gpu], True
+    return int(nominal_mib * (1 - (SLICE_SHORTFALL if gpu is None else UNRECORDED_SHORTFALL))), False
 
 
 def projected_per_gpu(parts: dict[str, float], ranks: int) -> float:

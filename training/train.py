@@ -9,10 +9,11 @@ and the rules' regexes, so the two cannot drift apart):
   checkpoint saved step=<n> path=<dir> seconds=<float>                   one line per save
 A step whose loss or gradient norm is not finite is skipped (no optimizer step) and prints
 no loss line, so the rules' loss clocks keep running; a few in a row stop the job, and the
-operator's restart passes over the documents of those steps and of the update before them
-instead of training on them again, on whatever world size it resumes (the window is recorded
-beside the checkpoints, by document); past --max-nonfinite-restarts windows the job gives up
-with one line and exit 0, which ends it instead of being retried.
+operator's restart, and every start after it, passes over the documents of those steps and of
+the update before them instead of training on them again, on whatever world size it resumes
+(the window is recorded beside the checkpoints, by document); past --max-nonfinite-restarts
+windows the job gives up with one line and exit 0, which ends it instead of being retried, and
+keeps the give-up beside the checkpoints for the next start and `hyperpod-cdk job-record`.
 
 SIGUSR1 (the agent's graceful stop) and SIGTERM save at the next step boundary and exit;
 where that cannot happen in the agent's stop timeout, the job exits without a save.
@@ -24,16 +25,18 @@ manifest listing every file and its size, after all ranks finished; resume takes
 complete one, so a partial or truncated checkpoint is never picked. --async-checkpoint
 writes in the background and completes the save at a later step boundary. Resumed on another
 world size (an elastic job), the global batch changes with it and so does the learning rate:
-the square root of the batch ratio (AdamW's rule), against the global batch --lr is given for
-(the recipe's, --lr-batch-tokens), ramped over --lr-ramp-steps from the resume.
+the square root of the batch ratio (the learning-rate part of the square-root rule for adaptive
+methods; lr_scale says what it leaves out), against the global batch --lr is given for
+(--lr-batch-tokens), ramped over --lr-ramp-steps from the resume; the ramp is in every manifest,
+so a restart inside it goes on with it.
 
 This file holds the arguments and the loop. Its neighbours, which it imports as siblings
 (the image copies them beside it; the tests run `python training/train.py` the same way):
 data_stream.py (which rank reads which document, the token chunks, their saved position),
 checkpoints.py (sharded saves, their manifest, the resume), llama_model.py (the model, its
 FSDP2 sharding, the loss), agent_stop.py (the agent's stop signals and the watchdog),
-model_shape.py (the presets and their arithmetic) and log_format.py (the lines the operator
-watches).
+lr_rule.py (the learning rate's batch rule, its schedule and ramps), model_shape.py (the presets
+and their arithmetic) and log_format.py (the lines the operator watches).
 """
 
 from __future__ import annotations
@@ -51,28 +54,30 @@ import torch.distributed as dist
 
 from agent_stop import StopRequest
 from checkpoints import (
-    NONFINITE_RECORD,
     choose_checkpoint,
     complete_checkpoint,
     join_path,
     load_checkpoint,
-    lr_anchor,
     passed_over,
+    record_give_up,
     record_nonfinite,
+    recorded_recipe,
     save_checkpoint,
     set_aside_nonfinite,
+    unprinted_give_ups,
 )
 from data_stream import DataStateError, SyntheticTokens, TokenStream, batches, document_segments, load_hf_token, load_stream
 from llama_model import CAUSAL_ATTENTION, build_model, logits_of, materialise, model_config, next_token_loss, shard
 from log_format import (
     CHECKPOINT_LINE,
+    GAVE_UP_BEFORE_LINE,
+    GAVE_UP_RECORD,
     GIVE_UP_EXIT,
     LOSS_LINE,
-    LR_LINE,
-    LR_RESIZED_LINE,
     MEMORY_LINE,
     NO_SAVE_STOP_LINE,
     NONFINITE_GIVE_UP_LINE,
+    NONFINITE_RECORD,
     NONFINITE_STOP_LINE,
     PASS_OVER_NEXT_LINE,
     PASSED_OVER_LINE,
@@ -80,7 +85,10 @@ from log_format import (
     SKIPPED_LINE,
     STALE_RECORD_LINE,
     UNSAFE_STATE_LINE,
+    give_up_words,
+    window_words,
 )
+from lr_rule import lr_plan, lr_scale, lr_schedule  # lr_scale, lr_schedule: the tests read the rule through train
 from model_shape import PRESETS, Preset, mfu, parameters, peak_tflops
 
 
@@ -103,14 +111,16 @@ def parse_args(argv=None):
         "--lr-batch-tokens",
         type=int,
         default=None,
-        help="the global batch, in tokens, --lr is given for (a recipe's); another global batch trains at --lr x the square "
-        "root of the ratio (AdamW's rule). Default: the first run's global batch, carried in every checkpoint",
+        help="the global batch, in tokens, --lr is given for; another global batch trains at --lr x the square root of the "
+        "ratio (the learning-rate part of the square-root rule for adaptive methods, Malladi et al. 2022; betas, epsilon "
+        "and steps stay). Default: the first run's global batch, carried in every checkpoint",
     )
     p.add_argument(
         "--lr-ramp-steps",
         type=int,
         default=100,
-        help="steps over which a resume on another world size moves the learning rate from the last run's to its own",
+        help="steps over which a resume whose last run trained at another rate (another world size, an earlier train.py's "
+        "checkpoint) moves the learning rate from that run's to its own; a restart inside the ramp goes on with it",
     )
     p.add_argument("--min-lr-ratio", type=float, default=0.1)
     p.add_argument("--warmup-steps", type=int, default=10)
@@ -203,62 +213,22 @@ def log(line: str, *, local_rank: int):
         print(line, flush=True)
 
 
-# ---------------------------------------------------------------- the schedule and the measure
+# ---------------------------------------------------------------- the give-up and the measure
 
 
-def lr_scale(batch_tokens: int, anchor_tokens: int) -> float:
-    """The learning rate's factor for a global batch of `batch_tokens` where the recipe's peak
-    is given for `anchor_tokens`: the square root of their ratio. For Adam-family optimizers
-    the square-root rule is the one derived (Malladi et al., "On the SDEs and Scaling Rules
-    for Adaptive Gradient Algorithms", NeurIPS 2022); the linear rule (Goyal et al., 2017) is
-    SGD's. Anchored to the recipe's batch, not to whichever world a run first started on, so
-    two runs of one recipe on different worlds train at the same rate for the same batch."""
-    return math.sqrt(batch_tokens / anchor_tokens)
-
-
-def lr_schedule(args, scale: float = 1.0, *, previous: float | None = None, resumed_at: int = 0):
-    """Linear warm-up, then cosine decay to min_lr_ratio; every value times `scale` (lr_scale
-    of this run's global batch). A resume on another world size (`previous`: the last run's
-    scale) moves from that scale to this one linearly over --lr-ramp-steps from the resume,
-    rather than at once: Adam's moments were estimated at the other batch's noise."""
-    ramp = max(1, getattr(args, "lr_ramp_steps", 1))
-
-    def multiplier(step: int) -> float:
-        if previous is None or previous == scale or step >= resumed_at + ramp:
-            return scale
-        if step < resumed_at:
-            return previous
-        return previous + (scale - previous) * (step - resumed_at + 1) / ramp
-
-    def factor(step: int) -> float:
-        if step < args.warmup_steps:
-            return multiplier(step) * (step + 1) / max(1, args.warmup_steps)
-        progress = min(1.0, (step - args.warmup_steps) / max(1, args.max_steps - args.warmup_steps))
-        return multiplier(step) * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-    return factor
-
-
-def window_words(window: dict) -> str:
-    """A recorded non-finite window, in words: its steps, the update before them, its documents."""
-    first, last = window["steps"]
-    update = window.get("update")
-    steps = f"steps {update or first}-{last}" + (f" (step {update}'s update, then the non-finite steps)" if update else "")
-    if window.get("documents") is None:
-        return steps
-    world = window.get("world")
-    return f"the {len(window['documents'])} documents of {steps}" + (f" on {world} rank{'s' * (world > 1)}" if world else "")
-
-
-def give_up(args, windows: list[dict], rank: int, local_rank: int, stop: StopRequest) -> int:
+def give_up(args, windows: list[dict], step: int, world: int, rank: int, local_rank: int, stop: StopRequest) -> int:
     """More windows than --max-nonfinite-restarts: the recipe diverges, not a batch. Every rank
     exits GIVE_UP_EXIT (0): the HyperPod elastic agent counts any other exit as a worker crash,
     which the operator restarts (up to runPolicy.jobMaxRetryCount, rebuilding the model each
     time); a worker group that exits 0 completes the job (hyperpod-elastic-agent 1.1.3,
     PLRHyperPodElasticAgent._invoke_run: SUCCEEDED, then AgentState.COMPLETED). The line says
-    that the job ends without finishing its steps."""
+    that the job ends without finishing its steps; the record beside the checkpoints keeps it
+    after the job and its log are gone (ttlSecondsAfterFinished), for the next start and
+    `hyperpod-cdk job-record`."""
     listed = "; ".join(window_words(w) for w in windows)
-    log(NONFINITE_GIVE_UP_LINE.format(windows=listed, count=len(windows), limit=args.max_nonfinite_restarts,
+    kept = record_give_up(args.checkpoint_dir, {"step": step, "world": world, "limit": args.max_nonfinite_restarts,
+                                                "exit": GIVE_UP_EXIT, "windows": windows}, rank)
+    log(NONFINITE_GIVE_UP_LINE.format(windows=listed, count=len(windows), limit=args.max_nonfinite_restarts, gave_up=kept,
                                       record=join_path(args.checkpoint_dir, NONFINITE_RECORD), code=GIVE_UP_EXIT), local_rank=local_rank)
     stop.reported = True
     dist.barrier()  # every rank has read the record before any exits
@@ -346,6 +316,10 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     )
     materialise(model, device, args.seed + rank)
     start, ckpt = choose_checkpoint(args.checkpoint_dir, rank)
+    # A give-up ends the job as Completed and its log goes with the job: the next start says it.
+    for event in unprinted_give_ups(args.checkpoint_dir, rank):
+        log(GAVE_UP_BEFORE_LINE.format(gave_up=give_up_words(event), record=join_path(args.checkpoint_dir, GAVE_UP_RECORD)),
+            local_rank=local_rank)
     # The windows earlier runs stopped on with non-finite values: replaying them from the last
     # checkpoint would fail the same way, so their documents (or, for a stream without documents,
     # their steps) are passed over. A window recorded against checkpoints that are gone does not
@@ -357,7 +331,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         log(STALE_RECORD_LINE.format(count=len(stale), windows=", ".join(window_words(w) for w in stale), record=record), local_rank=local_rank)
         windows = [w for w in windows if w not in stale]
     if len(windows) > args.max_nonfinite_restarts:
-        return give_up(args, windows, rank, local_rank, stop)
+        return give_up(args, windows, start, world, rank, local_rank, stop)
     # (The last step is trained on all the same: a lone non-finite step is skipped, and the run ends saved.)
     by_steps = [w for w in windows if w.get("documents") is None]
     passing = {step for w in by_steps for step in range(w.get("update") or w["steps"][0], w["steps"][1] + 1) if start < step < args.max_steps}
@@ -371,11 +345,8 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
     # The learning rate for this global batch, and on a resize the ramp from the last run's (the
     # scheduler made before the optimizer's state is loaded: LambdaLR takes its base from the groups).
     batch_tokens = args.batch_size * args.seq_len * world
-    anchor, before = lr_anchor(ckpt, args.lr_batch_tokens, batch_tokens)
-    scale = lr_scale(batch_tokens, anchor)
-    recipe = {"world": world, "batch_tokens": batch_tokens, "lr_batch_tokens": anchor}
-    previous = lr_scale(before, anchor) if before else scale
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale, previous=previous, resumed_at=start))
+    recipe, scale, ramp, lr_line = lr_plan(args, recorded_recipe(ckpt), batch_tokens, start, ckpt)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(args, scale, ramp))
     skip = 0
     if ckpt:
         try:
@@ -392,15 +363,14 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         for _ in range(start):
             scheduler.step()
         log(f"resumed from {ckpt} at step={start}", local_rank=local_rank)
-    if before and before != batch_tokens:
-        log(LR_RESIZED_LINE.format(before=before, tokens=batch_tokens, ratio=scale / previous, old=args.lr * previous, lr=args.lr * scale,
-                                   ramp=args.lr_ramp_steps, first=start + 1, last=start + args.lr_ramp_steps, anchor=anchor, base=args.lr),
-            local_rank=local_rank)
-    elif scale != 1:
-        log(LR_LINE.format(tokens=batch_tokens, lr=args.lr * scale, base=args.lr, anchor=anchor), local_rank=local_rank)
-    documents_of = [w for w in windows if w.get("documents") is not None and w["steps"][1] > start]
+    if lr_line:
+        log(lr_line, local_rank=local_rank)
+    # Every window of documents, on every start: its documents are named whatever the world size,
+    # and a checkpoint saved past its steps can still hold them unread (a shuffle buffer, a
+    # re-divided rest of the pass), so a window's last step says nothing about what is left of it.
+    documents_of = [w for w in windows if w.get("documents") is not None]
     if documents_of:
-        stream.pass_over(d for w in windows if w.get("documents") for d in w["documents"])
+        stream.pass_over(d for w in documents_of for d in w["documents"])
     for w in windows:
         if w in documents_of or (w in by_steps and any((w.get("update") or w["steps"][0]) <= step <= w["steps"][1] for step in passing)):
             log(PASSED_OVER_LINE.format(window=window_words(w)), local_rank=local_rank)
@@ -489,7 +459,7 @@ def _train(args, rank: int, world: int, local_rank: int, device, stop: StopReque
         line += "; " + PASS_OVER_NEXT_LINE.format(window=window_words(window), record=record_nonfinite(args.checkpoint_dir, window, rank))
         if len(windows) + 1 > args.max_nonfinite_restarts:
             log(line, local_rank=local_rank)
-            return give_up(args, windows + [window], rank, local_rank, stop)
+            return give_up(args, windows + [window], saved, world, rank, local_rank, stop)
         log(line, local_rank=local_rank)
         # No rank ends before the record is written and the line is out: the agent (torchrun too)
         # stops a rank's peers as soon as it exits non-zero.

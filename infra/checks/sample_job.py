@@ -164,11 +164,12 @@ def memory_fit(s: Settings, model: str) -> MemoryFit | None:
         mib, ranks, where = spec.accelerator_memory_mib, job.nodes * spec.accelerators, f"{spec.name}'s {spec.accelerator}"
     if mib is None:
         return None
+    seen, stated = model_shape.torch_memory_mib(spec.accelerator if job.gpu_partition is None else None, mib)
     preset = model_shape.PRESETS[model]
     seq_len, batch = model_shape.JOB_SEQ_LEN[model], model_shape.JOB_BATCH
     parts = model_shape.memory_per_gpu(preset, preset.vocab, seq_len=seq_len, batch=batch, ranks=ranks)
     projected = projected_per_gpu(parts, ranks)
-    return MemoryFit(model, where, ranks, seq_len, batch, parts, projected, mib * MIB)
+    return MemoryFit(model, where, ranks, seq_len, batch, parts, projected, seen * MIB, mib * MIB, stated)
 
 
 def memory_note(s: Settings) -> str:
@@ -183,7 +184,7 @@ def memory_problem(s: Settings, model: str) -> str | None:
     if fit is None or fit.verdict != "never":
         return None
     return (f"needs about {_gib(fit.projected)} per GPU over {fit.ranks} rank{'s' * (fit.ranks > 1)} {fit.reasoning}, more than "
-            f"{fit.where}'s {_gib(fit.memory)}; use model tiny, or more nodes or GPUs with more memory")
+            f"the {fit.seen}; use model tiny, or more nodes or GPUs with more memory")
 
 
 def memory_caution(s: Settings, model: str) -> str | None:

@@ -112,7 +112,9 @@ class MemoryFit:
     batch: int
     parts: dict
     projected: float
-    memory: float
+    memory: float  # bytes PyTorch reports (model_shape.torch_memory_mib)
+    nominal: float = 0.0  # bytes DescribeInstanceTypes states (a slice: its share)
+    stated: bool = True  # whether a source states what PyTorch reports (else it is assumed)
 
     @property
     def verdict(self) -> str:
@@ -123,8 +125,17 @@ class MemoryFit:
     @property
     def margin(self) -> str:
         """The projection against the GPU, in words: what validate and render-job print."""
-        return (f"{self.model} needs about {_gib(self.projected)} of {self.where}'s {_gib(self.memory)} per GPU over {self.ranks} "
+        return (f"{self.model} needs about {_gib(self.projected)} of the {self.seen} per GPU over {self.ranks} "
                 f"rank{'s' * (self.ranks > 1)} ({self.projected / self.memory:.0%}, margin {_gib(self.memory - self.projected)})")
+
+    @property
+    def seen(self) -> str:
+        """The memory the projection is held to, in words: what PyTorch reports of the GPU, and how that is known."""
+        from training.model_shape import SLICE_SHORTFALL, UNRECORDED_SHORTFALL
+
+        assumed = SLICE_SHORTFALL if self.where.endswith(" slice") else UNRECORDED_SHORTFALL
+        how = "" if self.stated else f", less {assumed:.0%} assumed"
+        return f"{_gib(self.memory)} PyTorch sees of {self.where} ({_gib(self.nominal)} nominal{how})"
 
     @property
     def reasoning(self) -> str:

@@ -78,7 +78,7 @@ def test_refused_credentials_stop_preflight_with_what_to_do(code):
 
 # Every command that reads cdk.json or an environment, with what it needs besides.
 CONFIG_COMMANDS = [["render-job", "--image", "x"], ["team", "ml-research"], ["validate"], ["review"], ["preflight"], ["accept"],
-                   ["dashboards"], ["upgrade-plan", "--to", "1.35"]]
+                   ["dashboards"], ["upgrade-plan", "--to", "1.35"], ["job-record"]]
 
 
 # The commands that take several environments (cli.fleet): there two names are two environments.

@@ -311,8 +311,8 @@ def test_render_job_needs_an_image(capsys):
 def test_validate_and_render_job_print_the_jobs_memory_margin(capsys):
     # The one projection the config admits the job with (infra/checks/sample_job.py memory_fit):
     # prod's 8B over 16 H100, what it needs of each GPU and the margin left.
-    margin = ("sample job: llama3.1-8b needs about 30.5 GiB of ml.p5.48xlarge's H100's 80.0 GiB per GPU over 16 ranks "
-              "(38%, margin 49.5 GiB)")
+    margin = ("sample job: llama3.1-8b needs about 30.5 GiB of the 78.4 GiB PyTorch sees of ml.p5.48xlarge's H100 (80.0 GiB "
+              "nominal, less 2% assumed) per GPU over 16 ranks (39%, margin 47.9 GiB)")
     assert memory_note(_job("prod")[0]) == margin
     _, _, err = _render(capsys, "-c", "env=prod", "--image", IMAGE)
     assert f"note: {margin}" in err.splitlines()

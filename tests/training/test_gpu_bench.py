@@ -21,7 +21,9 @@ MIB = 2**20
 
 
 def _gpu(instance_type: str) -> float:
-    return catalogue.figures(instance_type).accelerator_memory_mib * MIB
+    """One GPU's memory as PyTorch reports it (what gpu_bench.main plans with), not the nominal."""
+    spec = catalogue.figures(instance_type)
+    return model_shape.torch_memory_mib(spec.accelerator, spec.accelerator_memory_mib)[0] * MIB
 
 
 def test_a_whole_node_runs_the_whole_8b_where_the_config_admits_it():
@@ -35,7 +37,9 @@ def test_a_whole_node_runs_the_whole_8b_where_the_config_admits_it():
                   "governance": {"teams": []}, "sample_job": {"model": "llama3.1-8b", "nodes": 1, "team": None, "priority": None}}
     settings, _ = validation.load_settings(patched_context("prod", p4d_config), "prod")
     assert memory_fit(settings, "llama3.1-8b").verdict == "tight" and not p4d.whole
-    assert f"{p4d.layers} of the 8B's 32 layers (the most that fit: the whole model does not)" in p4d.words
+    # 29 layers fit the 39.6 GiB PyTorch sees of an A100 40 GB; its nominal 40.0 would have taken 30.
+    assert f"29 of the 8B's 32 layers (the most that fit: the whole model does not)" in p4d.words
+    assert gpu_bench.plan(8, 40960 * MIB).layers == 30
 
 
 @pytest.mark.parametrize("gpus, instance_type", [(1, "ml.p5.48xlarge"), (8, "ml.p4d.24xlarge"), (1, "ml.p5en.48xlarge")])
@@ -85,3 +89,58 @@ def test_it_reads_tokens_per_second_mfu_and_each_ranks_peaks_from_train_py_lines
     line = gpu_bench.summary("\n".join(lines), chosen, warmup=15, device="NVIDIA H100 80GB HBM3")
     assert "the whole 8B (32 layers) over 8 GPUs" in line and "median 40028 tokens/s (5004 per GPU), MFU 0.328" in line
     assert "rank 0 30.0 allocated, 35.0 reserved" in line and "rank 7 37.0 allocated, 42.0 reserved" in line
+
+
+def test_before_the_run_it_refuses_an_unlisted_gpu_or_mixed_gpus_in_one_line():
+    # MFU needs the GPU's peak (model_shape.PEAK_TFLOPS); without it the old bench found out only
+    # after the whole run (no mfu= in train.py's lines).
+    assert gpu_bench.preflight(["NVIDIA H100 80GB HBM3"] * 8, None) is None
+    assert gpu_bench.preflight(["NVIDIA H100 PCIe"] * 2, None) is None
+    line = gpu_bench.preflight(["Tesla T4"], None)
+    assert line.startswith("gpu-bench: Tesla T4 has no dense bf16 peak in training/model_shape.py PEAK_TFLOPS") and "--peak-tflops" in line
+    assert gpu_bench.preflight(["Tesla T4"], 65.0) is None
+    assert gpu_bench.preflight(["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"], None) == (
+        "gpu-bench: the GPUs are not one model (NVIDIA H100 80GB HBM3, NVIDIA H100 PCIe); run it on a machine of one")
+    chosen = gpu_bench.plan(1, _gpu("ml.g4dn.xlarge"))
+    assert chosen is None or "--peak-tflops=65.0" in gpu_bench.train_command(chosen, 40, peak_tflops=65.0)
+
+
+def test_an_unlisted_gpu_stops_main_before_torchrun(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA RTX 9999")
+
+    def never(*args, **kwargs):
+        raise AssertionError("torchrun started")
+
+    monkeypatch.setattr(gpu_bench, "run_torchrun", never)
+    assert gpu_bench.main([]) == 1
+    assert capsys.readouterr().err.startswith("gpu-bench: NVIDIA RTX 9999 has no dense bf16 peak")
+    # A listed GPU goes on to torchrun, under the time limit (--timeout, TIMEOUT_S by default).
+    import types
+
+    runs = []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H100 NVL")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i=0: types.SimpleNamespace(name="NVIDIA H100 NVL", total_memory=95830 * MIB))
+    monkeypatch.setattr(gpu_bench, "run_torchrun", lambda command, env, timeout_s: runs.append((command, timeout_s)) or (1, "", "failed"))
+    assert gpu_bench.main([]) == 1 and gpu_bench.main(["--timeout", "60"]) == 1
+    assert [t for _, t in runs] == [gpu_bench.TIMEOUT_S, 60] and f"--nproc-per-node=8" in runs[0][0]
+
+
+def test_the_torchrun_past_its_timeout_is_stopped_with_its_workers(tmp_path, monkeypatch):
+    import sys
+    import time
+    from pathlib import Path
+
+    # A launcher whose worker (its child, as torchrun's are) would outlive it unless the group is stopped.
+    launcher = ("import subprocess, sys, time; w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+                f"open({str(tmp_path / 'worker')!r}, 'w').write(str(w.pid)); print('started', flush=True); time.sleep(120)")
+    monkeypatch.setattr(gpu_bench, "STOP_GRACE_S", 5)
+    started = time.monotonic()
+    code, out, err = gpu_bench.run_torchrun([sys.executable, "-c", launcher], dict(__import__("os").environ), timeout_s=2)
+    assert code == 124 and time.monotonic() - started < 15
+    assert "started" in out and "torchrun did not finish in 2 s (--timeout); its process group was stopped" in err
+    worker = Path(f"/proc/{(tmp_path / 'worker').read_text()}/status")
+    time.sleep(0.2)
+    assert not worker.exists() or "\nState:\tZ" in worker.read_text()  # gone (or a zombie no one has reaped yet)

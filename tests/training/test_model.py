@@ -90,6 +90,10 @@ def test_flops_per_token_is_torchtitans_formula_by_hand():
         ("NVIDIA GB200", 2500.0),
         ("NVIDIA B200", 2250.0),
         ("NVIDIA H100 80GB HBM3", 989.0),
+        # The H100's variants, each its own peak (torchtitan/tools/utils.py get_peak_flops: NVL
+        # 835e12, PCIe 756e12, SXM and others 989e12; NVIDIA's H100 data sheet).
+        ("NVIDIA H100 NVL", 835.0),
+        ("NVIDIA H100 PCIe", 756.0),
         ("NVIDIA H200", 989.0),
         ("NVIDIA A100-SXM4-80GB", 312.0),
         ("NVIDIA L40S", 362.0),

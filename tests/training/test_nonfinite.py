@@ -182,7 +182,7 @@ def test_a_restart_after_a_non_finite_stop_passes_over_the_documents_that_stoppe
     assert not any(_watched_by_a_rule(l) for l in lines if l.startswith(("passing over", "training stopped")))
 
 
-def test_non_finite_values_that_come_back_past_the_limit_end_the_job_instead_of_a_retry(workdir, tmp_path):
+def test_non_finite_values_that_come_back_past_the_limit_end_the_job_instead_of_a_retry(workdir, tmp_path, capsys):
     # A recipe that diverges, not a batch: an absurd learning rate. Each stop is recorded and passed
     # over once; past --max-nonfinite-restarts the run gives up at once with one line and exits 0, the
     # one exit the elastic agent does not restart (test_the_give_up_exit_is_the_one_the_agent_completes).
@@ -191,6 +191,7 @@ def test_non_finite_values_that_come_back_past_the_limit_end_the_job_instead_of_
             "--max-nonfinite-restarts=1")
     code, out = train_in_process(workdir, *args)
     assert code == 3 and "training gave up" not in out
+    earlier = []
     for _ in range(2):  # the restart meets it again and gives up; so does any start after it
         code, out = train_in_process(workdir, *args)
         lines = out.splitlines()
@@ -198,9 +199,23 @@ def test_non_finite_values_that_come_back_past_the_limit_end_the_job_instead_of_
         assert code == 0 and line == lines[-1] and "(2 windows, at most 1)" in line and f"then delete {ckpt / '_NONFINITE.json'}" in line
         assert "Every rank exits 0, so the operator ends the job as Completed instead of restarting it" in line
         assert "retried up to runPolicy.jobMaxRetryCount" in line
+        assert f"Kept in {ckpt / '_GAVE_UP.json'} (`hyperpod-cdk job-record` shows it)" in line
+        earlier.append([l for l in lines if l.startswith("an earlier start gave up: ")])
     windows = json.loads((ckpt / "_NONFINITE.json").read_text())["windows"]
     assert [(w["steps"], w["update"], w["resume_from"]) for w in windows] == [([2, 4], None, 1)] * 2
     assert not _watched_by_a_rule(line)
+    # Each give-up kept beside the checkpoints, past the job's log: what gave up, when, which windows.
+    gave_up = json.loads((ckpt / "_GAVE_UP.json").read_text())["gave_up"]
+    assert [(e["step"], e["world"], e["limit"], e["exit"], e["windows"]) for e in gave_up] == [(1, 1, 1, 0, windows)] * 2
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", e["at"]) for e in gave_up)
+    # The second start said the first's give-up, once.
+    listed = "; ".join(f"the {len(w['documents'])} documents of steps 2-4 on 1 rank" for w in windows)
+
+    def said(event: dict) -> str:
+        return (f"an earlier start gave up: at {event['at']}, last checkpoint step=1, on 1 rank, exit 0: 2 non-finite windows, "
+                f"at most 1 ({listed}) (recorded in {ckpt / '_GAVE_UP.json'})")
+
+    assert earlier == [[], [said(gave_up[0])]]
     # The checkpoints deleted to start over: the record is of them, and holds no fresh start.
     for step in ckpt.glob("step_*"):
         shutil.rmtree(step)
@@ -209,6 +224,17 @@ def test_non_finite_values_that_come_back_past_the_limit_end_the_job_instead_of_
     assert (f"setting aside 2 non-finite window(s) recorded against checkpoints that are gone (the {len(windows[0]['documents'])} "
             "documents of steps 2-4 on 1 rank") in out
     assert json.loads((ckpt / "_NONFINITE.json").read_text())["windows"] == []
+    # The fresh start says the last give-up, which no start had said; the record keeps both.
+    assert [l for l in out.splitlines() if l.startswith("an earlier start gave up: ")] == [said(gave_up[1])]
+    assert [e["at"] for e in json.loads((ckpt / "_GAVE_UP.json").read_text())["gave_up"]] == [e["at"] for e in gave_up]
+    # The operator's command reads the same records, in the same words, after the job is gone.
+    from cli import main as cli
+
+    capsys.readouterr()
+    assert cli.main(["job-record", "--checkpoint-dir", str(ckpt)]) == 1
+    shown = capsys.readouterr().out.splitlines()
+    assert [l.split("; printed by the start at ")[0] for l in shown[1:3]] == [said(e).replace("an earlier start gave up: ", "gave up ").rsplit(" (recorded in ", 1)[0]
+                                                                          for e in gave_up]
 
 
 def test_the_give_up_exit_is_the_one_the_agent_completes():
@@ -245,6 +271,13 @@ def test_the_give_up_exit_is_the_one_the_agent_completes():
     spec.loader.exec_module(models)
     fields = set(models.RunPolicy.model_fields) | set(models.RestartPolicy.model_fields)
     assert "jobMaxRetryCount" in fields and not {f for f in fields if "exit" in f.lower()}, fields
+    # What docs/sample-job.md says `hyp list hyp-pytorch-job` shows of it: the type of the job's last
+    # condition whose status is True (the installed sagemaker-hyperpod CLI's list_jobs), so a give-up
+    # reads as the completion a finished run has.
+    cli_source = importlib.metadata.distribution("sagemaker-hyperpod").locate_file("sagemaker/hyperpod/cli/commands/training.py")
+    listing = ast.unparse(next(n for n in ast.walk(ast.parse(cli_source.read_text())) if isinstance(n, ast.FunctionDef) and n.name == "list_jobs"))
+    assert "for condition in reversed(job.status.conditions):" in listing and "status = condition.type" in listing
+    assert "if condition.status == 'True':" in listing and "'STATUS'" in listing
 
 
 def test_after_a_resume_whose_first_step_is_skipped_the_first_loss_line_comes_at_once(workdir, tmp_path):

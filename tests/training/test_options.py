@@ -5,12 +5,14 @@ published Llama 3 8B recipe."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.training.runs import TRAIN, job_train_args, losses_of, train_in_process, train_module
+from tests.training.runs import TRAIN, job_train_args, losses_of, plain_command, train_in_process, train_module
 
 
 PERFORMANCE_FLAGS = {
@@ -71,8 +73,9 @@ def test_the_8b_job_trains_on_torchtitans_llama3_8b_recipe():
     assert args.warmup_steps == recipe["lr_scheduler"]["warmup_steps"]
     assert args.lr == recipe["optimizer"]["lr"] and args.grad_clip == recipe["training"]["max_norm"]
     assert (args.batch_size, args.seq_len) == (recipe["training"]["batch_size"], recipe["training"]["seq_len"])
-    # Its learning rate is for its global batch, 64 GPUs x 1 x 8192 = 524,288 tokens: the job's
-    # other batches scale it by the square root of the ratio (train.lr_scale).
+    # The project takes its learning rate to be for the preset note's global batch, 64 GPUs x 1 x
+    # 8192 = 524,288 tokens (torchtitan scales nothing): the job's other batches scale it by the
+    # square root of the ratio (train.lr_scale), prod's 16 GPUs to half the recipe's 3e-4.
     recipe_tokens = recipe["preset_gpus"] * recipe["training"]["batch_size"] * recipe["training"]["seq_len"]
     assert args.lr_batch_tokens == recipe_tokens == 524_288
     prod_tokens = 16 * args.batch_size * args.seq_len  # prod's two p5 nodes
@@ -102,3 +105,30 @@ def test_the_learning_rate_is_given_for_a_global_batch_and_scaled_by_the_square_
     assert "learning rate 1.500e-03 at a global batch of 128 tokens: 3.000e-03 at 512 tokens x sqrt(128/512)" in out.splitlines()
     args = train_module().parse_args(["--lr=3e-3", "--warmup-steps=3"])
     assert "step=1 loss=" in out and f" lr={3e-3 * 0.5 * train_module().lr_schedule(args)(0):.3e} " in out
+
+
+def test_a_checkpoint_without_a_recorded_global_batch_is_assumed_said_in_one_line_and_ramped(workdir, tmp_path):
+    # A manifest of train.py before it recorded the global batch (step and files alone): that run
+    # trained at --lr unscaled, so a resume that now scales it ramps there instead of jumping (the
+    # 8B's 3e-4 -> 1.5e-4 on prod's 16 GPUs in one step), and says what it assumed.
+    ckpt = tmp_path / "ckpt"
+    code, out = train_in_process(workdir, "--max-steps=4", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=2")
+    assert code == 0, out[-2000:]
+    shutil.rmtree(ckpt / "step_00000004")
+    manifest = ckpt / "step_00000002" / "_COMPLETE.json"
+    manifest.write_text(json.dumps({k: v for k, v in json.loads(manifest.read_text()).items() if k in ("step", "files")}))
+    resume = ("--max-steps=6", "--log-interval=1", f"--checkpoint-dir={ckpt}", "--lr-batch-tokens=512", "--lr-ramp-steps=2")
+    code, out = train_in_process(workdir, *resume)
+    assert code == 0, out[-2000:]
+    assert (f"checkpoint {ckpt / 'step_00000002'} records no global batch (an earlier train.py's), so its run's learning rate is "
+            "assumed: --lr as given, unscaled, as train.py then trained, peak 3.000e-03; this global batch of 128 tokens trains at "
+            "1.500e-03 (3.000e-03 at 512 tokens x sqrt(128/512)), ramped over steps 3-4") in out.splitlines()
+    train = train_module()
+    args = train.parse_args(plain_command(workdir, *resume)[2:])
+    lrs = {int(m[0]): float(m[1]) for m in re.findall(r"^step=(\d+) loss=\S+ lr=(\S+) ", out, flags=re.M)}
+    ramp = {3: 0.75, 4: 0.5, 5: 0.5, 6: 0.5}
+    assert lrs == {step: pytest.approx(args.lr * ramp[step] * train.lr_schedule(args)(step - 1), rel=1e-3) for step in ramp}
+    # A manifest of the train.py that scaled linearly by world size records its worlds: that rate.
+    _, scale, ramp, line = train.lr_plan(args, {"world": 2, "recipe_world": 1}, 128, 2, "ck")
+    assert ramp == {"from": 2.0, "to": 0.5, "at": 2, "steps": 2} and scale == 0.5
+    assert "assumed: the linear rule train.py then applied, x2/1 ranks, peak 6.000e-03; " in line

@@ -349,26 +349,38 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank_and_other_files_are_refused_w
 
     ckpt = tmp_path / "ckpt"
     shutil.copytree(workdir / "ckpt" / "step_00000020", ckpt / "step_00000020")  # two ranks' shards and positions
-    code, out = train_in_process(workdir, "--max-steps=24", "--log-interval=1", f"--checkpoint-dir={ckpt}",
-                                  f"--shuffle-buffer={job_train_args().shuffle_buffer}", "--lr-ramp-steps=2")
+    resume = ("--max-steps=24", "--log-interval=1", f"--checkpoint-dir={ckpt}", "--checkpoint-interval=2",
+              f"--shuffle-buffer={job_train_args().shuffle_buffer}", "--lr-ramp-steps=4")
+    code, out = train_in_process(workdir, *resume)
     assert code == 0, out[-2000:]
     assert "data position of 2 ranks re-divided over 1" in out and f"resumed from {ckpt / 'step_00000020'} at step=20" in out
     assert sorted(losses_of(out)) == [21, 22, 23, 24] and all(math.isfinite(v) for v in losses_of(out).values())
-    # Half the world trains on half the global batch: for AdamW the learning rate follows the square
-    # root of the batch ratio (Malladi et al., NeurIPS 2022; the linear rule is SGD's), on the same
-    # schedule, reached over --lr-ramp-steps from the resume; the batch it is given for goes on with
-    # the checkpoints.
+    # Half the world trains on half the global batch: the learning rate follows the square root of
+    # the batch ratio (the learning-rate part of Malladi et al.'s rule for adaptive methods, NeurIPS
+    # 2022; the linear rule is SGD's), on the same schedule, reached over --lr-ramp-steps from the
+    # resume; the batch it is given for goes on with the checkpoints.
     train = train_module()
     args = train.parse_args(plain_command(workdir, "--max-steps=24")[2:])
     ratio = math.sqrt(128 / 256)
-    assert ("global batch 256 -> 128 tokens: learning rate x0.7071 (the square root of the batch ratio, AdamW's rule; Malladi "
-            f"et al. 2022), peak 3.000e-03 -> {3e-3 * ratio:.3e}, ramped over steps 21-22; given as 3.000e-03 at 256 tokens") in out.splitlines()
+    assert ("global batch 256 -> 128 tokens: learning rate x0.7071 (the square root of the batch ratio, the learning-rate part "
+            f"of the square-root rule for adaptive methods, Malladi et al. 2022), peak 3.000e-03 -> {3e-3 * ratio:.3e}, ramped over "
+            "steps 21-24; given as 3.000e-03 at 256 tokens") in out.splitlines()
     lrs = {int(m[0]): float(m[1]) for m in re.findall(r"^step=(\d+) loss=\S+ lr=(\S+) ", out, flags=re.M)}
-    ramp = {21: 1 + (ratio - 1) / 2, 22: ratio, 23: ratio, 24: ratio}
+    ramp = {step: 1 + (ratio - 1) * (step - 20) / 4 for step in (21, 22, 23, 24)}
     for step, lr in lrs.items():
         assert lr == pytest.approx(args.lr * ramp[step] * train.lr_schedule(args)(step - 1), rel=1e-3), step
+    # A crash inside the ramp (step 23, after the save at 22): the restart goes on with the ramp,
+    # step for step, rather than at the full new rate.
+    shutil.rmtree(ckpt / "step_00000024")
+    code, again = train_in_process(workdir, *resume)
+    assert code == 0 and f"resumed from {ckpt / 'step_00000022'} at step=22" in again, again[-2000:]
+    assert (f"learning rate ramp to peak {3e-3 * ratio:.3e} over steps 21-24 goes on from step 22 (peak {3e-3 * ramp[22]:.3e} "
+            "there)") in again.splitlines()
+    assert {step: lr for step, lr in lrs.items() if step > 22} == {int(m[0]): float(m[1]) for m in
+                                                                   re.findall(r"^step=(\d+) loss=\S+ lr=(\S+) ", again, flags=re.M)}
     manifest = json.loads((ckpt / "step_00000024" / "_COMPLETE.json").read_text())
     assert (manifest["world"], manifest["batch_tokens"], manifest["lr_batch_tokens"]) == (1, 128, 256)
+    assert manifest["lr_ramp"] == {"from": 1.0, "to": pytest.approx(ratio), "at": 20, "steps": 4}
     other = tmp_path / "other.txt"
     other.write_text((workdir / "corpus.txt").read_text())
     code, out = train_in_process(workdir, "--max-steps=30", f"--checkpoint-dir={ckpt}", "--data-files", str(workdir / "corpus.txt"), str(other))
@@ -402,3 +414,55 @@ def test_a_background_save_writes_its_data_position_with_its_shards_not_before_t
     assert [name for name, _ in writers] == ["step_00000004", "step_00000008"]
     assert writers[0][1].startswith("data-state") and writers[1][1] == threading.main_thread().name
     assert json.loads((tmp_path / "ckpt" / "step_00000004" / "data_rank00000.json").read_text())["kind"] == "documents"
+
+
+# train.py as a launcher starts it, with each rank's environment written down first (ENV_OUT.<rank>).
+UNDER_A_LAUNCHER = """
+import json, os, runpy, sys
+open(os.environ["ENV_OUT"] + "." + os.environ["RANK"], "w").write(json.dumps(dict(os.environ)))
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_the_forked_ranks_are_what_torch_distributed_run_starts(ranks, workdir, tmp_path):
+    # Every other multi-rank test forks its ranks (fork_ranks.py, the imports paid once); this one
+    # starts train.py under torch's own launcher too, the same run both ways, so the fast harness
+    # cannot drift from it: the same worker environment for what torchrun sets per rank, the same
+    # lines, losses and checkpoint.
+    (tmp_path / "launched.py").write_text(UNDER_A_LAUNCHER)
+
+    def args(where: str) -> list[str]:
+        return [str(TRAIN), *bench_train.train_args(workdir, max_steps=3, extra=[
+            "--log-interval=1", f"--checkpoint-dir={tmp_path / where}", "--checkpoint-interval=3"])]
+
+    env = {**bench_train.offline_env(), "ENV_OUT": str(tmp_path / "torchrun-env")}
+    real = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(tmp_path / "launched.py"), *args("torchrun")], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert real.returncode == 0, real.stderr[-4000:]
+    forked = ranks.run(2, tmp_path / "launched.py", args("forkrank"), cwd=workdir, env={**env, "ENV_OUT": str(tmp_path / "forked-env")},
+                       timeout=300)
+    assert forked.returncode == 0, forked.stderr[-4000:]
+
+    def environment(prefix: str) -> list[dict]:
+        return [{k: v for k, v in json.loads((tmp_path / f"{prefix}-env.{r}").read_text()).items() if env.get(k) != v} for r in (0, 1)]
+
+    # What torchrun sets for a worker that a forked rank has too, with the same per-rank values;
+    # and nothing the fork sets that torchrun does not.
+    per_rank = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+    for launched, fork in zip(environment("torchrun"), environment("forked")):
+        assert set(fork) - {"ENV_OUT"} <= set(launched), set(fork) - set(launched)
+        assert {k: fork[k] for k in per_rank} == {k: launched[k] for k in per_rank}
+        assert {"MASTER_ADDR", "MASTER_PORT"} <= set(fork)
+
+    def said(out: str, where: str) -> list[str]:
+        timing = re.compile(r" (tokens_per_s|seconds)=\S+")
+        return [timing.sub("", line).replace(str(tmp_path / where), "<ckpt>") for line in out.splitlines()]
+
+    assert said(real.stdout, "torchrun") == said(forked.stdout, "forkrank")
+    assert sorted(losses_of(real.stdout)) == [1, 2, 3]
+    # (Folders of one name length: the checkpoint's .metadata holds its path.)
+    manifests = [json.loads((tmp_path / where / "step_00000003" / "_COMPLETE.json").read_text()) for where in ("torchrun", "forkrank")]
+    assert manifests[0] == manifests[1]
