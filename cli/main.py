@@ -219,12 +219,12 @@ def cmd_review(args) -> int:
         # Read the baseline before synthesizing, so nothing written below can change it.
         baseline, first_deploy = None, None
         if against:
-            names = None if (len(against) == 1 and Path(against[0]).is_dir()) else _stack_names(context, env)
+            names = None if (len(against) == 1 and Path(against[0]).is_dir()) else changes.stack_names(context, env)
             target = f"aws://{settings.account}/{settings.region}"
             try:
                 baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
                                                  progress=lambda line: print(line, file=sys.stderr, flush=True), target=target)
-                changes.check_environment(baseline, env, target, _names_by_env(context))
+                changes.check_environment(baseline, env, target, changes.names_by_env(context))
             except changes.BaselineError as err:
                 # A first deploy: the default baseline, or a revision (a pull request's base), lacks the environment or
                 # deploys it elsewhere. A folder or templates named to compare with are refused: that comparison was asked.
@@ -262,24 +262,6 @@ def cmd_review(args) -> int:
         print("\n" + "\n".join(f"review of {env}: {verdicts[env]}" for env in envs))
         _fleet_table(reviewed, reports)
     return status
-
-
-def _names_by_env(context: dict) -> dict[str, list[str]]:
-    """Each environment's stack names, where its config loads: what tells one environment's baseline from another's."""
-    names = {}
-    for env in config.environment_names(context):
-        try:
-            names[env] = _stack_names(context, env)
-        except config.ConfigError:
-            continue
-    return names
-
-
-def _stack_names(context: dict, env: str) -> list[str]:
-    from infra import naming
-
-    settings, _ = validation.load_settings(context, env)
-    return [settings.stack_name(suffix) for suffix in naming.STACK_SUFFIXES]
 
 
 def cmd_preflight(args) -> int:
