@@ -33,6 +33,13 @@ END_OF_EXTENDED_SUPPORT = {
     "1.32": "2027-03-23", "1.33": "2027-07-29", "1.34": "2027-12-02",
 }
 
+# The day each version in standard support leaves it (same calendar): with
+# `eks.upgrade_policy` STANDARD, EKS upgrades the control plane to the next version that day.
+END_OF_STANDARD_SUPPORT = {"1.35": "2027-03-27", "1.36": "2027-08-02"}
+# EKS user guide, disable-extended-support page: "you cannot disable extended support once your
+# cluster has entered it"; STANDARD is for a version still in standard support.
+SUPPORT_POLICY_SOURCE = "EKS user guide, Disable EKS extended support (disable-extended-support.html)"
+
 
 @dataclass(frozen=True)
 class ComponentRange:

@@ -16,7 +16,7 @@ from cli.upgrade_plan import addons_of
 from infra import config, validation, versions
 from tests.conftest import CONTEXT, ROOT, review_outdir
 
-COST, ADDONS = 5, 6  # the columns after environment, account/region, Kubernetes, support, chart
+COST, ADDONS = 6, 7  # the columns after environment, account/region, Kubernetes, support, tier, chart
 
 
 def _documented_staging() -> dict:
@@ -56,9 +56,10 @@ def _table(out: str) -> dict[str, list[str]]:
 
 
 def _expected(context: dict, env: str) -> tuple[list[str], list]:
-    """The first five cells as the settings say them, and the add-ons config pins."""
+    """The first six cells as the settings say them, and the add-ons config pins."""
     s = validation.load_settings(context, env)[0]
     cells = [env, f"{s.account}/{s.region}", s.eks.version, versions.support_status(s.eks.version),
+             f"{s.eks.upgrade_policy}, {'protected' if s.protection.termination_protection else 'deletable'}",
              s.hyperpod.helm_chart.revision[:12]]
     return cells, [a for a in addons_of(s) if a.pinned]
 
@@ -77,9 +78,11 @@ def test_validate_all_on_the_committed_cdk_json_ends_with_a_row_per_environment(
     assert list(rows) == ["dev", "prod"]
     for env, cells in rows.items():
         head, pins = _expected(CONTEXT, env)
-        assert cells[:5] == head
+        assert cells[:6] == head
         for addon in pins:  # prod pins kube-proxy, coredns, cert-manager and the training operator
             assert f"{addon.name.removeprefix('amazon-sagemaker-hyperpod-')} {addon.pinned}" in cells[ADDONS]
+    # Deletion protection follows termination protection where unset: dev deletable, prod protected.
+    assert (rows["dev"][4], rows["prod"][4]) == ("EXTENDED, deletable", "EXTENDED, protected")
     assert rows["dev"][ADDONS].endswith("at EKS's default") and "cert-manager v1.18.2-eksbuild.2" in rows["prod"][ADDONS]
 
 

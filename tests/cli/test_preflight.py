@@ -334,3 +334,29 @@ def test_each_type_the_region_lists_may_lack_is_asked_of_the_accounts_cloudforma
     client, _ = _describe_type_client(region, types, absent={"AWS::SageMaker::ComputeQuota"})
     failed = [r for r in preflight.check_resource_types(s, preflight.Clients(None, region, {"cloudformation": client})) if r.status == "fail"]
     assert [(r.check, r.detail) for r in failed] == [("type AWS::SageMaker::ComputeQuota", "CloudFormation in us-west-2 does not offer it")]
+
+
+def _published_client(published: dict[str, list[str]]):
+    """EKS's DescribeAddonVersions without a Kubernetes version, in the installed botocore model's shape
+    (the Stubber checks request and answer against it): each add-on with one build per cluster version."""
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    for name, kubernetes in sorted(published.items()):
+        builds = [{"addonVersion": "v1.2.1-eksbuild.1", "compatibilities": [{"clusterVersion": k, "defaultVersion": True} for k in kubernetes]}]
+        stub.add_response("describe_addon_versions", {"addons": [{"addonName": name, "addonVersions": builds}]}, {"addonName": name})
+    stub.activate()
+    return client
+
+
+def test_preflight_says_when_every_hyperpod_addon_is_published_for_a_newer_kubernetes():
+    settings = _settings(env="prod")  # training operator and task governance, both HyperPod add-ons
+    names = [n for n in preflight.account._addons_to_create(settings) if n.startswith("amazon-sagemaker-hyperpod-")]
+    assert {"amazon-sagemaker-hyperpod-training-operator", "amazon-sagemaker-hyperpod-taskgovernance"} <= set(names)
+    both = {n: ["1.33", "1.34", "1.35"] for n in names}
+    (line,) = preflight.check_newer_kubernetes(settings, preflight.Clients(None, REGION, {"eks": _published_client(both)}))
+    assert line.status == "warn" and "published for Kubernetes 1.35" in line.detail and "does not document yet" in line.detail
+    assert "upgrade-plan --to 1.35" in line.action
+    # One add-on behind holds the whole cluster back.
+    behind = {**both, names[0]: ["1.33", "1.34"]}
+    (line,) = preflight.check_newer_kubernetes(settings, preflight.Clients(None, REGION, {"eks": _published_client(behind)}))
+    assert line.status == "pass" and "no version newer than 1.34" in line.detail

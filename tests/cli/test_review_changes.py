@@ -517,3 +517,29 @@ def test_a_change_that_rolls_the_nodes_without_changing_counts_says_the_gates_wa
     (roll,) = report["callouts"]
     assert roll.startswith(f"NODES ROLL: instance group gpu in {hp} changes what its nodes are made with (ImageReleaseVersion 1.0.0 -> None)")
     assert "the node and accelerator gates wait for the group again" in roll
+
+
+def _eks_cluster(**props) -> dict:
+    return {"Resources": {"Cluster": {"Type": "AWS::EKS::Cluster", "Properties": {"Name": "hyperpod-prod", **props}}}}
+
+
+def test_a_support_tier_or_deletion_protection_change_is_a_callout_of_its_own():
+    # An unset UpgradePolicy is EXTENDED (botocore's eks model, UpgradePolicyRequest: "The default value is EXTENDED").
+    import botocore.session
+
+    doc = botocore.session.get_session().get_service_model("eks").shape_for("UpgradePolicyRequest").documentation
+    assert "The default value is <code>EXTENDED</code>" in doc
+    old = changes.Baseline("deployed", {"cluster": _eks_cluster()}, whole_app=True)
+
+    def callouts(**props) -> list[str]:
+        report = {"changes": changes.compare(old, [StackSummary("cluster", _eks_cluster(**props), [])], "us-east-1")}
+        return _callouts(report, "SUPPORT TIER") + _callouts(report, "DELETION PROTECTION")
+
+    assert callouts(UpgradePolicy={"SupportType": "EXTENDED"}, DeletionProtection=False) == []
+    (tier,) = callouts(UpgradePolicy={"SupportType": "STANDARD"})
+    assert "goes from EXTENDED to STANDARD" in tier and "upgrades the control plane itself" in tier and "eks.upgrade_policy" in tier
+    (guard,) = callouts(DeletionProtection=True)
+    assert "turns deletion protection on" in guard and "cdk destroy" in guard
+    old = changes.Baseline("deployed", {"cluster": _eks_cluster(DeletionProtection=True)}, whole_app=True)
+    (guard,) = callouts(DeletionProtection=False)
+    assert "turns deletion protection off" in guard
