@@ -9,7 +9,10 @@ import re
 
 from infra import catalogue, cfn_schema, hyperpod_chart, naming
 from infra.config.base import LABEL_VALUE_WORDS, QUALIFIED_NAME_WORDS, Problems, duplicates, k8s_qualified_name
-from infra.config.hyperpod import HYPERPOD_NAMESPACE, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires, kubernetes_reserved, spec_efa
+from infra.config.hyperpod import (
+    HYPERPOD_NAMESPACE, KUBERNETES_RESERVED_LABEL_WORDS, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires,
+    kubernetes_reserved, spec_efa,
+)
 from infra.config.settings import Settings
 
 
@@ -72,6 +75,8 @@ def check_instance_groups(s: Settings, p: Problems):
         for key, value in g.labels.items():
             if key.startswith(HYPERPOD_NAMESPACE):
                 p.error(f"{path}.labels", key, RESERVED_WORDS)
+            elif kubernetes_reserved(key):
+                p.error(f"{path}.labels", key, KUBERNETES_RESERVED_LABEL_WORDS)
             elif not k8s_qualified_name(key, taint["Key"]):
                 p.error(f"{path}.labels", key, QUALIFIED_NAME_WORDS)
             elif value and not cfn_schema.matches(taint["Value"], value):
@@ -85,6 +90,20 @@ def check_instance_groups(s: Settings, p: Problems):
                     g.training_plan_arn,
                     f"is in {plan_region}/{plan_account}; a training plan serves clusters of its own region and account ({s.region}/{s.account})",
                 )
+            _check_training_plan_name(g.training_plan_arn, f"{path}.training_plan_arn", p)
+
+
+def _check_training_plan_name(arn: str, where: str, p: Problems) -> None:
+    """The name in a training plan's ARN is one CreateTrainingPlan could have made: botocore's sagemaker
+    model, TrainingPlanName (its pattern and length); the ARN's own pattern takes any name."""
+    from infra.config import limits
+
+    name = arn.partition(":training-plan/")[2]
+    if not name:
+        return  # the ARN's own pattern (limits: TrainingPlanArn) says what is wrong
+    broken = limits.violation(name, limits.constraints(limits.Api("sagemaker", "TrainingPlanName")))
+    if broken:
+        p.error(where, arn, f"names training plan {name!r}, which {broken} (SageMaker API, TrainingPlanName): no such plan can exist")
 
 
 def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) -> None:

@@ -65,6 +65,17 @@ def check_region(s: Settings, p: Problems):
     if not cfn_schema.known_region(s.region):
         p.error("region", s.region, "is not an AWS region CloudFormation knows (per cfn-lint's region list)")
         return
+    partition = naming.partition(s.region)
+    if partition not in hyperpod_chart.image_partitions():
+        # Nothing in this project can copy it over: the mirror's copy runs in the target partition too.
+        p.error(
+            "region", s.region,
+            f"is in partition {partition}, where the pinned HyperPod chart has no health-monitoring agent image: its "
+            f"_helpers.tpl names registries in {len(hyperpod_chart.HEALTH_AGENT_ACCOUNTS)} regions of partition "
+            f"{', '.join(sorted(hyperpod_chart.image_partitions()))} only and falls back to us-east-1's, which ECR in {partition} "
+            "cannot pull from (source: aws/sagemaker-hyperpod-cli helm_chart/HyperPodHelmChart charts/health-monitoring-agent/"
+            "templates/_helpers.tpl at the pinned revision, as infra/hyperpod_chart.py HEALTH_AGENT_ACCOUNTS reads it)",
+        )
     missing = [t for t in s.regional_resource_types if not cfn_schema.region_has(s.region, t)]
     if missing:
         p.warn(f"region: {s.region} is missing {', '.join(missing)} in cfn-lint's region list, an offline snapshot that "

@@ -293,6 +293,17 @@ KUBERNETES_RESERVED_WORDS = (
 )
 
 
+# A node's own labels in those domains are refused too: the kubelet takes only the kubelet.kubernetes.io/
+# and node.kubernetes.io/ prefixes and a fixed set of well-known labels in --node-labels, and the
+# NodeRestriction admission plugin refuses a node setting node-role.kubernetes.io/ (Kubernetes docs,
+# kubelet command-line reference --node-labels; admission controllers, NodeRestriction).
+KUBERNETES_RESERVED_LABEL_WORDS = (
+    "has a prefix Kubernetes reserves (kubernetes.io/, k8s.io/ and their subdomains): a node may not label itself there "
+    "(node-role.kubernetes.io/ above all: the NodeRestriction admission plugin refuses it; Kubernetes docs, kubelet "
+    "--node-labels and admission controllers, NodeRestriction); choose a prefix of your own"
+)
+
+
 def kubernetes_reserved(key: str) -> bool:
     """Whether a label or taint key's prefix is one Kubernetes reserves."""
     prefix = key.rpartition("/")[0] if "/" in key else ""
