@@ -125,6 +125,27 @@ def test_one_failing_environment_fails_the_run_and_the_others_are_still_said(tmp
     assert "--all and dev name different environments" in capsys.readouterr().err
 
 
+def test_two_environments_naming_one_cluster_in_one_account_and_region_are_each_refused(tmp_path, capsys, monkeypatch):
+    # EKS CreateCluster (botocore's eks model): the name "must be unique within the Amazon Web Services Region and
+    # Amazon Web Services account"; in another account the same name is no clash.
+    import botocore.session
+
+    doc = botocore.session.get_session().get_service_model("eks").operation_model("CreateCluster").input_shape.members["name"].documentation
+    assert "must be unique within the Amazon Web Services Region and Amazon Web Services account" in doc
+    context = _three()
+    context["environments"]["staging"]["eks"]["cluster_name"] = "hyperpod-dev"  # another region: no clash
+    context["environments"]["prod"]["account"] = "111111111111"
+    context["environments"]["prod"].setdefault("hyperpod", {})["cluster_name"] = "hyperpod-dev-hp"
+    monkeypatch.chdir(_project(tmp_path, context))
+    assert cli.main(["validate", "--all"]) == 2
+    err = capsys.readouterr().err
+    assert "error: dev: hyperpod.cluster_name: 'hyperpod-dev-hp' is also environment prod's HyperPod cluster name" in err
+    assert "error: prod: hyperpod.cluster_name: 'hyperpod-dev-hp' is also environment dev's HyperPod cluster name" in err
+    assert "staging: eks.cluster_name" not in err
+    assert cli.main(["validate", "-c", "env=dev"]) == 2  # one environment's validate says it too
+    assert "error: dev: hyperpod.cluster_name" in capsys.readouterr().err
+
+
 def test_a_review_of_several_environments_writes_each_and_fails_if_any_does(synth, tmp_path, capsys, monkeypatch, lint_cache):
     from cli import synth as synth_module
 
