@@ -10,7 +10,7 @@ import re
 from infra import catalogue, cfn_schema, hyperpod_chart, naming
 from infra.config.base import LABEL_VALUE_WORDS, QUALIFIED_NAME_WORDS, Problems, duplicates, k8s_qualified_name
 from infra.config.hyperpod import (
-    HYPERPOD_NAMESPACE, KUBERNETES_RESERVED_LABEL_WORDS, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires,
+    CHECKPOINTLESS_SOURCE, HYPERPOD_NAMESPACE, KUBERNETES_RESERVED_LABEL_WORDS, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires,
     kubernetes_reserved, spec_efa,
 )
 from infra.config.settings import Settings
@@ -18,6 +18,12 @@ from infra.config.settings import Settings
 
 def check_instance_groups(s: Settings, p: Problems):
     groups = s.hyperpod.instance_groups
+    if s.hyperpod.tiered_storage_memory_percent is not None:
+        p.warn(
+            f"hyperpod.tiered_storage_memory_percent: managed tiered checkpointing is on, so HyperPod's checkpointless training "
+            f"(its recipes' in-process recovery) cannot run on this cluster, nor in an elastic job: it is documented as "
+            f"incompatible with both (source: {CHECKPOINTLESS_SOURCE})"
+        )
     hp_azs = {sn.availability_zone for sn in s.network.hyperpod_subnets}
     for name in duplicates(g.name for g in groups):
         p.error("hyperpod.instance_groups", name, "is used by two groups; group names must be unique")

@@ -235,7 +235,8 @@ class HyperPodSettings(Model):
         "provisioning, creates the autoscaler role, applies a `HyperpodNodeClass` and a `NodePool`).",
     )
     tiered_storage_memory_percent: Optional[int] = Field(
-        default=None, description="Managed tiered checkpointing: this share of each node's memory holds checkpoints (`TieredStorageConfig`); unset: off."
+        default=None, description="Managed tiered checkpointing: this share of each node's memory holds checkpoints (`TieredStorageConfig`); unset: off. "
+        "HyperPod's checkpointless training is documented as incompatible with it (and with elastic training): `validate` says so.",
     )
     volume_encryption: Optional[VolumeEncryption] = Field(
         default=None,
@@ -302,6 +303,11 @@ KUBERNETES_RESERVED_LABEL_WORDS = (
     "(node-role.kubernetes.io/ above all: the NodeRestriction admission plugin refuses it; Kubernetes docs, kubelet "
     "--node-labels and admission controllers, NodeRestriction); choose a prefix of your own"
 )
+
+
+# "HyperPod checkpointless training is currently incompatible with HyperPod managed tiered
+# checkpointing and elastic training" (AWS docs, sagemaker-eks-checkpointless-considerations).
+CHECKPOINTLESS_SOURCE = "AWS docs page sagemaker-eks-checkpointless-considerations (seen 2026-12)"
 
 
 def kubernetes_reserved(key: str) -> bool:
