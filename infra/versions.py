@@ -159,6 +159,15 @@ TASK_GOVERNANCE_MIGRATION_STEPS = (
 )
 
 
+# EKS version rollback (EKS user guide, rollback-cluster): within 7 days of an in-place upgrade the
+# control plane can go back one minor version (UpdateClusterVersion to N-1; ListInsights category
+# ROLLBACK_READINESS says what blocks it). It reverts the API server, the control-plane components and
+# the platform version; not the add-ons, not nodes other than Auto Mode's (HyperPod's are not), not
+# etcd data, and a CloudFormation stack rollback to a template with the lower version does not start it.
+ROLLBACK_WINDOW_DAYS = 7
+ROLLBACK_PAGE = "https://docs.aws.amazon.com/eks/latest/userguide/rollback-cluster.html"
+
+
 # The VPC CNI a cluster must run for HyperPod to join it ("SageMaker HyperPod requires the
 # Amazon VPC CNI plugin version 1.18.3 or later"; the only CNI it supports).
 VPC_CNI_MIN_FOR_HYPERPOD = (1, 18, 3)
