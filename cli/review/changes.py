@@ -260,6 +260,7 @@ def compare(old: Baseline, new_stacks: list[StackSummary], region: str) -> dict:
     callouts += _instance_groups(old, new, replaced, groups_replaced)
     callouts += _addon_migrations(old, new)
     callouts += _cluster_policies(old, new)
+    callouts += _auto_patch(old, new)
     callouts = [f"{c.action.upper()}: {c.type} `{c.resource}` in {c.stack} ({', '.join(c.because) or 'removed'})" for c in changes if c.critical] + callouts
     stacks_added = [n for n in new if old.whole_app and n not in old.templates]
     stacks_removed = [n for n in old.templates if n not in new]
@@ -505,6 +506,27 @@ def _cluster_policies(old: Baseline, new: dict) -> list[str]:
                         else "off: deleting the stack, or the cluster by hand, deletes the control plane")
                 callouts.append(f"DELETION PROTECTION: EKS cluster `{lid}` in {stack} turns deletion protection {what} "
                                 "(eks.deletion_protection)")
+    return callouts
+
+
+def _auto_patch(old: Baseline, new: dict) -> list[str]:
+    """Auto-patching turned on or changed on a group: what the next patch does to it (the rule validate
+    states, infra/config/hyperpod.py auto_patch_effect)."""
+    from infra import catalogue
+    from infra.config.hyperpod import auto_patch_effect
+
+    callouts = []
+    for stack, template in new.items():
+        before = _groups(old.templates.get(stack, {}))
+        for name, group in _groups(template).items():
+            patch = group.get("AutoPatchConfig")
+            if not isinstance(patch, dict) or patch == before.get(name, {}).get("AutoPatchConfig"):
+                continue
+            spec = catalogue.lookup(str(group.get("InstanceType", "")))
+            count = group.get("InstanceCount")
+            effect = auto_patch_effect(str(patch.get("PatchingStrategy")), count if isinstance(count, int) else 0,
+                                       spec.accelerators if spec else None)
+            callouts.append(f"AUTO PATCH: instance group {name} in {stack}: {effect}")
     return callouts
 
 

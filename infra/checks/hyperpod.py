@@ -10,7 +10,7 @@ import re
 from infra import catalogue, cfn_schema, hyperpod_chart, naming
 from infra.config.base import LABEL_VALUE_WORDS, QUALIFIED_NAME_WORDS, Problems, duplicates, k8s_qualified_name
 from infra.config.hyperpod import (
-    CHECKPOINTLESS_SOURCE, HYPERPOD_NAMESPACE, KUBERNETES_RESERVED_LABEL_WORDS, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires,
+    CHECKPOINTLESS_SOURCE, HYPERPOD_NAMESPACE, auto_patch_effect, KUBERNETES_RESERVED_LABEL_WORDS, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires,
     kubernetes_reserved, spec_efa,
 )
 from infra.config.settings import Settings
@@ -157,6 +157,9 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
     if g.image_release_version is not None and g.image_id is not None:
         # ImageId names an AMI outright; ImageReleaseVersion a release of HyperPod's own AMI.
         p.error(f"{path}.image_release_version", g.image_release_version, "cannot be given with image_id (a custom AMI); give one of them")
+    if g.auto_patch is not None:
+        spec = catalogue.lookup(g.instance_type)
+        p.warn(f"{path}.auto_patch: {auto_patch_effect(g.auto_patch.strategy, g.count, spec.accelerators if spec else None)}")
     if g.auto_patch is not None and g.scheduled_update is not None:
         # HyperPod's AMI update page: "If schedules overlap, updates might fail."
         p.warn(

@@ -48,6 +48,27 @@ class ScheduledUpdate(Deployment):
     )
 
 
+# What auto-patching does to a group (botocore's sagemaker model, ClusterAutoPatchConfig): both idle
+# strategies cordon all instances when a patch starts; IdleWaitWindowInSeconds, "The default is 86400",
+# bounds the wait for idle, after which the instances not patched are uncordoned on the old AMI. Neither
+# the window nor DrainFirst/DrainPolicy is in CloudFormation's schema yet (tests/infra/test_cfn_tripwires.py).
+AUTO_PATCH_IDLE_WAIT_DEFAULT_SECONDS = 86_400
+AUTO_PATCH_SOURCE = "SageMaker API reference, ClusterAutoPatchConfig (botocore's sagemaker model)"
+
+
+def auto_patch_effect(strategy: str, instances: int, accelerators: int | None) -> str:
+    """In one sentence, what a patch does to a group of `instances` nodes with `accelerators` each."""
+    gpus = f" and their {accelerators * instances} accelerators" if accelerators else ""
+    how = ("patches each as it goes idle and uncordons it" if strategy == "WhenIdle"
+           else "patches none until every one is idle, then all at once" if strategy == "WhenAllIdle"
+           else f"applies {strategy}")
+    hours = AUTO_PATCH_IDLE_WAIT_DEFAULT_SECONDS // 3600
+    return (f"{strategy} cordons all {instances} instance(s) when a patch starts, so no new job lands on them{gpus}, "
+            f"{how}; it waits up to {AUTO_PATCH_IDLE_WAIT_DEFAULT_SECONDS:,} s ({hours} h, HyperPod's default "
+            f"IdleWaitWindowInSeconds, which CloudFormation cannot set yet) before uncordoning the rest on the old AMI "
+            f"(source: {AUTO_PATCH_SOURCE})")
+
+
 class AutoPatch(Deployment):
     """Security-only AMI patches applied as the group's nodes go idle (AutoPatchConfig; HyperPod's
     "AMI automatic patching" page). Its strategy's allowed values are the schema's enum
@@ -111,7 +132,9 @@ class InstanceGroup(Model):
     auto_patch: Optional[AutoPatch] = Field(
         default=None,
         description="Security-only AMI patches applied as the group's nodes go idle (`AutoPatchConfig`; HyperPod's \"AMI automatic "
-        "patching\" page).",
+        "patching\" page). Both strategies cordon all the group's instances when a patch starts and wait up to 86,400 s (a day, "
+        "HyperPod's default idle window, which CloudFormation cannot set yet) for them to go idle: `validate` and `review` say "
+        "so per group.",
     )
     network_interface: Optional[Literal["efa", "efa-only"]] = Field(
         default=None, description="EFA interface type (`NetworkInterface`): `efa-only` gives EFA without an IP interface; only on types with EFA."

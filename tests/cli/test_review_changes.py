@@ -543,3 +543,22 @@ def test_a_support_tier_or_deletion_protection_change_is_a_callout_of_its_own():
     old = changes.Baseline("deployed", {"cluster": _eks_cluster(DeletionProtection=True)}, whole_app=True)
     (guard,) = callouts(DeletionProtection=False)
     assert "turns deletion protection off" in guard
+
+
+def _hyperpod(groups: list[dict]) -> dict:
+    return {"Resources": {"Cluster": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups}}}}
+
+
+def test_auto_patching_turned_on_says_it_cordons_the_whole_group_for_up_to_a_day():
+    # botocore's sagemaker model, ClusterAutoPatchConfig: both idle strategies cordon all instances; the idle
+    # window defaults to 86400 s.
+    gpu = {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 4}
+    patched = {**gpu, "AutoPatchConfig": {"PatchingStrategy": "WhenAllIdle"}}
+    old = changes.Baseline("deployed", {"hyperpod": _hyperpod([gpu])}, whole_app=True)
+    report = {"changes": changes.compare(old, [StackSummary("hyperpod", _hyperpod([patched]), [])], "us-east-1")}
+    (line,) = _callouts(report, "AUTO PATCH")
+    assert "instance group gpu in hyperpod: WhenAllIdle cordons all 4 instance(s)" in line
+    assert "32 accelerators" in line and "86,400 s" in line and "ClusterAutoPatchConfig" in line
+    same = changes.Baseline("deployed", {"hyperpod": _hyperpod([patched])}, whole_app=True)
+    report = {"changes": changes.compare(same, [StackSummary("hyperpod", _hyperpod([patched]), [])], "us-east-1")}
+    assert not _callouts(report, "AUTO PATCH")
