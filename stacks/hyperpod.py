@@ -91,29 +91,6 @@ INSTANCE_GROUP_COVERAGE = {
     "ImageReleaseVersion": "image_release_version",
     "NetworkInterface": "network_interface",
 }
-# The nested properties of the instance-group properties above that no config sets, each with why
-# (tests/stacks/test_capabilities.py walks the schema's definitions: every nested property either
-# reaches a template in some config or is here, so one the schema gains is decided, not let through).
-# Nested properties config sets that no gated config happens to: each with the field of the
-# rolling deployment (infra/config/hyperpod.py Deployment) it comes from (_deployment below).
-NESTED_COVERAGE = {
-    f"{parent}.DeploymentConfig.{path}": field
-    for parent in ("AutoPatchConfig", "ScheduledUpdateConfig")
-    for path, field in (
-        ("AutoRollbackConfiguration", "rollback_alarms"),
-        ("RollingUpdatePolicy.RollbackMaximumBatchSize", "rollback_batch"),
-        ("RollingUpdatePolicy.RollbackMaximumBatchSize.Type", "rollback_batch"),
-        ("RollingUpdatePolicy.RollbackMaximumBatchSize.Value", "rollback_batch"),
-    )
-}
-NESTED_LEFT_OUT = {
-    "AutoPatchConfig.PatchSchedule": "HyperPod sets and reports the next patch date; nothing to set at deploy",
-    "AutoPatchConfig.PatchSchedule.NextPatchDate": "as PatchSchedule",
-    "LifeCycleConfig.OnInitComplete": "the EKS lifecycle runs OnCreate only (lifecycle/on_create.sh)",
-    "OverrideVpcConfig.SecurityGroupIds": "the cluster's security group serves every group; only the subnet moves",
-}
-
-
 # What a change of each instance-group property does to the group's running nodes. The gates
 # (node and accelerator) carry every property that rolls or replaces nodes, or that a node gets
 # only when it is made, so a change that leaves the counts as they are still re-runs them after
