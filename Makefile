@@ -26,7 +26,7 @@ help:
 ## Everything: what synth needs, then the test, training and checkov tools (about 8 minutes the first time).
 install: install-synth $(VENV)/.dev-installed .venv-checkov/.installed .venv-s3/.installed
 
-## Only what synth and its review need: the CDK library, cdk-nag, cfn-lint and the CDK CLI (about 2 minutes).
+## Only what synth and its review need, by hash from the locks: the CDK library, cdk-nag, cfn-lint and the CDK CLI (about 2 minutes).
 install-synth: $(VENV)/.installed node_modules/.installed
 
 # Every install path (this, .ci/run through make, the pull request workflow, each CodeBuild step) takes
