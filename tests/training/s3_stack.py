@@ -11,9 +11,10 @@ PYTHONPATH: s3fs, aiobotocore and botocore come from the image's lock, torch fro
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
+
+from infra import lock
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "training" / "requirements.txt"
@@ -21,33 +22,12 @@ TARGET = ROOT / ".venv-s3"
 TOP = "s3fs"
 
 
-def _entries(lock_text: str) -> dict[str, tuple[str, str, set[str]]]:
-    """Each locked package: (version, its entry with hashes, the packages that pull it in),
-    read from the `# via` comments uv writes."""
-    entries = {}
-    for block in re.split(r"\n(?=[A-Za-z0-9])", lock_text):
-        head = re.match(r"([A-Za-z0-9_.-]+)==(\S+) \\", block)
-        if not head:
-            continue
-        requirement = "\n".join(l for l in block.splitlines() if not l.lstrip().startswith("#")).strip()
-        via = set()
-        for comment in re.findall(r"^\s+#\s*(?:via\s+)?(\S+)\s*$", block, flags=re.M):
-            if comment not in ("via", "-r"):
-                via.add(comment.lower())
-        entries[head.group(1).lower()] = (head.group(2), requirement, via)
-    return entries
-
-
 def closure(lock_text: str, top: str = TOP) -> dict[str, tuple[str, str]]:
     """{name: (version, requirement with its hashes)} of `top` and everything the lock says
-    it pulls in, directly or not."""
-    entries = _entries(lock_text)
-    needed = {top}
-    while True:
-        more = {name for name, (_, _, via) in entries.items() if name not in needed and via & needed}
-        if not more:
-            return {name: entries[name][:2] for name in sorted(needed)}
-        needed |= more
+    it pulls in, directly or not (infra/lock.py reads the lock, as it does the synth lock)."""
+    entries = lock.pins(lock_text)
+    needed = lock.closure(entries, {top})
+    return {p.name: (p.version, p.entry) for p in sorted(entries, key=lambda p: p.name) if p.name in needed}
 
 
 def main() -> int:
