@@ -1,7 +1,7 @@
 """What the acceptance run's GPU tests print, read and judged: nccl-tests' all_reduce_perf
 (against the bus bandwidth the references publish for the instance type, infra/catalogue.py),
 DCGM's `dcgmi diag`, and the rounds of node pairs a fabric that falls short is run again in,
-with the node short in each of its pairs. `hyperpod-cdk accept` (cli/accept.py) runs them."""
+with the node short in each of its pairs. `hyperpod-cdk accept` (cli/accept/) runs them."""
 
 from __future__ import annotations
 

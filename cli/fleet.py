@@ -102,3 +102,22 @@ def table(rows: list[Row]) -> str:
                  "refuses a delete; cost/month: the environment's "
                  "last review of this config (cli/review/cost.py)")
     return "\n".join(lines)
+
+
+def stack_names(context: dict, env: str) -> list[str]:
+    """The names of every stack an environment can have (its config must load)."""
+    from infra import naming, validation
+
+    settings, _ = validation.load_settings(context, env)
+    return [settings.stack_name(suffix) for suffix in naming.STACK_SUFFIXES]
+
+
+def names_by_env(context: dict) -> dict[str, list[str]]:
+    """Each environment's stack names, where its config loads: what tells one environment's baseline from another's."""
+    names = {}
+    for env in config.environment_names(context):
+        try:
+            names[env] = stack_names(context, env)
+        except config.ConfigError:
+            continue
+    return names

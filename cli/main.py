@@ -176,6 +176,7 @@ def cmd_review(args) -> int:
 
     from cli import revision
     from cli.review import report as review
+    from cli import fleet
     from cli.review import changes, removed
     from cli.synth import SynthRefused, synthesize
 
@@ -219,12 +220,12 @@ def cmd_review(args) -> int:
         # Read the baseline before synthesizing, so nothing written below can change it.
         baseline, first_deploy = None, None
         if against:
-            names = None if (len(against) == 1 and Path(against[0]).is_dir()) else changes.stack_names(context, env)
+            names = None if (len(against) == 1 and Path(against[0]).is_dir()) else fleet.stack_names(context, env)
             target = f"aws://{settings.account}/{settings.region}"
             try:
                 baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
                                                  progress=lambda line: print(line, file=sys.stderr, flush=True), target=target)
-                changes.check_environment(baseline, env, target, changes.names_by_env(context))
+                changes.check_environment(baseline, env, target, fleet.names_by_env(context))
             except changes.BaselineError as err:
                 # A first deploy: the default baseline, or a revision (a pull request's base), lacks the environment or
                 # deploys it elsewhere. A folder or templates named to compare with are refused: that comparison was asked.

@@ -211,7 +211,7 @@ class DeliveryStack(PlatformStack):
             ),
         )
         approve = d.approved(waves)
-        self._review_steps: list[pipelines.CodeBuildStep] = []
+        self._review_steps: list[tuple[str, pipelines.CodeBuildStep]] = []
         self.stages: dict[str, cdk.Stage] = {}
         for i, wave in enumerate(waves, 1):
             target = self.pipeline.add_wave(f"wave-{i}") if len(wave) > 1 else self.pipeline
@@ -224,8 +224,13 @@ class DeliveryStack(PlatformStack):
                 post = [self._protect(env)] if any(s.termination_protection for s in stacks) else []
                 target.add_stage(stage, pre=pipelines.Step.sequence(checks), post=post)
         self.pipeline.build_pipeline()  # now, so that what CDK Pipelines builds can be acknowledged below
-        for review in self._review_steps:
-            self.reviews.grant_put(review.project)
+        bucket = self.resolve(self.get_logical_id(self.reviews.node.default_child))
+        for env, review in self._review_steps:
+            self.reviews.grant_put(review.project, f"reviews/{env}/*")
+            compliance.acknowledge(
+                review.project, f"The review step writes this run's review of {env} under reviews/{env}/<commit>/, a key "
+                "CodePipeline names only at run time (the commit's id); nothing else of the bucket",
+                f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/reviews/{env}/*]")
         self._grant_connection(d.source.connection_arn)
         self._acknowledge_cdk_pipelines()
         self._skip_checkov_on_cdk_pipelines()
@@ -260,7 +265,7 @@ class DeliveryStack(PlatformStack):
                 comment=f"Deploy {env.env_name} ({env.account}, {env.region})? Read this run's review first: "
                 f"review-{env.env_name}.md under reviews/{env.env_name}/<commit>/ (the link), or the Review-{env.env_name} step's log.",
                 review_url=self._reviews_url(env)))
-        self._review_steps.append(review)
+        self._review_steps.append((env.env_name, review))
         return steps
 
     def _reviews_url(self, env: Settings) -> str:

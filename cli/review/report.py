@@ -196,7 +196,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     `cache` a folder where lint findings of templates seen before are kept; `config` the
     (cdk.json context, environment) the assembly was made of, where it does not say itself;
     `first_deploy` why there is no baseline where one was asked for (the report says it)."""
-    from cli.review import approvals, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
+    from cli.review import approvals, cdk_diff, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -208,7 +208,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         # `cdk diff` runs in Node while cfn-lint runs here: started first, it costs no time of its own. Only
         # where the template text differs: a replacement through an import is ours to call out.
         differing = [s.name for s in stacks if s.name in against.templates and changes.differs(against.templates[s.name], s.template)]
-        diffed = ThreadPoolExecutor(max_workers=1).submit(changes.cdk_diff, outdir, against, differing)
+        diffed = ThreadPoolExecutor(max_workers=1).submit(cdk_diff.cdk_diff, outdir, against, differing)
     findings = lint(outdir, stacks, cache) if with_lint else []
     roles = iam_audit.audit({s.name: s.template for s in stacks})
     total, path = deploy_plan.plan(stacks)

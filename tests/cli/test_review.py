@@ -280,6 +280,7 @@ def test_the_embedded_cdk_diff_shows_no_asset_metadata_whatever_the_baseline(syn
     # `cdk synth` (and so a deployed template) carries aws:asset:path and aws:asset:property on every
     # resource with a local asset; our in-process synth does not. Neither side's shows in the diff.
     from cli.review import changes
+    from cli.review.cdk_diff import cdk_diff
 
     s = synth("dev")
     stack = f"{s.settings.prefix}-dev-cluster"
@@ -291,7 +292,7 @@ def test_the_embedded_cdk_diff_shows_no_asset_metadata_whatever_the_baseline(syn
                                                    "aws:asset:property": "Code"})
             marked += 1
     assert marked >= 3
-    text = changes.cdk_diff(s.outdir, changes.Baseline("deployed", {stack: deployed}, whole_app=False), [stack])[stack]
+    text = cdk_diff(s.outdir, changes.Baseline("deployed", {stack: deployed}, whole_app=False), [stack])[stack]
     assert "aws:asset" not in text and "[~]" not in text, text
     assert changes.without_asset_metadata(deployed) == changes.without_asset_metadata(json.loads((s.outdir / f"{stack}.template.json").read_text()))
 
@@ -375,18 +376,18 @@ def test_the_environment_that_holds_the_pipeline_is_reviewed_whatever_regions_it
     # support stack there. It is the pipeline's, compared as it is, not one of dev's stacks held to dev's region.
     import shutil
 
-    from tests.conftest import CAPABILITIES, FLEETS, cdk_project, patched_context
+    from tests.conftest import CAPABILITIES, FLEETS, TOOLING_ACCOUNT, cdk_project, patched_context
 
     s = synth("delivery")
     manifest = json.loads((s.outdir / "manifest.json").read_text())
     regions = {a["environment"] for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"}
-    assert regions == {"aws://111111111111/us-east-1", "aws://111111111111/eu-central-1"}
+    assert regions == {"aws://111111111111/us-east-1", f"aws://{TOOLING_ACCOUNT}/us-east-1", f"aws://{TOOLING_ACCOUNT}/eu-central-1"}
     monkeypatch.chdir(cdk_project(patched_context("dev", CAPABILITIES["delivery"], FLEETS["delivery"]), tmp_path / "project"))
     baseline = tmp_path / "deployed"
     shutil.copytree(s.outdir, baseline, ignore=shutil.ignore_patterns("asset.*"))
     review_outdir(tmp_path / "out", lint_cache)
     code, out, err = _review_cli("--env", "dev", "--assembly", str(s.outdir), "--against", str(baseline), "--outdir", str(tmp_path / "out"))
-    assert code == 0, err
+    assert code == 0, err + out[-3000:]
     assert f"## What this change does (against {baseline})" in out and "No resource changes." in out
     report = json.loads((tmp_path / "out" / "review-dev.json").read_text())
     assert report["region"] == "us-east-1"

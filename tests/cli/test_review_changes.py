@@ -338,11 +338,12 @@ def test_a_new_task_governance_add_on_installs_the_current_crds_and_needs_no_mig
 def test_the_embedded_cdk_diff_is_plain_text_whatever_force_color_says(synth, monkeypatch):
     # FORCE_COLOR=1 is common in CI, and the CDK CLI's colour library obeys it over NO_COLOR.
     from cli.review import changes
+    from cli.review.cdk_diff import cdk_diff
 
     monkeypatch.setenv("FORCE_COLOR", "1")
     s = synth("dev")
     stack = f"{s.settings.prefix}-dev-sample-job"
-    text = changes.cdk_diff(s.outdir, changes.Baseline("empty", {stack: {}}, whole_app=False), [stack])[stack]
+    text = cdk_diff(s.outdir, changes.Baseline("empty", {stack: {}}, whole_app=False), [stack])[stack]
     assert "[+]" in text and "\x1b" not in text
 
 

@@ -29,215 +29,20 @@ NCCL and DCGM print is read and judged in cli/diagnostics.py.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
+from cli.accept.cluster import (  # noqa: F401  (re-exported: the command's callers and tests name them as accept's)
+    AGENT_LOG_SINCE, DEEP_HEALTH_CHECK_POLL_S, DEEP_HEALTH_CHECK_WAIT_S, GROUP_LABEL, HEALTH_LABEL, IMDS_ERRORS, KUEUE_CONFIG_KEY,
+    KUEUE_CONFIG_MAP, KUEUE_DEFAULT_FRAMEWORKS, KUEUE_NAMESPACE, POLL_S, RECORDED_NOTHING, AcceptError, Check, Kubectl, Recording,
+    Report, _ready, to_yaml,
+)
 from cli.diagnostics import clip, judge_dcgm, judge_nccl, pair_rounds, parse_dcgm, parse_nccl, suspects
 from infra import catalogue
 from infra.checks.acceptance import accepted_groups
 from infra.config import Settings
 from infra.config.acceptance import unprovable
 from manifests import acceptance as m
-
-GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
-# How often the run looks at its checks; each check's own limit is its activeDeadlineSeconds.
-POLL_S = 15
-# HyperPod's deep health checks take 60 to 90 minutes on p5 (HyperPod deep health check
-# docs; FACTS): the run waits two hours for the operation, polling each minute.
-DEEP_HEALTH_CHECK_WAIT_S = 2 * 3600
-DEEP_HEALTH_CHECK_POLL_S = 60
-
-
-# What the AWS SDKs log when instance metadata is out of reach, as a pod on the pod network
-# finds it behind the node guard: botocore (utils.py, its IMDS fetcher: "Max number of attempts
-# exceeded (%s) when attempting to retrieve data from metadata service.", and "Unable to retrieve
-# token for use in IMDSv2 call"), aws-sdk-go (awserr codes EC2MetadataRequestError and
-# EC2MetadataError) and aws-sdk-go-v2 ("operation error ec2imds", "no EC2 IMDS role found").
-IMDS_ERRORS = (
-    "attempting to retrieve data from metadata service", "Unable to retrieve token for use in IMDSv2 call",
-    "EC2MetadataRequestError", "EC2MetadataError", "operation error ec2imds", "no EC2 IMDS role found",
-)
-AGENT_LOG_SINCE = "1h"
-# Kueue's configuration as its manifests install it (kubernetes-sigs/kueue config/components/manager:
-# the ConfigMap kueue-manager-config in kueue-system, key controller_manager_config.yaml), which
-# task governance's Kueue reads too.
-KUEUE_NAMESPACE = "kueue-system"
-KUEUE_CONFIG_MAP = "kueue-manager-config"
-KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
-# Kueue's default integrations when its configuration names none (Kueue's configuration
-# reference, Integrations.Frameworks: batch/job is the default).
-KUEUE_DEFAULT_FRAMEWORKS = ("batch/job",)
-# A recording without the file: the check is skipped, not failed.
-RECORDED_NOTHING = {"recorded": False}
-
-
-class AcceptError(RuntimeError):
-    """A problem to report in one line (no kubectl, kubectl refused, a broken recording)."""
-
-
-# ------------------------------------------------------------------ the report's lines
-
-
-@dataclass(frozen=True)
-class Check:
-    group: str
-    check: str
-    subject: str
-    status: str  # pass | fail | warn | skip
-    detail: str
-
-
-@dataclass
-class Report:
-    env: str
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return not any(c.status == "fail" for c in self.checks)
-
-    @property
-    def failing_nodes(self) -> list[str]:
-        nodes = []
-        for c in self.checks:
-            if c.status == "fail" and c.subject.startswith("hyperpod-") and c.subject not in nodes:
-                nodes.append(c.subject)
-        return nodes
-
-
-# ------------------------------------------------------------------ the cluster
-
-
-class Kubectl:
-    """The cluster through the user's kubectl and kubeconfig."""
-
-    def __init__(self, run: Callable | None = None):
-        if run is None and shutil.which("kubectl") is None:
-            raise AcceptError("kubectl is not on PATH; install it, or pass --from DIR (a recorded run)")
-        self._run = run or subprocess.run
-
-    def _kubectl(self, *args: str, stdin: str | None = None) -> str:
-        result = self._run(["kubectl", *args], input=stdin, capture_output=True, text=True)
-        if result.returncode != 0:  # kubectl's own verdict is its last "error:" line
-            lines = [line.strip() for line in result.stderr.splitlines() if line.strip()] or [f"exit status {result.returncode}"]
-            last = next((line for line in reversed(lines) if line.startswith("error:")), lines[-1])
-            raise AcceptError(f"kubectl {args[0]} failed: {last[-300:]}")
-        return result.stdout
-
-    def nodes(self) -> dict:
-        return json.loads(self._kubectl("get", "nodes", "-o", "json"))
-
-    def apply(self, objects: list[dict]) -> None:
-        self._kubectl("apply", "-f", "-", stdin=to_yaml(objects))
-
-    def delete(self, objects: list[dict]) -> None:
-        self._kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=to_yaml(objects))
-
-    def finished(self, obj: dict) -> bool:
-        kind = "mpijobs.kubeflow.org" if obj["kind"] == "MPIJob" else "jobs"
-        namespace = obj["metadata"].get("namespace", m.NAMESPACE)
-        doc = json.loads(self._kubectl("get", kind, obj["metadata"]["name"], "-n", namespace, "-o", "json"))
-        done = {"Succeeded", "Failed", "Complete"}
-        return any(c.get("type") in done and c.get("status") == "True" for c in doc.get("status", {}).get("conditions", []))
-
-    def result_log(self, run: str, namespace: str = m.NAMESPACE) -> str:
-        selector = f"{m.RUN_LABEL}={run},{m.ROLE_LABEL}=result"
-        return self._kubectl("logs", "-n", namespace, "-l", selector, "--tail=-1")
-
-    def pods(self, namespace: str) -> list[dict]:
-        return json.loads(self._kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]
-
-    def pod_log(self, namespace: str, pod: str) -> str:
-        return self._kubectl("logs", "-n", namespace, pod, "--all-containers", f"--since={AGENT_LOG_SINCE}")
-
-    def kueue_config(self) -> dict | None:
-        """Kueue's ConfigMap as the cluster serves it (`kubectl get -o json`); None where there is none."""
-        try:
-            return json.loads(self._kubectl("get", "configmap", KUEUE_CONFIG_MAP, "-n", KUEUE_NAMESPACE, "-o", "json"))
-        except AcceptError as err:
-            if "NotFound" in str(err) or "not found" in str(err):
-                return None
-            raise
-
-    def refusal(self, obj: dict) -> str | None:
-        """The API server's refusal of `obj` in a server-side dry run (admission runs, nothing
-        is created), or None where it would be admitted."""
-        try:
-            self._kubectl("create", "--dry-run=server", "-f", "-", stdin=to_yaml([obj]))
-        except AcceptError as err:
-            return str(err)
-        return None
-
-
-class Recording:
-    """A recorded run in a folder: nodes.json (`kubectl get nodes -o json`), logs/<run>.log
-    (each check's result log), list-cluster-nodes.json (`aws sagemaker list-cluster-nodes`
-    after the deep health check). Nothing is applied; every check has finished."""
-
-    def __init__(self, folder: Path):
-        self.folder = Path(folder)
-        if not (self.folder / "nodes.json").is_file():
-            raise AcceptError(f"--from {folder}: no nodes.json (a `kubectl get nodes -o json` dump) in it")
-        self.applied: list[dict] = []
-
-    def nodes(self) -> dict:
-        try:
-            return json.loads((self.folder / "nodes.json").read_text())
-        except ValueError as err:
-            raise AcceptError(f"--from {self.folder}: nodes.json is not JSON: {err}") from None
-
-    def apply(self, objects: list[dict]) -> None:
-        self.applied += objects
-
-    def delete(self, objects: list[dict]) -> None:
-        pass
-
-    def finished(self, obj: dict) -> bool:
-        return True
-
-    def result_log(self, run: str, namespace: str = m.NAMESPACE) -> str:
-        path = self.folder / "logs" / f"{run}.log"
-        return path.read_text() if path.is_file() else ""
-
-    def pods(self, namespace: str) -> list[dict] | None:
-        """pods/<namespace>.json (`kubectl get pods -n NS -o json`); None where not recorded."""
-        path = self.folder / "pods" / f"{namespace}.json"
-        return json.loads(path.read_text())["items"] if path.is_file() else None
-
-    def pod_log(self, namespace: str, pod: str) -> str:
-        path = self.folder / "pod-logs" / namespace / f"{pod}.log"
-        return path.read_text() if path.is_file() else ""
-
-    def refusal(self, obj: dict) -> str | None:
-        """dry-run/<name>.txt: the server's answer to the dry run; none recorded, admitted."""
-        path = self.folder / "dry-run" / f"{obj['metadata']['name']}.txt"
-        return path.read_text().strip() if path.is_file() else None
-
-    def kueue_config(self) -> dict | None:
-        """kueue-manager-config.json (`kubectl get configmap kueue-manager-config -n kueue-system
-        -o json`); RECORDED_NOTHING where not recorded."""
-        path = self.folder / f"{KUEUE_CONFIG_MAP}.json"
-        return json.loads(path.read_text()) if path.is_file() else RECORDED_NOTHING
-
-    def cluster_nodes(self) -> dict | None:
-        path = self.folder / "list-cluster-nodes.json"
-        return json.loads(path.read_text()) if path.is_file() else None
-
-
-def to_yaml(objects: list[dict]) -> str:
-    import yaml
-
-    return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
-
-
-def _ready(node: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", []))
 
 
 def group_nodes(doc: dict, group) -> tuple[list[str], list[Check]]:
@@ -332,11 +137,13 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
         report.checks += gpu_checks(settings, cluster, chosen, doc, keep=keep, sleep=sleep, clock=clock)
         if deep_health_check and settings.acceptance.deep_health_check:
             report.checks += deep_health_checks(settings, chosen, cluster, sagemaker, sleep=sleep, clock=clock)
+    from cli.accept import software
+
     report.checks += guard_checks(settings, cluster, doc, keep=keep, sleep=sleep, clock=clock)
-    report.checks += agent_checks(settings, cluster)
-    report.checks += health_agent_checks(settings, cluster, doc)
+    report.checks += software.agent_checks(settings, cluster)
+    report.checks += software.health_agent_checks(settings, cluster, doc)
     if teams:
-        report.checks += queue_checks(cluster)
+        report.checks += software.queue_checks(cluster)
     for team in teams:
         report.checks += tenancy_checks(settings, cluster, team.name, keep=keep, sleep=sleep, clock=clock)
     return report
@@ -471,142 +278,6 @@ def guard_checks(settings: Settings, cluster, doc: dict, *, keep: bool = False, 
     if probes and not keep:
         cluster.delete(list(probes.values()))
     return checks
-
-
-# ------------------------------------------------------------------ the agents that lost instance metadata
-
-
-def agents(settings: Settings) -> list[tuple[str, str, str | None]]:
-    """(what, namespace, service account or None for every pod there) of each agent on the pod
-    network that the node guard keeps from instance metadata: the training operator's controller
-    (its Pod Identity service account), HyperPod's agents in its namespace, the observability
-    collectors and the FSx CSI controller."""
-    from addons import fsx_csi, training_operator
-    from manifests.tenancy import OBSERVABILITY_NAMESPACE
-
-    out = [("HyperPod agents", training_operator.NAMESPACE, None)]
-    if settings.addons.training_operator.enabled:
-        out.append(("training operator", training_operator.NAMESPACE, training_operator.SERVICE_ACCOUNT))
-    if settings.addons.observability.enabled:
-        out.append(("observability collectors", OBSERVABILITY_NAMESPACE, None))
-    if settings.fsx.enabled:
-        out.append(("FSx CSI controller", "kube-system", fsx_csi.CONTROLLER_SERVICE_ACCOUNT))
-    return out
-
-
-def agent_checks(settings: Settings, cluster) -> list[Check]:
-    """Each agent's pods Ready, and none of their logs of the last hour with an SDK's words for
-    instance metadata out of reach (IMDS_ERRORS)."""
-    checks = []
-    for what, namespace, account in agents(settings):
-        pods = cluster.pods(namespace)
-        if pods is None:
-            checks.append(Check(namespace, "agents", what, "skip", "not in the recording"))
-            continue
-        ours = [p for p in pods if account is None or p.get("spec", {}).get("serviceAccountName") == account]
-        if not ours:
-            checks.append(Check(namespace, "agents", what, "fail", "no pod runs" + (f" as {account}" if account else "")))
-            continue
-        problems = [f"{p['metadata']['name']} not Ready" for p in ours if not _ready(p)]
-        for pod in ours:
-            line = next((line.strip() for line in cluster.pod_log(namespace, pod["metadata"]["name"]).splitlines()
-                         if any(e in line for e in IMDS_ERRORS)), None)
-            if line:
-                problems.append(f"{pod['metadata']['name']}: {line}")
-        detail = "; ".join(problems) if problems else f"{len(ours)} pod(s) Ready, no instance metadata errors in the last {AGENT_LOG_SINCE}"
-        checks.append(Check(namespace, "agents", what, "fail" if problems else "pass", clip(detail)))
-    return checks
-
-
-# HyperPod's health-monitoring agent (the chart's DaemonSets, aws/sagemaker-hyperpod-cli @ a00b22d17ea9
-# charts/health-monitoring-agent/templates/health-monitoring-agent.yaml): its service account, and the
-# namespace the chart installs it in. It writes the node-health labels HyperPod's automatic node
-# recovery acts on, so a GPU node without it is never recovered by itself.
-HEALTH_AGENT_NAMESPACE = "aws-hyperpod"
-HEALTH_AGENT_ACCOUNT = "health-monitoring-agent"
-
-
-def health_agent_checks(settings: Settings, cluster, doc: dict) -> list[Check]:
-    """On every Ready node of every accelerated instance group, a Ready pod of the
-    health-monitoring agent (on the pod network, so behind the node guard: agent_checks reads
-    its logs for instance metadata errors)."""
-    groups = [g for g in settings.hyperpod.instance_groups if catalogue.lookup(g.instance_type) and g.spec.is_accelerated]
-    if not groups:
-        return []
-    pods = cluster.pods(HEALTH_AGENT_NAMESPACE)
-    if pods is None:
-        return [Check(g.name, "health agent", "group", "skip", "not in the recording") for g in groups]
-    ready_on = {p.get("spec", {}).get("nodeName") for p in pods
-                if p.get("spec", {}).get("serviceAccountName") == HEALTH_AGENT_ACCOUNT and _ready(p)}
-    checks = []
-    for group in groups:
-        nodes = sorted(i["metadata"]["name"] for i in doc.get("items", [])
-                       if i["metadata"].get("labels", {}).get(GROUP_LABEL) == group.name and _ready(i))
-        if not nodes:
-            checks.append(Check(group.name, "health agent", "group", "skip" if group.autoscaled else "fail", "no Ready node to prove it on"))
-            continue
-        missing = [n for n in nodes if n not in ready_on]
-        checks.append(Check(group.name, "health agent", f"{len(nodes)} node(s)", "fail" if missing else "pass",
-                            clip(f"no Ready {HEALTH_AGENT_ACCOUNT} pod on {', '.join(missing)}: HyperPod recovers no node it does not label")
-                            if missing else f"a Ready {HEALTH_AGENT_ACCOUNT} pod on each"))
-    return checks
-
-
-# ------------------------------------------------------------------ what Kueue queues
-
-
-def kueue_integrations(config_map: dict) -> tuple[set[str], set[str]]:
-    """(frameworks, externalFrameworks) of Kueue's configuration in its ConfigMap."""
-    import yaml
-
-    text = (config_map.get("data") or {}).get(KUEUE_CONFIG_KEY)
-    if text is None:
-        raise AcceptError(f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG_MAP} has no {KUEUE_CONFIG_KEY}")
-    try:
-        config = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise AcceptError(f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG_MAP}: {KUEUE_CONFIG_KEY} is not YAML: {str(err).splitlines()[0]}") from None
-    integrations = config.get("integrations")
-    if integrations is None:
-        return set(KUEUE_DEFAULT_FRAMEWORKS), set()
-    return set(integrations.get("frameworks") or ()), set(integrations.get("externalFrameworks") or ())
-
-
-def _external(entry: str) -> tuple[str, str]:
-    """(kind lower-cased, group) of an externalFrameworks entry, Kind.version.group."""
-    kind, _, rest = entry.partition(".")
-    return kind.lower(), rest.partition(".")[2]
-
-
-def queue_checks(cluster) -> list[Check]:
-    """Each job kind a team's Role lets its people create (manifests/tenancy.py QUEUED_KINDS)
-    among the integrations of the cluster's Kueue, read live: a kind Kueue does not integrate
-    is never queued, and a job of it runs outside every quota."""
-    from manifests.tenancy import QUEUED_KINDS
-
-    doc = cluster.kueue_config()
-    if doc is RECORDED_NOTHING:
-        return [Check(KUEUE_NAMESPACE, "kueue", k.integration, "skip", "not in the recording") for k in QUEUED_KINDS]
-    if doc is None:
-        return [Check(KUEUE_NAMESPACE, "kueue", k.integration, "fail", f"no ConfigMap {KUEUE_CONFIG_MAP}: is task governance installed?")
-                for k in QUEUED_KINDS]
-    frameworks, external = kueue_integrations(doc)
-    out = []
-    for kind in QUEUED_KINDS:
-        if kind.external:
-            # Kind.version.group: the SageMaker guide writes the training operator's kind
-            # "HyperPodPytorchJob", its CRD "HyperPodPyTorchJob", so the kind is compared without case.
-            found = [e for e in sorted(external) if _external(e) == _external(kind.integration)]
-            where = "integrations.externalFrameworks"
-        else:
-            found = [kind.integration] if kind.integration in frameworks else []
-            where = "integrations.frameworks"
-        listed = ", ".join(sorted(external if kind.external else frameworks)) or "none"
-        out.append(Check(KUEUE_NAMESPACE, "kueue", kind.integration, "pass" if found else "fail",
-                         f"queued: {found[0]} in {where}" if found else
-                         clip(f"{kind.resource} are not queued: Kueue's {where} has no {kind.integration} (it lists {listed}); "
-                              "teams' jobs of this kind would run outside every quota")))
-    return out
 
 
 # ------------------------------------------------------------------ deep health check
