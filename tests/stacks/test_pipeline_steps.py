@@ -100,6 +100,10 @@ def codebuild(pipeline, tmp_path_factory, lint_cache):
         runs.append(step)
         step = f"{step}-{len(runs)}"
         src = _source_folder(tmp_path / step / "src", context)
+        # The step's `make install-synth` finds this checkout's install current, as CodeBuild's finds its own
+        # fresh one: never an install into the shared .venv from a temporary folder.
+        assert subprocess.run(["make", "-q", "install-synth"], cwd=src, capture_output=True).returncode == 0, \
+            "the checkout's .venv or node_modules is stale: run make install-synth"
         review_outdir(src / delivery.REVIEW_DIR, lint_cache)
         (tmp_path / step / "deployed").mkdir()
         for name, template in deployed.items():
