@@ -391,6 +391,6 @@ def test_the_environment_that_holds_the_pipeline_is_reviewed_whatever_regions_it
     assert f"## What this change does (against {baseline})" in out and "No resource changes." in out
     report = json.loads((tmp_path / "out" / "review-dev.json").read_text())
     assert report["region"] == "us-east-1"
-    support = [a for a in manifest["artifacts"] if manifest["artifacts"][a].get("environment", "").endswith("/eu-central-1")]
+    support = [a["properties"].get("stackName") for a in manifest["artifacts"].values() if a.get("environment", "").endswith("/eu-central-1")]
     assert support and set(support) <= set(report["changes"]["stacks_compared"])
     assert f"`{support[0]}` (the pipeline's, in eu-central-1): " in (tmp_path / "out" / "review-dev.md").read_text()
