@@ -23,6 +23,8 @@ def compose(scope: Construct, settings: Settings) -> list[PlatformStack]:
     from stacks.network import NetworkStack
     from stacks.sample_job import SampleJobStack
 
+    from aws_cdk import aws_iam as iam
+
     from infra import compliance
     from infra.stack import keep_app_logical_ids
 
@@ -69,4 +71,8 @@ def compose(scope: Construct, settings: Settings) -> list[PlatformStack]:
     compliance.acknowledge_regional_snapshots(stacks, settings.regional_resource_types)
     for stack in stacks:
         keep_app_logical_ids(stack)  # nothing where `scope` is the App
+        if settings.protection.permissions_boundary:
+            # On every role and user, aws-cdk-lib's own included (an aspect over each AWS::IAM::Role and User).
+            boundary = iam.ManagedPolicy.from_managed_policy_name(stack, "PermissionsBoundary", settings.protection.permissions_boundary)
+            iam.PermissionsBoundary.of(stack).apply(boundary)
     return stacks

@@ -74,8 +74,9 @@ CAPABILITIES = {
         "network": {"nat_gateways": 0, "interface_endpoints": "all"},
         "eks": {"endpoint_access": "private", "public_access_cidrs": []},
         # Nothing reaches Hugging Face: the job's text and tokenizer come from FSx. Data kept, as
-        # in prod, so the file system's final backup on deletion goes through the gates too.
-        "protection": {"retain_data": True},
+        # in prod, so the file system's final backup on deletion goes through the gates too. Its
+        # account bootstrapped with the CDK's example permissions boundary, which every role must carry.
+        "protection": {"retain_data": True, "permissions_boundary": "cdk-hnb659fds-permissions-boundary-111111111111-us-east-1"},
         "fsx": {"enabled": True, "directory_image": "111111111111.dkr.ecr.us-east-1.amazonaws.com/busybox:1.37.0"},
         "sample_job": {"dataset": {"files": ["/fsx/datasets/c4/*.txt"]}, "tokenizer": "/fsx/tokenizers/llama"},
         # Two of the chart's images are copied from Docker Hub, which limits anonymous pulls.

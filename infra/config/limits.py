@@ -166,6 +166,7 @@ FIELDS: dict[str, Limit] = {
         for entry, entry_prop in _QUOTA_ENTRY.items()
     },
     "protection.log_retention_days": Limit(Cfn("AWS::Logs::LogGroup", "RetentionInDays")),
+    "protection.permissions_boundary": Limit(Api("iam", "policyNameType"), note="the name IAM gives a managed policy"),
     "sample_job.hf_token_secret": Limit(Cfn("AWS::SecretsManager::Secret", "Name")),
     "operations.notifications.emails[]": Limit(_MAILBOX),
     "sample_job.image_uri": Limit(_IMAGE),

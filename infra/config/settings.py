@@ -31,6 +31,13 @@ class ProtectionSettings(Model):
     log_retention_days: Literal[
         1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653
     ] = Field(default=365, description="Retention of every log group, in days (a value CloudWatch Logs allows).")
+    permissions_boundary: Optional[str] = Field(
+        default=None,
+        description="The name of a managed IAM policy of this account put as the permissions boundary on every role and "
+        "user the stacks create. A target bootstrapped with a boundary that requires one on every new role (`cdk bootstrap "
+        "--example-permissions-boundary`, whose policy is `cdk-hnb659fds-permissions-boundary-<account>-<region>`) refuses "
+        "any role without it (docs/delivery.md, Who can change prod).",
+    )
 
 
 class Settings(Model):

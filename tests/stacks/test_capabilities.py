@@ -521,3 +521,27 @@ def test_every_nested_instance_group_property_is_set_by_some_config_or_left_out_
     named = set(NESTED_COVERAGE) | set(NESTED_LEFT_OUT)
     assert named <= nested, named - nested  # nothing named that the schema no longer has
     assert set(NESTED_COVERAGE.values()) <= set(config.hyperpod.Deployment.model_fields)
+
+
+def test_every_role_and_user_carries_the_permissions_boundary_the_bootstrap_requires(synth):
+    # `cdk bootstrap --example-permissions-boundary` (the pinned CLI's bootstrap template) bounds the
+    # CloudFormation execution role with a policy that denies iam:CreateRole and iam:CreateUser unless the new
+    # one carries that very boundary: every role and user the stacks create, aws-cdk-lib's own included.
+    import yaml
+
+    from tests.conftest import ROOT
+
+    template = yaml.safe_load((ROOT / "node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml").read_text())
+    (deny,) = [st for st in template["Resources"]["CdkBoostrapPermissionsBoundaryPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+               if st["Sid"] == "DenyAccessIfRequiredPermBoundaryIsNotBeingApplied"]
+    assert {"iam:CreateRole", "iam:CreateUser"} <= set(deny["Action"])
+    required = deny["Condition"]["StringNotEquals"]["iam:PermissionsBoundary"]["Fn::Sub"]
+    s = synth("closed-network")
+    name = s.settings.protection.permissions_boundary
+    assert required.replace("${Qualifier}", "hnb659fds").replace("${AWS::AccountId}", s.settings.account).replace(
+        "${AWS::Region}", s.settings.region).endswith(f":policy/{name}")
+    bounded = [(suffix, lid, r["Properties"].get("PermissionsBoundary")) for suffix, t in s.templates.items()
+               for lid, r in t["Resources"].items() if r["Type"] in ("AWS::IAM::Role", "AWS::IAM::User")]
+    assert bounded
+    for suffix, lid, boundary in bounded:
+        assert boundary == f"arn:aws:iam::{s.settings.account}:policy/{name}", (suffix, lid, boundary)
