@@ -169,6 +169,14 @@ def _policies(s) -> dict[tuple[str, str], dict]:
     return {(o["kind"], o["metadata"]["name"]): o for o in s.manifests("addons") if o["kind"].startswith("ValidatingAdmissionPolicy")}
 
 
+def _policy(s, name: str) -> tuple[dict, dict, dict, set[tuple[str, str]]]:
+    """(the teams' roles, the policy `name`, its binding, the (group, resource) pairs its rules hold)."""
+    policies = _policies(s)
+    policy, binding = policies[("ValidatingAdmissionPolicy", name)], policies[("ValidatingAdmissionPolicyBinding", name)]
+    held = {(g, r) for rule in policy["spec"]["matchConstraints"]["resourceRules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    return _team_roles(s), policy, binding, held
+
+
 @pytest.mark.parametrize("name", ["prod", "mig"])
 def test_no_team_writes_any_status_and_on_workloads_only_what_stops_one(synth, name):
     s = synth(name)
@@ -209,15 +217,11 @@ def test_no_team_deletes_a_queued_job_leaving_its_pods_running(synth, name):
     # Kueue finishes a Workload whose owner is gone "to release quota" (pkg/workload/workload.go
     # FinalizeOrphanedWorkload); `kubectl delete --cascade=orphan` sends propagationPolicy Orphan
     # (Kubernetes, "Use Cascading Deletion in a Cluster"), the older clients orphanDependents.
-    s = synth(name)
-    roles, policies = _team_roles(s), _policies(s)
-    policy = policies[("ValidatingAdmissionPolicy", tenancy.DELETE_POLICY)]
-    binding = policies[("ValidatingAdmissionPolicyBinding", tenancy.DELETE_POLICY)]
+    roles, policy, binding, held = _policy(synth(name), tenancy.DELETE_POLICY)
+    assert {op for rule in policy["spec"]["matchConstraints"]["resourceRules"] for op in rule["operations"]} == {"DELETE"}
     assert policy["spec"]["failurePolicy"] == "Fail" and binding["spec"]["validationActions"] == ["Deny"]
     assert set(binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"]) == set(roles)
     deletable = {k for grants in roles.values() for k, verbs in grants.items() if k in RUNS_PODS and verbs & {"delete", "deletecollection", "*"}}
-    held = {(g, r) for rule in policy["spec"]["matchConstraints"]["resourceRules"] if rule["operations"] == ["DELETE"]
-            for g in rule["apiGroups"] for r in rule["resources"]}
     assert deletable and deletable <= held, deletable - held
     (rule,) = [v["expression"] for v in policy["spec"]["validations"]]
     assert "request.options.propagationPolicy == 'Orphan'" in rule and "request.options.orphanDependents == true" in rule
@@ -263,11 +267,7 @@ def test_below_kubernetes_1_30_teams_may_not_patch_workloads():
 
 @pytest.mark.parametrize("name", ["prod", "mig"])
 def test_nothing_a_team_creates_runs_unqueued(synth, name):
-    s = synth(name)
-    roles, policies = _team_roles(s), _policies(s)
-    policy = policies[("ValidatingAdmissionPolicy", tenancy.QUEUE_POLICY)]
-    binding = policies[("ValidatingAdmissionPolicyBinding", tenancy.QUEUE_POLICY)]
-    held = {(g, r) for rule in policy["spec"]["matchConstraints"]["resourceRules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    roles, policy, binding, held = _policy(synth(name), tenancy.QUEUE_POLICY)
     for ns, grants in roles.items():
         writes = {k for k, verbs in grants.items() if verbs & {"create", "update", "patch", "*"}}
         # No plain pod: Kueue queues one only with its pod integration (off by default: Kueue,
