@@ -59,3 +59,49 @@ def pod_identity_role(
         role_arn=role.role_arn,
     )
     return PodIdentity(role, association, policy)
+
+
+@dataclass(frozen=True)
+class WebIdentity:
+    role: iam.Role
+    policy: iam.ManagedPolicy | None
+
+
+def web_identity_role(
+    scope: Construct,
+    cluster: eks.ICluster,
+    id_: str,
+    *,
+    namespace: str,
+    service_account: str,
+    description: str,
+    managed_policies: tuple[str, ...] = (),
+    statements: tuple[iam.PolicyStatement, ...] = (),
+    role_name: str | None = None,
+    also_assumed_by: tuple[iam.IPrincipal, ...] = (),
+) -> WebIdentity:
+    """A role that `namespace/service_account` assumes through the cluster's IAM OIDC provider
+    (IAM roles for service accounts), for a component that documents only that: the inference
+    operator add-on takes role ARNs in its configuration and annotates its own service accounts,
+    and every source of it trusts sts:AssumeRoleWithWebIdentity (HyperPod's inference
+    troubleshooting page, IAM trust relationship issue; the quick setup's
+    inference-addon-iam-roles-template.yaml). The provider is the cluster's own
+    (`open_id_connect_provider`, made on first use in the cluster's stack)."""
+    provider = cluster.open_id_connect_provider
+    issuer = provider.open_id_connect_provider_issuer
+    # The issuer is known at deploy only, and a condition key cannot be a token: CfnJson.
+    subject = cdk.CfnJson(scope, f"{id_}Subject", value={
+        f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+        f"{issuer}:aud": "sts.amazonaws.com",
+    })
+    principal = iam.OpenIdConnectPrincipal(provider, {"StringEquals": subject})
+    role = iam.Role(
+        scope,
+        f"{id_}Role",
+        role_name=role_name,
+        description=description,
+        assumed_by=iam.CompositePrincipal(principal, *also_assumed_by) if also_assumed_by else principal,
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in managed_policies],
+    )
+    policy = iam.ManagedPolicy(scope, f"{id_}Policy", statements=list(statements), roles=[role]) if statements else None
+    return WebIdentity(role, policy)
