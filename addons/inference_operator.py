@@ -78,11 +78,12 @@ class S3CsiAddon(ManagedAddon):
             identity.policy,
             "The driver reads the served model's objects anywhere in the checkpoint bucket, whose key is the cluster stack's "
             "data key (or a kept one from an earlier deploy): Decrypt only through S3 and only for this bucket's objects",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{self.settings.checkpoint_bucket_name}/*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:{self.settings.region}:{self.settings.account}:key/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(ctx.scope)}:s3:::{self.settings.checkpoint_bucket_name}/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(ctx.scope)}:kms:{self.settings.region}:{self.settings.account}:key/*]",
         )
         self.role = identity.role
-        return [identity.role]
+        # The add-on names the role (a dependency already); its permissions come with the policy.
+        return [identity.policy]
 
     def build(self, ctx: AddonContext, after):
         built = super().build(ctx, after)
@@ -128,12 +129,16 @@ ALB_ON_ITS_OWN = (
     "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:DeleteTargetGroup", "elasticloadbalancing:ModifyListenerAttributes",
     "elasticloadbalancing:ModifyCapacityReservation", "elasticloadbalancing:ModifyIpPools",
 )
-# Listeners, rules, targets, WAF and Shield on the load balancers above (no tag condition in the policy).
+# Listeners, rules and targets of the load balancers above (no tag condition in the policy): this
+# account's in this region.
 ALB_LISTENERS = (
     "elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteListener", "elasticloadbalancing:CreateRule",
     "elasticloadbalancing:DeleteRule", "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets",
     "elasticloadbalancing:SetWebAcl", "elasticloadbalancing:ModifyListener", "elasticloadbalancing:AddListenerCertificates",
     "elasticloadbalancing:RemoveListenerCertificates", "elasticloadbalancing:ModifyRule", "elasticloadbalancing:SetRulePriorities",
+)
+# A web ACL or Shield protection on an endpoint's load balancer, where its annotations ask for one.
+ALB_PROTECTION = (
     "waf-regional:AssociateWebACL", "waf-regional:DisassociateWebACL", "wafv2:AssociateWebACL", "wafv2:DisassociateWebACL",
     "shield:CreateProtection", "shield:DeleteProtection",
 )
@@ -192,17 +197,18 @@ class InferenceOperatorAddon(ManagedAddon):
             execution.policy,
             "The operator issues one ACM certificate per endpoint and writes each endpoint's certificate objects to its own "
             "TLS bucket, names it chooses at run time; the 3.0 release notes grant the tagging on those",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:acm:{s.region}:{s.account}:certificate/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(stack)}:acm:{s.region}:{s.account}:certificate/*]",
             f"AwsSolutions-IAM5[Resource::<{stack.get_logical_id(self.tls_bucket.node.default_child)}.Arn>/*]",
             "AwsSolutions-IAM5[Action::s3:Abort*]", "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
             "AwsSolutions-IAM5[Action::s3:GetBucket*]", "AwsSolutions-IAM5[Action::s3:GetObject*]", "AwsSolutions-IAM5[Action::s3:List*]",
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]", "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
         )
         self.execution_role = execution.role
-        self.alb_role = self._alb_role(ctx)
-        self.keda_role = self._keda_role(ctx)
+        alb, keda = self._alb_role(ctx), self._keda_role(ctx)
+        self.alb_role, self.keda_role = alb.role, keda.role
         cdk.CfnOutput(stack, "TlsCertificateBucket", value=self.tls_bucket.bucket_name)
-        return [execution.role, execution.policy, self.alb_role, self.keda_role]
+        # The configuration names the roles (dependencies already); their permissions are the policies.
+        return [execution.policy, alb.policy, keda.policy]
 
     def configuration(self, ctx: AddonContext) -> dict:
         # The keys the awsome Terraform sends (tests/fixtures/inference_addon_reference.json).
@@ -216,6 +222,9 @@ class InferenceOperatorAddon(ManagedAddon):
 
     def _alb_role(self, ctx: AddonContext):
         tagged = {"Null": {f"aws:ResourceTag/{ALB_TAG}": "false"}}
+        p, r, a = ctx.scope.partition, ctx.scope.region, ctx.scope.account
+        elb = f"arn:{p}:elasticloadbalancing:{r}:{a}"
+        part = compliance.partition(ctx.scope)  # as the findings name it
         identity = pod_identity.web_identity_role(
             ctx.scope, ctx.cluster, "InferenceLoadBalancerController", namespace=NAMESPACE, service_account=ALB_SERVICE_ACCOUNT,
             description="The inference operator's load balancer controller: one load balancer per endpoint",
@@ -229,7 +238,10 @@ class InferenceOperatorAddon(ManagedAddon):
                 iam.PolicyStatement(sid="TagWhatItCreates", actions=["ec2:CreateTags", "elasticloadbalancing:AddTags"], resources=["*"],
                                     conditions={"Null": {f"aws:RequestTag/{ALB_TAG}": "false"}}),
                 iam.PolicyStatement(sid="ChangeItsOwn", actions=list(ALB_ON_ITS_OWN), resources=["*"], conditions=tagged),
-                iam.PolicyStatement(sid="Listeners", actions=list(ALB_LISTENERS), resources=["*"]),
+                iam.PolicyStatement(sid="Listeners", actions=list(ALB_LISTENERS), resources=[f"{elb}:*"]),
+                iam.PolicyStatement(sid="Protection", actions=list(ALB_PROTECTION), resources=[
+                    f"{elb}:loadbalancer/app/*/*", f"arn:{p}:wafv2:{r}:{a}:regional/webacl/*/*", f"arn:{p}:waf-regional:{r}:{a}:webacl/*",
+                    f"arn:{p}:shield::{a}:protection/*"]),
             ),
         )
         compliance.acknowledge(
@@ -238,8 +250,11 @@ class InferenceOperatorAddon(ManagedAddon):
             "creation only with its cluster tag, changes only on what carries it, reads on everything (the controller's own "
             "published policy; Describe calls take no resource)",
             "AwsSolutions-IAM5[Resource::*]",
+            *(f"AwsSolutions-IAM5[Resource::{arn}]" for arn in (
+                f"arn:{part}:elasticloadbalancing:{r}:{a}:*", f"arn:{part}:elasticloadbalancing:{r}:{a}:loadbalancer/app/*/*",
+                f"arn:{part}:wafv2:{r}:{a}:regional/webacl/*/*", f"arn:{part}:waf-regional:{r}:{a}:webacl/*", f"arn:{part}:shield::{a}:protection/*")),
         )
-        return identity.role
+        return identity
 
     def _keda_role(self, ctx: AddonContext):
         stack = ctx.scope
@@ -258,6 +273,6 @@ class InferenceOperatorAddon(ManagedAddon):
             "CloudWatch's metric reads support no resource-level permissions; the Prometheus queries are this account's "
             "workspaces in this region, which an endpoint's autoscaling names at run time",
             "AwsSolutions-IAM5[Resource::*]",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:aps:{self.settings.region}:{self.settings.account}:workspace/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{compliance.partition(ctx.scope)}:aps:{self.settings.region}:{self.settings.account}:workspace/*]",
         )
-        return identity.role
+        return identity
