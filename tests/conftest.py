@@ -126,7 +126,8 @@ CAPABILITIES["inference"] = {
     "inference": {"enabled": True, "endpoint": {"team": "serving", "replicas": 1}},
     "governance": {"teams": [
         {"name": "ml-research", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}], "sharing": "LendAndBorrow"},
-        {"name": "serving", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}], "sharing": "LendAndBorrow"},
+        {"name": "serving", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}], "sharing": "LendAndBorrow",
+         "borrow_limit": 100},
     ]},
     "hyperpod": {"instance_groups": [
         {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
