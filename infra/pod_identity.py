@@ -85,9 +85,8 @@ def web_identity_role(
     operator add-on takes role ARNs in its configuration and annotates its own service accounts,
     and every source of it trusts sts:AssumeRoleWithWebIdentity (HyperPod's inference
     troubleshooting page, IAM trust relationship issue; the quick setup's
-    inference-addon-iam-roles-template.yaml). The provider is the cluster's own
-    (`open_id_connect_provider`, made on first use in the cluster's stack)."""
-    provider = cluster.open_id_connect_provider
+    inference-addon-iam-roles-template.yaml). The provider is `cluster_oidc_provider`'s."""
+    provider = cluster_oidc_provider(scope, cluster)
     issuer = provider.open_id_connect_provider_issuer
     # The issuer is known at deploy only, and a condition key cannot be a token: CfnJson.
     subject = cdk.CfnJson(scope, f"{id_}Subject", value={
@@ -105,3 +104,31 @@ def web_identity_role(
     )
     policy = iam.ManagedPolicy(scope, f"{id_}Policy", statements=list(statements), roles=[role]) if statements else None
     return WebIdentity(role, policy)
+
+
+OIDC_PROVIDER_ID = "ClusterOidcProvider"
+
+
+def cluster_oidc_provider(scope: Construct, cluster: eks.ICluster) -> eks.OidcProviderNative:
+    """The cluster's IAM OIDC provider, made once in `scope`'s stack from the issuer EKS reports
+    (DescribeCluster at deploy), not the cluster stack's `open_id_connect_provider`: that would be
+    a strong reference from this stack, and switching the feature that needs it off would remove
+    an export the deployed stack still imports ("export in use"); the cluster's name, which this
+    call reads, is exported either way (stacks/environment.py)."""
+    from aws_cdk import custom_resources as cr
+    from infra import compliance
+
+    stack = cdk.Stack.of(scope)
+    found = stack.node.try_find_child(OIDC_PROVIDER_ID)
+    if found is not None:
+        return found
+    call = cr.AwsSdkCall(service="EKS", action="describeCluster", parameters={"name": cluster.cluster_name},
+                         physical_resource_id=cr.PhysicalResourceId.of(f"{OIDC_PROVIDER_ID}-issuer"),
+                         output_paths=["cluster.identity.oidc.issuer"])
+    issuer = cr.AwsCustomResource(
+        stack, f"{OIDC_PROVIDER_ID}Issuer", on_create=call, on_update=call, install_latest_aws_sdk=False,
+        policy=cr.AwsCustomResourcePolicy.from_statements([iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])]),
+    )
+    compliance.acknowledge(issuer, "DescribeCluster on this environment's one cluster, as its inline policy says", "NIST.800.53.R5-IAMNoInlinePolicy")
+    stack.acknowledge_sdk_function()
+    return eks.OidcProviderNative(stack, OIDC_PROVIDER_ID, url=issuer.get_response_field("cluster.identity.oidc.issuer"))
