@@ -37,6 +37,16 @@ class EndpointSettings(Model):
     instance_group: Optional[str] = Field(default=None, description="The instance group it runs on; unset: the sample job's.")
     replicas: int = Field(default=1, ge=1, le=100, description="Replicas; their team must be able to hold all of them at once.")
     gpus_per_replica: int = Field(default=1, ge=1, le=64, description="GPUs (accelerators) each replica asks for, at most a node's.")
+    image_uri: Optional[str] = Field(
+        default=None,
+        description="The model server's image (an OpenAI-compatible server such as vLLM, listening on `port`); `render-endpoint "
+        "--image` gives it where unset.",
+    )
+    port: int = Field(default=8000, ge=1, le=65535, description="The port the model server listens on.")
+    invocation_path: str = Field(
+        default="v1/completions", pattern=r"^[A-Za-z0-9._/-]+$",
+        description="The server's invocation path after `http://<host>:<port>/` (the operator's `invocationEndpoint`).",
+    )
 
 
 class InferenceSettings(AddonSwitch):
