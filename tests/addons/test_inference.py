@@ -149,3 +149,9 @@ def test_adopting_the_quick_setups_operator_builds_none_of_it_and_needs_no_nat()
     settings, _ = validation.load_settings(patched_context("dev", patch), "dev")
     planned = {a.key: a.existing for a in registry.plan(settings)}
     assert planned["inference"] and planned["s3_csi"] and planned["metrics_server"]
+
+
+def test_a_serving_team_is_told_its_namespace_admits_no_load_balancer_yet():
+    # manifests/tenancy.py's default-deny ingress, enforced by the VPC CNI, has no rule for it.
+    _, warnings, _ = _load({})
+    assert any(w.startswith("dev: inference.endpoint.team: serving's namespace denies ingress") for w in warnings)
