@@ -4,14 +4,15 @@ train.py saves sharded torch.distributed.checkpoint directories (weights and opt
 file per rank), which no model server reads. This loads the weights alone into the model train.py
 builds (its preset's transformers LlamaConfig, the embedding sized as saved) in one process, and
 writes `save_pretrained` safetensors and the tokenizer where the endpoint loads from
-(manifests/endpoint.py; `render-endpoint` prints the two places). Run it where the checkpoints
-are reachable, in the training image (it has torch and transformers), on a host with the model's
-memory in bf16 (about 16 GB for the 8B):
+(manifests/endpoint.py; `render-endpoint` prints the two places). Run it from a checkout where the
+checkpoints are reachable, with training/requirements.txt installed (torch, transformers), on a host
+with the model's memory in bf16 (about 16 GB for the 8B):
 
     python training/export_hf.py --checkpoints s3://BUCKET/JOB/checkpoints --model llama3.1-8b \
         --tokenizer meta-llama/Llama-3.1-8B --out s3://BUCKET/JOB/serving
 
-Beside train.py in the image, it imports its neighbours as train.py does.
+It imports its neighbours as train.py does, but is no part of the job: the training image's asset
+excludes it (stacks/sample_job.py), so its content hash, and every environment's job, stay as they were.
 """
 
 from __future__ import annotations

@@ -155,3 +155,18 @@ def test_a_serving_team_is_told_its_namespace_admits_no_load_balancer_yet():
     # manifests/tenancy.py's default-deny ingress, enforced by the VPC CNI, has no rule for it.
     _, warnings, _ = _load({})
     assert any(w.startswith("dev: inference.endpoint.team: serving's namespace denies ingress") for w in warnings)
+
+
+def test_accept_proves_the_inference_operators_controller_runs_and_reaches_no_instance_metadata():
+    from cli import accept
+
+    settings, _, _ = _load({})
+    assert ("inference operator", REFERENCE["execution_role"]["namespace"], REFERENCE["execution_role"]["service_account"]) in accept.agents(settings)
+    assert not any(what == "inference operator" for what, _, _ in accept.agents(validation.load_settings(patched_context("dev", {}), "dev")[0]))
+
+
+def test_prod_pins_the_version_the_quick_setup_installs_for_the_day_it_turns_serving_on():
+    from tests.conftest import CONTEXT
+
+    prod, _ = validation.load_settings(CONTEXT, "prod")
+    assert not prod.inference.enabled and prod.inference.version == REFERENCE["quick_setup_version"]
