@@ -81,6 +81,10 @@ class AddonContext:
     hyperpod_cluster_arn: str
     # The shared FSx file system (stacks/storage.FileSystem) where fsx.enabled.
     file_system: object = None
+    # The cluster stack's data key and access-log bucket, for a bucket an add-on needs (the
+    # inference operator's TLS certificates).
+    bucket_key: object = None
+    access_logs: object = None
 
 
 class Addon(ABC):
@@ -98,6 +102,11 @@ class Addon(ABC):
     def config(self) -> AddonSwitch:
         section = self.settings.eks.core_addons if self.core else self.settings.addons
         return getattr(section, self.key)
+
+    @property
+    def config_path(self) -> str:
+        """Where its switch is in config (what a line about it names)."""
+        return f"{'eks.core_addons' if self.core else 'addons'}.{self.key}"
 
     @property
     def enabled(self) -> bool:

@@ -150,7 +150,7 @@ class FsxCsiAddon(ManagedAddon):
 
     @property
     def enabled(self) -> bool:
-        return self.settings.fsx.enabled and self.config.enabled
+        return self.settings.addon_wanted(self.key) and self.config.enabled
 
     def prerequisites(self, ctx: AddonContext):
         identity = pod_identity.pod_identity_role(
@@ -172,6 +172,8 @@ class FsxCsiAddon(ManagedAddon):
 
     def build(self, ctx: AddonContext, after):
         driver = super().build(ctx, after)
+        if not self.settings.fsx.enabled:  # only the driver, for the inference operator
+            return driver
         volumes = eks.KubernetesManifest(
             ctx.scope, "SharedFileSystemClaims", cluster=ctx.cluster, manifest=volume_objects(self.settings, ctx.file_system)
         )

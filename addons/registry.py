@@ -9,6 +9,7 @@ from __future__ import annotations
 from addons.base import Addon
 from addons.cert_manager import CertManagerAddon
 from addons.fsx_csi import FsxCsiAddon
+from addons.inference_operator import InferenceOperatorAddon, MetricsServerAddon, S3CsiAddon
 from addons.observability import ObservabilityAddon
 from addons.pod_identity_agent import PodIdentityAgentAddon
 from addons.task_governance import TaskGovernanceAddon
@@ -23,6 +24,9 @@ ALL: tuple[type[Addon], ...] = (
     TrainingOperatorAddon,
     ObservabilityAddon,
     FsxCsiAddon,
+    S3CsiAddon,
+    MetricsServerAddon,
+    InferenceOperatorAddon,
 )
 
 
@@ -30,7 +34,7 @@ def plan(settings: Settings) -> list[Addon]:
     """The enabled add-ons, each after everything it requires or must follow."""
     enabled = {cls: cls(settings) for cls in ALL if cls(settings).enabled}
     problems = [
-        f"{settings.env_name}: addons.{cls.key}.enabled: true requires addons.{dep.key} ({dep.title}), which is off; "
+        f"{settings.env_name}: {enabled[cls].config_path}.enabled: true requires {dep(settings).config_path} ({dep.title}), which is off; "
         f"turn {dep.key} on or {cls.key} off"
         for cls in enabled
         for dep in cls.requires

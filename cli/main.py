@@ -22,7 +22,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from cli import job_record, topology
+from cli import job_record, render_endpoint, topology
 from infra import config, validation
 from infra.checks.sample_job import memory_note
 
@@ -547,6 +547,12 @@ def build_parser() -> argparse.ArgumentParser:
         examples=["-c env=prod | bash  # where addons.observability.grafana.enabled (off in the committed cdk.json)"],
     )
     _env_args(dash)
+
+    ep = _command(sub, "render-endpoint", lambda args: render_endpoint.command(_settings(env_from(args))[0], args),
+                  help="print the InferenceEndpointConfig serving the sample job's model, for kubectl apply -f -",
+                  description=render_endpoint.__doc__, examples=render_endpoint.EXAMPLES)
+    _env_args(ep)
+    render_endpoint.arguments(ep)
 
     rec = _command(sub, "job-record", lambda args: job_record.command(_settings(env_from(args))[0], args), description=job_record.__doc__,
                    help="print the sample job's give-ups and non-finite windows, kept beside its checkpoints; exit 1 where it gave up",

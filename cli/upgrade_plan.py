@@ -68,7 +68,7 @@ def addons_of(settings: Settings) -> list[Addon]:
     out = [Addon(name, f"eks.core_addons.{key}", getattr(core, key).version) for name, key in CORE_ADDONS.items() if key in installed]
     for addon in registry.plan(settings):
         if isinstance(addon, ManagedAddon) and not addon.existing:
-            out.append(Addon(addon.eks_name, f"addons.{addon.key}", addon.config.version))
+            out.append(Addon(addon.eks_name, addon.config_path, addon.config.version))
     return out
 
 

@@ -362,6 +362,18 @@ def _fits(per_node: dict[str, float], bound: dict[str, float]) -> int:
     return min(counts) if counts else 0
 
 
+def _measure(shares: dict[str, Share], per_unit: dict[str, float], demand: dict[str, float]) -> tuple[Optional[str], Optional[str], int, int]:
+    """Kueue's two questions of a workload against its team's shares: the first kind it asks more
+    of than the team can ever hold (its queue's ceiling), the first it asks more of than the
+    team's guaranteed quota, and how many units (nodes, replicas) fit each."""
+    guaranteed = {k: s.guaranteed for k, s in shares.items()}
+    ceiling = {k: s.ceiling for k, s in shares.items()}
+    ordered = sorted(demand, key=kind_order)
+    short = next((k for k in ordered if demand[k] > ceiling.get(k, 0.0) + EPSILON), None)
+    over = next((k for k in ordered if demand[k] > guaranteed.get(k, 0.0) + EPSILON), None)
+    return short, over, _fits(per_unit, guaranteed), _fits(per_unit, ceiling)
+
+
 def _nodes(n: int) -> str:
     return f"node{'s' * (n != 1)}"
 
@@ -408,12 +420,7 @@ def sample_job(settings: Settings) -> Admission | None:
         reason = "has its compute quota disabled (active false): the job waits until it is enabled"
         return Admission(**base, per_node=per_node, demand=demand, shares=shares, verdict="disabled", field="sample_job.team",
                          value=team.name, reason=reason)
-    guaranteed = {k: s.guaranteed for k, s in shares.items()}
-    ceiling = {k: s.ceiling for k, s in shares.items()}
-    ordered = sorted(demand, key=kind_order)
-    short = next((k for k in ordered if demand[k] > ceiling.get(k, 0.0) + EPSILON), None)
-    over = next((k for k in ordered if demand[k] > guaranteed.get(k, 0.0) + EPSILON), None)
-    fit_g, fit_max = _fits(per_node, guaranteed), _fits(per_node, ceiling)
+    short, over, fit_g, fit_max = _measure(shares, per_node, demand)
     if not job.gpu_partition:
         fit_g, fit_max = min(fit_g, group.ceiling), min(fit_max, group.ceiling)
     verdict = dict(per_node=per_node, demand=demand, shares=shares, nodes_guaranteed=fit_g, nodes_at_most=fit_max)
@@ -493,3 +500,56 @@ def largest_jobs(settings: Settings, team: Team) -> list[Largest]:
             out.append(Largest(group.name, group.instance_type, unit,
                                min(_fits(per, guaranteed), most), min(_fits(per, ceiling), most)))
     return out
+
+
+def replica_requests(group: InstanceGroup, gpus: int) -> dict[str, int]:
+    """What one endpoint replica asking for `gpus` accelerators of a node of `group` requests:
+    the accelerators and their share of the node's vCPUs and memory, as the job's pod has of a
+    whole node (NODE_CPU_SHARE, NODE_MEMORY_SHARE)."""
+    spec = group.spec
+    share = gpus / spec.accelerators if spec.accelerators else 1.0
+    return {spec.accelerator_resource: gpus, "cpu": max(1, int(spec.vcpus * NODE_CPU_SHARE * share)),
+            "memory": max(1, int(spec.memory_gib * NODE_MEMORY_SHARE * share))}
+
+
+def endpoint(settings: Settings) -> Admission | None:
+    """The verdict on the inference endpoint (inference.endpoint): whether its team's queue can
+    ever hold all its replicas at once, by the job's rules (team_shares, Kueue's ceiling). None
+    where serving is off, or its group, type or team is unknown (other checks say so)."""
+    inf = settings.inference
+    ep = inf.endpoint
+    team_name = ep.team or settings.sample_job.team
+    group = settings.instance_group(ep.instance_group or settings.sample_job.instance_group)
+    if not inf.enabled or group is None or catalogue.figures(group.instance_type) is None or not group.spec.accelerators:
+        return None
+    itype, spec = group.instance_type, group.spec
+    per_replica = kueue_kinds(replica_requests(group, ep.gpus_per_replica), spec)
+    demand = {k: n * ep.replicas for k, n in per_replica.items()}
+    what = f"replica{'s' * (ep.replicas != 1)} of {ep.gpus_per_replica} GPU{'s' * (ep.gpus_per_replica != 1)} on {itype}"
+    base = dict(job=ep.name, team=team_name, group=group.name, instance_type=itype, nodes=ep.replicas, per_node=per_replica, demand=demand)
+    if team_name is None:
+        reason = f"joins no queue, so Kueue does not manage the endpoint: only instance group {group.name!r} bounds it"
+        return Admission(**base, shares={}, verdict="unmanaged", field="inference.endpoint.team", value=None, reason=reason)
+    team = next((t for t in settings.governance.teams if t.name == team_name), None)
+    if team is None:
+        return None
+    shares = team_shares(settings, team, itype)
+    if not team.active:
+        return Admission(**base, shares=shares, verdict="disabled", field="inference.endpoint.team", value=team.name,
+                         reason="has its compute quota disabled (active false): the endpoint's replicas wait until it is enabled")
+    short, over, fit_g, fit_max = _measure(shares, per_replica, demand)
+    counts = dict(shares=shares, nodes_guaranteed=fit_g, nodes_at_most=fit_max)
+    if short is not None:
+        s = shares.get(short) or Share(short, 0.0, 0.0, 0.0, "")
+        reason = (f"{what} ({amount(short, demand[short], spec)}) can never all be admitted for team {team.name}: "
+                  f"{_n(s.guaranteed)} guaranteed + at most {_n(s.borrowable)} borrowed ({s.limit}); at most {fit_max} "
+                  f"replica{'s' * (fit_max != 1)}; the rest stay Pending with no error")
+        return Admission(**base, **counts, verdict="never", field="inference.endpoint.replicas", value=ep.replicas, reason=reason)
+    if over is not None:
+        s = shares[over]
+        reason = (f"{what} ({amount(over, demand[over], spec)}) are admitted for team {team.name} only by borrowing: "
+                  f"{_n(s.guaranteed)} guaranteed, {fit_g} replica{'s' * (fit_g != 1)} without borrowing; borrowed replicas are "
+                  "preempted when the lenders reclaim their quota (the HyperPod page: size the serving team's quota for traffic spikes)")
+        return Admission(**base, **counts, verdict="borrowing", field="inference.endpoint.replicas", value=ep.replicas, reason=reason)
+    return Admission(**base, **counts, verdict="guaranteed", field="inference.endpoint.replicas", value=ep.replicas,
+                     reason=f"{what} fit team {team.name}'s guaranteed quota")

@@ -53,6 +53,7 @@ _CDK_LAMBDAS = {
     "/Provider/framework-": "aws-cdk-lib's custom-resource provider framework (a readiness gate's waiter)",
     "/Custom::CDKECRDeployment": "cdk-ecr-deployment's image copier (cdklabs; copies the chart's images into ECR)",
     "/AWS679f53fac002430cb0da5b7982bd2287/": "aws-cdk-lib's AwsCustomResource handler (a deploy-time check)",
+    "/AWSCDKCfnUtilsProviderCustomResourceProvider/": "aws-cdk-lib's CfnJson resolver (IRSA trust conditions keyed by the OIDC issuer)",
 }
 
 

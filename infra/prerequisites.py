@@ -133,7 +133,25 @@ _AUTOSCALING_PAGE = "HyperPod's autoscaling page (sagemaker-hyperpod-eks-autosca
 _ECR_ENDPOINTS = "ECR user guide, interface VPC endpoints: they serve this account's private registries"
 _NAT = "give the network a NAT gateway"
 
+_INFERENCE_SETUP = "HyperPod docs, Setting up your HyperPod clusters for model deployment"
+
 TABLE: tuple[Prerequisite, ...] = (
+    Prerequisite(
+        "the inference operator", "inference.enabled",
+        on=lambda s, _: s.inference.enabled and not s.inference.existing,
+        needs="a NAT gateway (network.nat_gateways): its load balancer controller calls Elastic Load Balancing and ACM, for which "
+              "network.interface_endpoints offers no endpoint, and each endpoint's load balancer answers from the VPC's public side",
+        met=lambda s, _: not s.network.closed,
+        source=f"{_INFERENCE_SETUP}; the quick setup's AlbControllerPolicy",
+    ),
+    Prerequisite(
+        "the inference operator", "inference.enabled",
+        on=lambda s, _: s.inference.enabled and not s.inference.existing,
+        needs="inference.existing: true on eks.existing_cluster (the quick setup installs the operator), or a cluster this project "
+              "creates: the operator's roles trust the cluster's IAM OIDC provider, which this project creates only for its own cluster",
+        met=lambda s, _: not s.uses_existing_cluster,
+        source=f"{_INFERENCE_SETUP}; HyperPod inference troubleshooting, IAM trust relationship issue (sts:AssumeRoleWithWebIdentity)",
+    ),
     Prerequisite(
         "Karpenter autoscaling", "hyperpod.autoscaling",
         on=lambda s, _: s.hyperpod.autoscaling == "karpenter",

@@ -21,6 +21,7 @@ from infra.checks.acceptance import check_acceptance
 from infra.checks.addons import check_addons
 from infra.checks.eks import check_eks
 from infra.checks.governance import check_governance
+from infra.checks.inference import check_inference
 from infra.checks.hyperpod import check_autoscaling, check_chart, check_existing_execution_role, check_instance_groups, check_volume_encryption
 from infra.checks.limits import check_limits
 from infra.checks.network import check_network
@@ -127,6 +128,7 @@ def _cross_checks(s: Settings) -> tuple[list[str], list[str]]:
     check_governance(s, p)
     check_sample_job(s, p)
     check_admission(s, p)
+    check_inference(s, p)
     check_acceptance(s, p)
     check_operations(s, p)
     check_delivery(s.delivery, p)

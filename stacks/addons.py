@@ -30,6 +30,8 @@ class AddonsStack(PlatformStack):
             pod_identity_agent=cluster.pod_identity_agent,
             hyperpod_cluster_arn=hyperpod.cluster.attr_cluster_arn,
             file_system=storage.read_file_system(self, settings) if settings.fsx.enabled else None,
+            bucket_key=cluster.bucket_key,
+            access_logs=cluster.access_logs,
         )
         self.plan = registry.plan(settings)
         self.built = {}

@@ -46,7 +46,9 @@ class SampleJobStack(PlatformStack):
             image = job.image_uri
         else:
             asset = ecr_assets.DockerImageAsset(
-                self, "TrainingImage", directory=str(TRAINING_DIR), platform=ecr_assets.Platform.custom(TRAINING_IMAGE_PLATFORM)
+                self, "TrainingImage", directory=str(TRAINING_DIR), platform=ecr_assets.Platform.custom(TRAINING_IMAGE_PLATFORM),
+                # Run from a checkout, not in the job (docs/serving.md): outside the image and its content hash.
+                exclude=["export_hf.py"],
             )
             image = asset.image_uri
         identity = None

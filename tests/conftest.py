@@ -120,6 +120,21 @@ CAPABILITIES = {
 # HyperPod joins an EKS cluster this project does not create, in that cluster's VPC, adopting the
 # cert-manager add-on it runs (as a quick-setup cluster does: its inference operator, on by
 # default, installs it); creating the others there is the path dev's add-ons take.
+# Serving beside training: the inference operator add-on with its prerequisites (the roles, the TLS
+# bucket, the CSI drivers, metrics-server), and the endpoint of the sample job's model in a serving
+# team's queue at the inference priority, on the GPU group training uses.
+CAPABILITIES["inference"] = {
+    "inference": {"enabled": True, "endpoint": {"team": "serving", "replicas": 1}},
+    "governance": {"teams": [
+        {"name": "ml-research", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}], "sharing": "LendAndBorrow"},
+        {"name": "serving", "quotas": [{"instance_type": "ml.g5.8xlarge", "accelerators": 1}], "sharing": "LendAndBorrow",
+         "borrow_limit": 100},
+    ]},
+    "hyperpod": {"instance_groups": [
+        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1},
+        {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 2},
+    ]},
+}
 CAPABILITIES["existing-cluster"] = {
     "network": CAPABILITIES["existing-vpc"]["network"],
     "eks": {"existing_cluster": {"name": "platform-shared", "security_group_id": "sg-0a1b2c3d4e5f60719"}},

@@ -17,8 +17,8 @@ def agents(settings: Settings) -> list[tuple[str, str, str | None]]:
     """(what, namespace, service account or None for every pod there) of each agent on the pod
     network that the node guard keeps from instance metadata: the training operator's controller
     (its Pod Identity service account), HyperPod's agents in its namespace, the observability
-    collectors and the FSx CSI controller."""
-    from addons import fsx_csi, training_operator
+    collectors, the FSx CSI controller and the inference operator."""
+    from addons import fsx_csi, inference_operator, training_operator
     from manifests.tenancy import OBSERVABILITY_NAMESPACE
 
     out = [("HyperPod agents", training_operator.NAMESPACE, None)]
@@ -28,6 +28,8 @@ def agents(settings: Settings) -> list[tuple[str, str, str | None]]:
         out.append(("observability collectors", OBSERVABILITY_NAMESPACE, None))
     if settings.fsx.enabled:
         out.append(("FSx CSI controller", "kube-system", fsx_csi.CONTROLLER_SERVICE_ACCOUNT))
+    if settings.inference.enabled:  # the controller that serves every endpoint (docs/serving.md)
+        out.append(("inference operator", inference_operator.NAMESPACE, inference_operator.CONTROLLER))
     return out
 
 

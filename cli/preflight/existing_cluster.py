@@ -147,7 +147,7 @@ def _existing_addon(settings: Settings, addon, installed: set[str], eks) -> Resu
     from infra.checks.addons import version_floors
     from infra import versions
 
-    name, check, key = settings.eks_cluster_name, f"add-on {addon.eks_name}", f"addons.{addon.key}"
+    name, check, key = settings.eks_cluster_name, f"add-on {addon.eks_name}", addon.config_path
     if addon.eks_name not in installed:
         return Result(check, "fail", f"{key}.existing is true, but {name} has no {addon.eks_name} add-on",
                       f"set {key}.existing false (or leave it out), and the deploy installs it")

@@ -153,6 +153,7 @@ def compare(before: list[StackSummary], after: list[StackSummary], env: str | No
 
     old_addons = _by_key(before, "AWS::EKS::Addon", lambda s, lid, r: str(r.get("Properties", {}).get("AddonName", lid)))
     new_addons = _by_key(after, "AWS::EKS::Addon", lambda s, lid, r: str(r.get("Properties", {}).get("AddonName", lid)))
+    callouts += _serving(old_addons, new_addons)
     for name in sorted(old_addons.keys() & new_addons.keys()):
         a, b = old_addons[name], new_addons[name]
         if a.get("AddonVersion") != b.get("AddonVersion"):
@@ -308,3 +309,26 @@ def pins_off(pins: dict[str, str], kubernetes: str) -> list[str]:
         else:
             out.append(f"{off.addon} {off.pinned} (no build known offline for {kubernetes}: preflight asks the account)")
     return out
+
+
+def _serving(before: dict[str, dict], after: dict[str, dict]) -> list[tuple[str, list[str]]]:
+    """The inference operator arriving, or its version moving: what each endpoint then costs and
+    exposes, and that the operator managing every endpoint is replaced (docs/serving.md)."""
+    from infra.config.inference import INFERENCE_ADDON_NAME as name
+
+    if name in after and name not in before:
+        return [(
+            "SERVING: this deploy installs the HyperPod inference operator: every endpoint a team applies gets an Application "
+            "Load Balancer of its own (billed hourly and per capacity unit, answering from the VPC's public side where its "
+            "scheme is internet-facing) and takes GPU nodes at the inference priority, preempting lower-priority training",
+            ["inference.enabled"],
+        )]
+    if name in before and name in after and before[name].get("AddonVersion") != after[name].get("AddonVersion"):
+        a, b = (x[name].get("AddonVersion") or "(EKS default)" for x in (before, after))
+        return [(
+            f"SERVING OPERATOR UPDATED: {name} {a} -> {b}: the controller that reconciles every endpoint's model servers and load "
+            "balancer is replaced while they serve; read its release notes first (3.0 needed new execution-role permissions "
+            "before the upgrade)",
+            ["inference.version"],
+        )]
+    return []

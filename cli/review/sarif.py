@@ -125,6 +125,10 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
                            "the VPC reaches a public registry or endpoint."),
     "INTERNET PATH GAINED": ("The network gains a way to the internet", "A NAT or internet gateway is added to a closed "
                              "network."),
+    "SERVING": ("The inference operator is installed", "Every endpoint a team applies gets a load balancer of its own, billed "
+                "hourly, and takes GPU nodes at the inference priority, preempting lower-priority training."),
+    "SERVING OPERATOR UPDATED": ("The inference operator's version moves", "The controller that manages every endpoint is "
+                                 "replaced while they serve; its release notes may ask for a step first."),
     "PODS EVICTED": ("A NoExecute taint reaches running nodes", "Pods that do not tolerate the new taint are evicted from "
                      "the group's running nodes."),
     "APPROVAL REMOVED": ("An environment loses its approval in the pipeline", "The pipeline deploys an environment with no "

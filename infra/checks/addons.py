@@ -27,7 +27,8 @@ def check_addons(s: Settings, p: Problems):
                 f"{s.region} for this account (an organization instance); without it the Grafana workspace fails to create"
             )
     for key in AddonsSettings.model_fields:
-        _check_existing(s, key, getattr(a, key), p)
+        _check_existing(s, f"addons.{key}", getattr(a, key), p)
+    _check_existing(s, "inference", s.inference, p)
     for path, name, pinned in s.addon_pins:
         for off in versions.pins_off_version(s.eks.version, {name: pinned}):
             if off.known:
@@ -58,18 +59,18 @@ def tenancy_addons(s: Settings) -> list[tuple[str, "AddonSwitch"]]:
                    if getattr(s.addons, k).enabled and not getattr(s.addons, k).existing]
 
 
-def _check_existing(s: Settings, key: str, switch: AddonSwitch, p: Problems) -> None:
+def _check_existing(s: Settings, path: str, switch: AddonSwitch, p: Problems) -> None:
     """`existing: true` says the cluster runs the add-on: only on a cluster this project joins,
     only with the add-on on, and with nothing that would configure it (its owner does)."""
     if not switch.existing:
         return
-    where = f"addons.{key}.existing"
+    where = f"{path}.existing"
     if s.eks.existing_cluster is None:
         p.error(where, True, "applies only with eks.existing_cluster: a cluster this project creates runs none of its own add-ons")
     elif not switch.enabled:
-        p.error(where, True, f"says the cluster runs it, so the deploy uses it; leave addons.{key}.enabled on (or existing out)")
-    for field in sorted(switch.model_fields_set - {"enabled", "existing"}):
-        p.error(f"addons.{key}.{field}", getattr(switch, field) if not isinstance(getattr(switch, field), Model) else getattr(switch, field).model_dump(exclude_unset=True),
+        p.error(where, True, f"says the cluster runs it, so the deploy uses it; leave {path}.enabled on (or existing out)")
+    for field in sorted(switch.model_fields_set - {"enabled", "existing", "endpoint"}):
+        p.error(f"{path}.{field}", getattr(switch, field) if not isinstance(getattr(switch, field), Model) else getattr(switch, field).model_dump(exclude_unset=True),
                 "configures an add-on the cluster's owner runs (existing: true); leave it out")
 
 

@@ -25,6 +25,7 @@ from infra.config.delivery import DeliverySettings, DeliverySource
 from infra.config.eks import CORE_ADDON_NAMES, LOG_TYPES, CoreAddon, CoreAddons, EksSettings
 from infra.config.governance import TOPOLOGY_LEVELS, GovernanceSettings, PriorityClass, QuotaResource, Team, TopologySettings
 from infra.config.hyperpod import AutoPatch, HelmChartSource, HyperPodSettings, InstanceGroup, RollingBatch, ScheduledUpdate, Taint, VolumeEncryption
+from infra.config.inference import INFERENCE_ADDON_NAME, EndpointSettings, InferenceSettings
 from infra.config.loading import DEFAULT_ENV, context_from_cdk_cli, deep_merge, environment_names, field_paths, merged_environment, read_cdk_json
 from infra.config.operations import Alerts, Notifications, OperationsSettings
 from infra.config.network import ENDPOINT_SERVICES, ExistingVpc, HyperPodSubnet, NetworkSettings
@@ -36,7 +37,7 @@ __all__ = [
     "AcceptanceSettings", "Alerts", "Notifications", "OperationsSettings",
     "CORE_ADDON_NAMES", "DEFAULT_ENV", "EKS_ADDON_NAMES", "ENDPOINT_SERVICES", "FSX_THROUGHPUTS", "LOG_TYPES", "TOPOLOGY_LEVELS",
     "AddonSwitch", "AddonsSettings", "ConfigError", "DeliverySettings", "DeliverySource", "CoreAddon", "CoreAddons",
-    "DatasetSettings", "EksSettings",
+    "DatasetSettings", "EksSettings", "EndpointSettings", "INFERENCE_ADDON_NAME", "InferenceSettings",
     "ExistingFileSystem", "ExistingVpc", "FsxSettings", "GovernanceSettings", "GrafanaSettings", "HelmChartSource",
     "HyperPodSettings", "HyperPodSubnet", "InstanceGroup", "NetworkSettings", "ObservabilityAddon",
     "ObservabilityMetrics", "PriorityClass", "ProtectionSettings", "QuotaResource", "RollingBatch", "SampleJobSettings",

@@ -17,6 +17,8 @@ EKS_ADDON_NAMES = {
     "observability": "amazon-sagemaker-hyperpod-observability",
     "task_governance": "amazon-sagemaker-hyperpod-taskgovernance",
     "fsx_csi": "aws-fsx-csi-driver",
+    "s3_csi": "aws-mountpoint-s3-csi-driver",
+    "metrics_server": "metrics-server",
 }
 
 
@@ -96,8 +98,18 @@ class AddonsSettings(Model):
     )
     fsx_csi: AddonSwitch = Field(
         default=AddonSwitch(),
-        description="The FSx for Lustre CSI driver (`aws-fsx-csi-driver`), installed only where `fsx.enabled`; with `existing`, "
-        "the claims use the cluster's driver.",
+        description="The FSx for Lustre CSI driver (`aws-fsx-csi-driver`), installed only where `fsx.enabled` or `inference.enabled` "
+        "(the inference operator refuses to install without it); with `existing`, the claims use the cluster's driver.",
+    )
+    s3_csi: AddonSwitch = Field(
+        default=AddonSwitch(),
+        description="The Mountpoint for Amazon S3 CSI driver (`aws-mountpoint-s3-csi-driver`), installed only where "
+        "`inference.enabled`: the operator mounts a model from S3 through it, and refuses to install without it.",
+    )
+    metrics_server: AddonSwitch = Field(
+        default=AddonSwitch(),
+        description="`metrics-server` (tolerating every taint), installed only where `inference.enabled`: the operator's autoscaling "
+        "reads pod metrics from it, and the quick setup installs it beside the operator.",
     )
 
 

@@ -19,6 +19,7 @@ from infra.config.sample_job import SampleJobSettings
 from infra.config.acceptance import AcceptanceSettings
 from infra.config.operations import OperationsSettings
 from infra.config.delivery import DeliverySettings
+from infra.config.inference import InferenceSettings
 
 
 class ProtectionSettings(Model):
@@ -94,6 +95,11 @@ class Settings(Model):
     sample_job: SampleJobSettings = Field(
         description="The sample LLaMA FSDP `HyperPodPyTorchJob`, applied by the sample-job stack and printed by `render-job` "
         "(docs/sample-job.md).",
+    )
+    inference: InferenceSettings = Field(
+        default=InferenceSettings(),
+        description="Serving (off by default): the HyperPod inference operator add-on and its prerequisites, and the endpoint "
+        "serving the sample job's model under the teams' quotas (docs/serving.md).",
     )
     acceptance: AcceptanceSettings = Field(
         default=AcceptanceSettings(),
@@ -239,9 +245,25 @@ class Settings(Model):
                for key in self.core_addons_installed]
         for key, name in EKS_ADDON_NAMES.items():
             switch = getattr(self.addons, key)
-            if switch.enabled and not switch.existing and (key != "fsx_csi" or self.fsx.enabled):
+            if switch.enabled and not switch.existing and self.addon_wanted(key):
                 out.append((f"addons.{key}.version", name, switch.version))
+        if self.inference.enabled and not self.inference.existing:
+            from infra.config.inference import INFERENCE_ADDON_NAME
+
+            out.append(("inference.version", INFERENCE_ADDON_NAME, self.inference.version))
         return [pin for pin in out if pin[2]]
+
+    def addon_wanted(self, key: str) -> bool:
+        """Whether something this config turns on needs the add-on of `addons.<key>` (where its
+        own switch is on): the FSx CSI driver the file system or the inference operator, which
+        refuses to install without it, as it does without the Mountpoint S3 CSI driver and
+        metrics-server (HyperPod's inference troubleshooting page, missing CSI drivers; the quick
+        setup installs all three beside it)."""
+        if key == "fsx_csi":
+            return self.fsx.enabled or self.inference.enabled
+        if key in ("s3_csi", "metrics_server"):
+            return self.inference.enabled
+        return True
 
     def pulls_without_nat(self, image: str) -> bool:
         """Whether a network without NAT can pull `image`: only from a private ECR registry of

@@ -218,3 +218,20 @@ def test_a_no_execute_taint_reaching_running_nodes_evicts_what_does_not_tolerate
         ["hyperpod.instance_groups[gpu].taints"],
     )]
     assert cluster_wide.compare(stacks(), stacks(schedule))[1] == []  # NoSchedule keeps what runs
+
+
+def test_installing_the_inference_operator_and_moving_its_version_are_called_out():
+    # docs/serving.md: a load balancer per endpoint, the inference priority; the 3.0 release notes' upgrade prerequisites.
+    from cli.review.assembly import StackSummary
+
+    def stacks(*versions):
+        res = {f"A{i}": {"Type": "AWS::EKS::Addon", "Properties": {"AddonName": "amazon-sagemaker-hyperpod-inference", "AddonVersion": v}}
+               for i, v in enumerate(versions)}
+        return [StackSummary("addons", {"Resources": res}, [])]
+
+    (installed,) = cluster_wide.compare(stacks(), stacks("v1.0.0-eksbuild.1"))[1]
+    assert installed[0].startswith("SERVING: this deploy installs the HyperPod inference operator") and "Load Balancer" in installed[0]
+    assert installed[1] == ["inference.enabled"]
+    (updated,) = cluster_wide.compare(stacks("v1.0.0-eksbuild.1"), stacks("v1.1.0-eksbuild.1"))[1]
+    assert "v1.0.0-eksbuild.1 -> v1.1.0-eksbuild.1" in updated[0] and updated[1] == ["inference.version"]
+    assert cluster_wide.compare(stacks("v1.0.0-eksbuild.1"), stacks("v1.0.0-eksbuild.1"))[1] == []
