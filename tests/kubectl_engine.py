@@ -109,8 +109,8 @@ class ApiServer:
     """A local server of `objects` for kubectl (a context manager)."""
 
     def __init__(self, objects: list[dict], workdir: Path):
-        handler = type("Handler", (_Handler,), {"objects": objects})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._handler = type("Handler", (_Handler,), {"objects": objects})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self.workdir = workdir
 
@@ -121,6 +121,11 @@ class ApiServer:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def serve(self, objects: list[dict]) -> "ApiServer":
+        """The same server (so kubectl's discovery cache, by server, holds) with other objects."""
+        self._handler.objects = objects
+        return self
 
     def kubectl(self, *args: str) -> subprocess.CompletedProcess:
         binary = debian_kubectl()
