@@ -50,6 +50,7 @@ class Row:
     where: str  # account/region
     kubernetes: str
     support: str  # standard | extended | outside
+    tier: str  # the cluster's support tier and deletion protection (eks.upgrade_policy, eks.deletion_protection)
     chart: str
     monthly: str
     addons: str  # last: the longest cell
@@ -74,14 +75,21 @@ def _monthly(report: dict | str | None) -> str:
     return f"${cost['monthly']:,.0f}{most}"
 
 
+def tier(settings: config.Settings) -> str:
+    """EXTENDED or STANDARD, and whether EKS refuses to delete the cluster; an existing cluster's are its own."""
+    if settings.uses_existing_cluster:
+        return "its own"
+    return f"{settings.eks.upgrade_policy}, {'protected' if settings.eks_deletion_protection else 'deletable'}"
+
+
 def row(settings: config.Settings, report: dict | str | None) -> Row:
     """One environment's row; `report` its review (a line saying why there is none, or None)."""
     version = settings.eks.version
-    return Row(settings.env_name, f"{settings.account}/{settings.region}", version, versions.support_status(version),
+    return Row(settings.env_name, f"{settings.account}/{settings.region}", version, versions.support_status(version), tier(settings),
                settings.hyperpod.helm_chart.revision[:12], _monthly(report), _addon_pins(settings))
 
 
-HEADER = Row("environment", "account/region", "Kubernetes", "support", "chart", "cost/month", "add-on pins")
+HEADER = Row("environment", "account/region", "Kubernetes", "support", "tier", "chart", "cost/month", "add-on pins")
 
 
 def table(rows: list[Row]) -> str:
@@ -90,6 +98,7 @@ def table(rows: list[Row]) -> str:
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append(f"support: EKS's ({versions.EKS_SUPPORT_SOURCE}); cost/month: the environment's "
+    lines.append(f"support: EKS's ({versions.EKS_SUPPORT_SOURCE}); tier: eks.upgrade_policy, and whether eks.deletion_protection "
+                 "refuses a delete; cost/month: the environment's "
                  "last review of this config (cli/review/cost.py)")
     return "\n".join(lines)

@@ -283,6 +283,46 @@ def guard_lines(settings: Settings) -> list[str]:
     ]
 
 
+def rollback_lines(settings: Settings, step: Step, previous: dict[str, str | None]) -> list[str]:
+    """How to take the step back within EKS's rollback window, in the rollback page's order, and what
+    it leaves as it is. `previous`: each add-on's version before the step (None: unknown here)."""
+    cluster, region = settings.eks_cluster_name, settings.region
+    if settings.uses_existing_cluster:
+        return [f"  rollback: the control plane is its owner's (eks.existing_cluster): within {versions.ROLLBACK_WINDOW_DAYS} days "
+                f"they may take it back to {step.before} ({versions.ROLLBACK_PAGE}); the add-ons this project installs and the "
+                "HyperPod nodes are not reverted with it: pin the add-ons back as below"]
+    moved = {a.addon.name: a.version for a in step.addons}
+    back = [f"{name} {version}" for name, version in previous.items() if version and moved.get(name) not in (None, version)]
+    unknown = [name for name, version in previous.items() if not version]
+    lines = [
+        f"  rollback, if {step.after} must be undone: EKS reverts the control plane (API server, control-plane components, "
+        f"platform version) to {step.before} within {versions.ROLLBACK_WINDOW_DAYS} days of the upgrade, one minor version, "
+        f"never on a cluster created at {step.after} ({versions.ROLLBACK_PAGE}). It does NOT revert: the add-ons, HyperPod's "
+        "nodes and their AMI, etcd data written by the newer API server, or a CRD migration (task governance's Kueue storage "
+        "move to v1beta2 is one way); and a CloudFormation stack rollback to the older template does not start it. In order:",
+        f"     r1. what blocks it: aws eks list-insights --region {region} --cluster-name {cluster} "
+        f"--filter '{json.dumps({'categories': ['ROLLBACK_READINESS']}, separators=(',', ':'))}' (ERROR blocks; --force skips the insights, not the window)",
+        f"     r2. HyperPod's nodes first (a kubelet may not be newer than the API server; HyperPod documents no rollback of its "
+        f"own): a group already on the AMI for {step.after} (3. above) comes back to the release it ran for {step.before} "
+        "(image_release_version, or image_id) and deploys; so hold 3. until the upgrade is kept or the window has passed",
+        f"     r3. the add-ons this step moved, which EKS leaves at their {step.after} versions, back to what they ran on "
+        f"{step.before}: " + (", ".join(back) if back else "none pinned here")
+        + (f"; {', '.join(unknown)}: whatever ran before (aws eks describe-addon-versions --kubernetes-version {step.before})" if unknown else "")
+        + f" (aws eks update-addon --region {region} --cluster-name {cluster} --addon-name <name> --addon-version <version>)",
+    ]
+    if settings.eks.upgrade_policy == "STANDARD" and versions.support_status(step.before) != "standard":
+        lines.append(f"     r4a. {step.before} is past standard support: EKS rolls back to it only under EXTENDED; set eks.upgrade_policy "
+                     f"'EXTENDED' and deploy, or: aws eks update-cluster-config --region {region} --name {cluster} "
+                     "--upgrade-policy supportType=EXTENDED")
+    lines += [
+        f"     r4. the control plane: aws eks update-cluster-version --region {region} --name {cluster} --kubernetes-version {step.before}",
+        f"     r5. until its update (type VersionRollback) is Successful: aws eks describe-update --region {region} --name {cluster} --update-id <id>",
+        f"     r6. cdk.json, environments.{settings.env_name}: eks.version back to \"{step.before}\" and the add-on pins of r3, so the "
+        "next deploy matches the cluster instead of upgrading it again; then validate and review",
+    ]
+    return lines
+
+
 def cdk_json_change(settings: Settings, step: Step) -> dict:
     """The patch to environments.<env> for the step: the version and every known add-on pin
     (an unpinned add-on keeps its create-time version through a cluster upgrade: CloudFormation
@@ -341,6 +381,8 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         f"(one minor version each); add-on versions from {source_name}",
         "",
     ]
+    # What each add-on ran before the first step: its pin (None: EKS's default, known to the account only).
+    previous = {a.name: a.pinned for a in addons_of(settings)}
     for n, step in enumerate(steps, 1):
         out.append(f"step {n}: {step.before} -> {step.after}")
         out += [f"  warning: {w}" for w in step.warnings]
@@ -381,6 +423,8 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
             out.append(f"  2. deploy ({what}): {deploy}")
         out.append(f"  3. the HyperPod AMI for {step.after}, group by group (UpdateClusterSoftware, which re-runs the lifecycle scripts):")
         out += [f"     {line}" for line in ami_lines(settings, step.after)]
+        out += rollback_lines(settings, step, previous)
+        previous = {s.addon.name: s.version for s in step.addons}
         out.append("")
     out += guard_lines(settings)
     return "\n".join(out) + "\n"

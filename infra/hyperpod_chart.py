@@ -291,6 +291,15 @@ def set_value(values: dict, dotted: str, value) -> None:
     values[last] = value
 
 
+def image_partitions() -> set[str]:
+    """The partitions the pinned chart has a health agent image in: those of the regions its _helpers.tpl
+    names. Elsewhere it falls back to us-east-1's registry, which ECR of another partition cannot pull
+    from (credentials and registries are per partition)."""
+    from infra import naming
+
+    return {naming.partition(region) for region in HEALTH_AGENT_ACCOUNTS}
+
+
 def health_agent_registry(region: str) -> tuple[str, str]:
     """(account, region) of the health agent image the chart picks for `region`."""
     if region in HEALTH_AGENT_ACCOUNTS:

@@ -26,7 +26,7 @@ from infra.checks.limits import check_limits
 from infra.checks.network import check_network
 from infra.checks.operations import check_operations
 from infra.checks.sample_job import check_admission, check_sample_job
-from infra.checks.settings import check_names, check_region
+from infra.checks.settings import check_names, check_region, environment_clashes
 from infra.checks.storage import check_fsx
 from infra.config.base import ConfigError, Problems
 from infra.config.delivery import check_delivery
@@ -46,7 +46,15 @@ def load_settings(context: Mapping[str, Any], env: str | None = None) -> tuple[S
     except ValidationError as exc:
         lines = _pydantic_lines(exc)
         raise ConfigError([f"{env}: {line}" for line in lines + _rules_without(raw, env, exc, lines)]) from None
-    return settings, check(settings)
+    # The one rule that reads the other environments of cdk.json: names unique per account and region.
+    clashes = [f"{env}: {line}" for line in environment_clashes(context, settings)]
+    try:
+        warnings = check(settings)
+    except ConfigError as err:
+        raise ConfigError(err.problems + clashes, err.warnings) from None
+    if clashes:
+        raise ConfigError(clashes, warnings)
+    return settings, warnings
 
 
 def _rules_without(raw: dict, env: str, exc: ValidationError, lines: list[str]) -> list[str]:

@@ -33,6 +33,13 @@ END_OF_EXTENDED_SUPPORT = {
     "1.32": "2027-03-23", "1.33": "2027-07-29", "1.34": "2027-12-02",
 }
 
+# The day each version in standard support leaves it (same calendar): with
+# `eks.upgrade_policy` STANDARD, EKS upgrades the control plane to the next version that day.
+END_OF_STANDARD_SUPPORT = {"1.35": "2027-03-27", "1.36": "2027-08-02"}
+# EKS user guide, disable-extended-support page: "you cannot disable extended support once your
+# cluster has entered it"; STANDARD is for a version still in standard support.
+SUPPORT_POLICY_SOURCE = "EKS user guide, Disable EKS extended support (disable-extended-support.html)"
+
 
 @dataclass(frozen=True)
 class ComponentRange:
@@ -150,6 +157,15 @@ TASK_GOVERNANCE_MIGRATION_STEPS = (
     "restore the objects as kueue.x-k8s.io/v1beta2 (Cohort spec.parent becomes parentName, ClusterQueue "
     "spec.cohort becomes cohortName)",
 )
+
+
+# EKS version rollback (EKS user guide, rollback-cluster): within 7 days of an in-place upgrade the
+# control plane can go back one minor version (UpdateClusterVersion to N-1; ListInsights category
+# ROLLBACK_READINESS says what blocks it). It reverts the API server, the control-plane components and
+# the platform version; not the add-ons, not nodes other than Auto Mode's (HyperPod's are not), not
+# etcd data, and a CloudFormation stack rollback to a template with the lower version does not start it.
+ROLLBACK_WINDOW_DAYS = 7
+ROLLBACK_PAGE = "https://docs.aws.amazon.com/eks/latest/userguide/rollback-cluster.html"
 
 
 # The VPC CNI a cluster must run for HyperPod to join it ("SageMaker HyperPod requires the
@@ -321,6 +337,25 @@ ADDON_RELEASES: tuple[AddonRelease, ...] = (
     ),
 )
 
+# Older copies of EKS's CoreDNS table, which the current one (ADDON_RELEASES) superseded: a pin
+# copied from one goes with the versions that copy lists (EKS may still publish it: preflight asks),
+# and with no other version, since each copy lists every Kubernetes version it covers.
+_COREDNS_EN_OLDER = f"{_COREDNS_PAGE} (an older English copy, docs.aws.amazon.com, as stored)"
+_COREDNS_JA_OLDER = f"{_COREDNS_PAGE} (an older copy, docs.aws.amazon.com/ja_jp, as stored)"
+_COREDNS_EN_OLDEST = f"{_COREDNS_PAGE} (the oldest copy stored, docs.aws.amazon.com/en_us)"
+SUPERSEDED_ADDON_RELEASES: tuple[AddonRelease, ...] = (
+    AddonRelease("coredns", ("1.33", "1.34"), "v1.12.4-eksbuild.1", _COREDNS_EN_OLDER, "2026-12-07"),
+    AddonRelease("coredns", ("1.29", "1.30", "1.31", "1.32"), "v1.11.4-eksbuild.24", _COREDNS_EN_OLDER, "2026-12-07"),
+    AddonRelease("coredns", ("1.28",), "v1.10.1-eksbuild.38", _COREDNS_EN_OLDER, "2026-12-07"),
+    AddonRelease("coredns", ("1.33",), "v1.12.2-eksbuild.4", _COREDNS_JA_OLDER, "2026-12-07"),
+    AddonRelease("coredns", ("1.27", "1.28"), "v1.10.1-eksbuild.35", _COREDNS_JA_OLDER, "2026-12-07"),
+    AddonRelease("coredns", ("1.26",), "v1.9.3-eksbuild.39", _COREDNS_JA_OLDER, "2026-12-07"),
+    AddonRelease("coredns", ("1.29", "1.30"), "v1.11.1-eksbuild.9", _COREDNS_EN_OLDEST, "2026-12-07"),
+    AddonRelease("coredns", ("1.24", "1.25", "1.26"), "v1.9.3-eksbuild.15", _COREDNS_EN_OLDEST, "2026-12-07"),
+    AddonRelease("coredns", ("1.23",), "v1.8.7-eksbuild.10", _COREDNS_EN_OLDEST, "2026-12-07"),
+)
+
+
 # Add-ons no offline source publishes a version of per Kubernetes version for the default: they
 # are left to EKS's default at create (`preflight` asks the account with DescribeAddonVersions,
 # `upgrade-plan --from-account` too), never pinned to a guess.
@@ -360,6 +395,11 @@ class PinOffVersion:
     reason: str
 
 
+def _semver(version: str) -> tuple[int, ...]:
+    """v1.18.2-eksbuild.1 -> (1, 18, 2)"""
+    return tuple(int(p) for p in version.lstrip("v").split("-", 1)[0].split("."))
+
+
 def _line(version: str) -> tuple[int, ...]:
     """v1.13.2-eksbuild.4 -> (1, 13): an add-on's release line."""
     return tuple(int(p) for p in version.lstrip("v").split("-", 1)[0].split(".")[:2])
@@ -382,17 +422,33 @@ def pins_off_version(kubernetes: str, pins: Mapping[str, str]) -> list[PinOffVer
                 out.append(PinOffVersion(addon, pinned, kubernetes, True,
                                          f"is built for Kubernetes {built_for}, not {kubernetes} (sources: {_KUBE_PROXY_PAGE}{pair}; {_SKEW_POLICY})"))
             continue
+        if addon == "vpc-cni" and _semver(pinned) < VPC_CNI_MIN_FOR_HYPERPOD:
+            out.append(PinOffVersion(addon, pinned, kubernetes, True,
+                                     f"is older than {'.'.join(map(str, VPC_CNI_MIN_FOR_HYPERPOD))}, the oldest VPC CNI HyperPod "
+                                     f"joins (source: {VPC_CNI_SOURCE})"))
+            continue
         rows = [r for r in ADDON_RELEASES if r.addon == addon and (r.version == pinned or (addon == "coredns" and _line(r.version) == _line(pinned)))]
         if rows and any(kubernetes in r.kubernetes for r in rows):
             continue
+        older = [r for r in SUPERSEDED_ADDON_RELEASES if r.addon == addon and _line(r.version) == _line(pinned)]
+        listed_older = next((r for r in older if kubernetes in r.kubernetes), None)
+        current = offline_addon_release(addon, kubernetes)
+        if listed_older is not None:
+            now = f"; the current copy's build for {kubernetes} is {current.version} ({current.source})" if current else ""
+            out.append(PinOffVersion(addon, pinned, kubernetes, False,
+                                     f"is of the line an older copy of EKS's table lists for Kubernetes {kubernetes} ({listed_older.version}; "
+                                     f"source: {listed_older.source}){now}: preflight asks whether the account still publishes it "
+                                     "(DescribeAddonVersions)"))
+            continue
+        rows += older
         listed = sorted({k for r in rows for k in r.kubernetes}, key=parse)
         # A table that lists every Kubernetes version (CoreDNS's) settles it; a row that only says
         # where a reference ran the pin (cert-manager), or none at all, does not.
-        settles = addon == "coredns" and rows and offline_addon_release(addon, kubernetes) is not None
+        settles = addon == "coredns" and rows and current is not None
         if settles:
             out.append(PinOffVersion(addon, pinned, kubernetes, True,
                                      f"is for Kubernetes {', '.join(listed)}, not {kubernetes}; the table's build for {kubernetes} is "
-                                     f"{offline_addon_release(addon, kubernetes).version} (source: {rows[0].source})"))
+                                     f"{current.version} (sources: {'; '.join(dict.fromkeys([current.source] + [r.source for r in rows]))})"))
         else:
             where = f"its source lists it for {', '.join(listed)} only" if listed else "no offline source pairs it with any version"
             out.append(PinOffVersion(addon, pinned, kubernetes, False,

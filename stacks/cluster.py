@@ -137,6 +137,10 @@ class ClusterStack(PlatformStack):
         )
         self.cluster.node.add_dependency(self.control_plane_logs)
         cfn_cluster: eks.CfnCluster = self.cluster.node.default_child
+        # Neither is a prop of aws_eks_v2.Cluster (aws-cdk-lib 2.275); both are properties of
+        # AWS::EKS::Cluster that update in place.
+        cfn_cluster.add_property_override("UpgradePolicy.SupportType", settings.eks.upgrade_policy)
+        cfn_cluster.add_property_override("DeletionProtection", settings.eks_deletion_protection)
         if settings.eks.authentication_mode != "API":
             cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", settings.eks.authentication_mode)
         self._admin_access_entries()

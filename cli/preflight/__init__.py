@@ -27,6 +27,7 @@ from cli.preflight.account import (
     check_admins,
     check_bootstrap,
     check_eks_version,
+    check_newer_kubernetes,
     check_quotas,
     check_resource_types,
     client,
@@ -34,7 +35,10 @@ from cli.preflight.account import (
     failure_line,
 )
 from cli.preflight.base import Clients, Result, error_code
-from cli.preflight.drift import DRIFT, IMAGE_STATUS, check_drift_addons, check_drift_chart, check_drift_images, check_drift_nodes
+from cli.preflight.capacity import check_capacity_reservations, check_training_plans
+from cli.preflight.drift import (
+    DRIFT, IMAGE_STATUS, MOVING, check_drift_addons, check_drift_chart, check_drift_images, check_drift_nodes, check_drift_operations,
+)
 from cli.preflight.existing_cluster import QUICK_SETUP_CHART_OUTPUT, check_existing_cluster
 from cli.preflight.names import STACK_TAG, check_eks_name, check_hyperpod_name, check_retained_names, retained_names
 from cli.preflight.network import check_existing_security_group, check_existing_subnets, check_existing_vpc_endpoints, check_zones
@@ -48,13 +52,15 @@ from cli.preflight.resources import (
 from cli.preflight.session import DeployTime, check_session, deploy_time
 from infra.config import Settings
 
-DRIFT_CHECKS = (check_drift_nodes, check_drift_images, check_drift_addons, check_drift_chart)
+DRIFT_CHECKS = (check_drift_nodes, check_drift_operations, check_drift_images, check_drift_addons, check_drift_chart)
 
 CHECKS = (
     check_account,
     check_zones,
     check_resource_types,
     check_quotas,
+    check_training_plans,
+    check_capacity_reservations,
     check_eks_name,
     check_existing_cluster,
     check_existing_subnets,
@@ -64,6 +70,7 @@ CHECKS = (
     check_hyperpod_name,
     check_eks_version,
     check_addon_versions,
+    check_newer_kubernetes,
     check_admins,
     check_named_resources,
     check_volume_key,
@@ -125,11 +132,12 @@ def table(results: list[Result]) -> str:
 
 __all__ = [
     "CDK_TOOLKIT_STACK", "CHECKS", "DRIFT", "DRIFT_CHECKS", "IMAGE_STATUS", "QUICK_SETUP_CHART_OUTPUT", "REFUSED_CREDENTIALS",
-    "STACK_TAG", "Clients", "DeployTime", "NoCredentials", "PreflightStop", "Result", "check_account", "check_addon_versions", "check_admins",
-    "check_bootstrap", "check_drift_addons", "check_drift_chart", "check_drift_images", "check_drift_nodes",
+    "MOVING", "STACK_TAG", "Clients", "DeployTime", "NoCredentials", "PreflightStop", "Result", "check_account", "check_addon_versions", "check_admins",
+    "check_bootstrap", "check_capacity_reservations", "check_drift_addons", "check_drift_chart", "check_drift_images", "check_drift_nodes",
+    "check_drift_operations", "check_training_plans",
     "check_eks_name", "check_eks_version", "check_existing_cluster", "check_existing_execution_role",
     "check_existing_lifecycle_bucket", "check_existing_security_group", "check_existing_subnets",
-    "check_existing_vpc_endpoints", "check_hyperpod_name", "check_named_resources", "check_operations_topic",
+    "check_existing_vpc_endpoints", "check_hyperpod_name", "check_named_resources", "check_newer_kubernetes", "check_operations_topic",
     "check_quotas", "check_resource_types", "check_retained_names", "check_session", "check_volume_key", "check_zones", "client",
     "credentials_problem", "deploy_time", "error_code", "failure_line", "quota_name", "retained_names", "run", "table",
 ]

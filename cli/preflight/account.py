@@ -6,10 +6,11 @@ and the CDK bootstrap."""
 from __future__ import annotations
 
 import os
+import re
 
 from cli.review.exposure import quota_name
 from cli.preflight.base import Clients, Result, error_code
-from infra import identity
+from infra import identity, versions
 from infra.config import Settings
 
 CDK_TOOLKIT_STACK = "CDKToolkit"
@@ -120,6 +121,51 @@ def check_addon_versions(settings: Settings, aws: Clients) -> list[Result]:
         else:
             results.append(Result(f"add-on {name}", "pass", f"{pinned or offered[0]} for Kubernetes {version}"))
     return results
+
+
+HYPERPOD_ADDON_PREFIX = "amazon-sagemaker-hyperpod-"
+
+
+def _published_for(aws: Clients, addon: str) -> set[str]:
+    """Every Kubernetes version the region publishes some version of `addon` for (DescribeAddonVersions'
+    addonVersions[].compatibilities[].clusterVersion)."""
+    out = set()
+    for page in aws("eks").get_paginator("describe_addon_versions").paginate(addonName=addon):
+        for found in page.get("addons", []):
+            for version in found.get("addonVersions", []):
+                out |= {c["clusterVersion"] for c in version.get("compatibilities", []) if c.get("clusterVersion")}
+    return out
+
+
+def check_newer_kubernetes(settings: Settings, aws: Clients) -> list[Result]:
+    """Whether every HyperPod add-on the config uses is published for a Kubernetes version newer than
+    eks.version: the first of the two signs that the default can move (the other, a HyperPod page
+    that lists it: infra/versions.py COMPONENT_RANGES)."""
+    from cli.upgrade_plan import addons_of, owners_addons
+
+    names = sorted({a.name for a in addons_of(settings)} | set(owners_addons(settings)))
+    hyperpod = [n for n in names if n.startswith(HYPERPOD_ADDON_PREFIX)]
+    if not hyperpod:
+        return []
+    chosen = versions.parse(settings.eks.version)
+    common = set.intersection(*(_published_for(aws, name) for name in hyperpod))
+    newer = sorted((v for v in common if _minor(v) and versions.parse(v) > chosen), key=versions.parse)
+    check = "newer Kubernetes"
+    if not newer:
+        return [Result(check, "pass", f"no version newer than {settings.eks.version} has a build of every HyperPod add-on here "
+                       f"({', '.join(hyperpod)}) in {aws.region}")]
+    hyperpod_range = versions.COMPONENT_RANGES[0]
+    documented = [v for v in newer if versions.parse(v) <= hyperpod_range.newest]
+    said = (f"and HyperPod documents {', '.join(documented)}" if documented else
+            f"which HyperPod does not document yet ({versions.fmt(hyperpod_range.oldest)}-{versions.fmt(hyperpod_range.newest)}; "
+            f"source: {hyperpod_range.source}, read {hyperpod_range.seen})")
+    return [Result(check, "warn", f"every HyperPod add-on here ({', '.join(hyperpod)}) is published for Kubernetes {', '.join(newer)} "
+                   f"in {aws.region} (DescribeAddonVersions), {said}",
+                   f"plan the upgrade (hyperpod-cdk upgrade-plan --to {newer[-1]}) once HyperPod's EKS prerequisites page lists it")]
+
+
+def _minor(version: str) -> bool:
+    return bool(re.fullmatch(r"\d+\.\d+", version))
 
 
 def check_admins(settings: Settings, aws: Clients) -> list[Result]:

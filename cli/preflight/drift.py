@@ -6,6 +6,7 @@ is expected (pass, with why), one to look at (warn), or one that makes the next 
 from __future__ import annotations
 
 from cli.preflight.base import Clients, Result, error_code
+from infra.handlers import hyperpod_nodes
 from infra.config import Settings
 
 DRIFT = "drift"
@@ -16,6 +17,10 @@ IMAGE_STATUS = {
     "SecurityUpdateRequired": ("warn", "a security update of the HyperPod AMI is required"),
     "EndOfLife": ("fail", "its HyperPod AMI release has reached end of life"),
 }
+
+
+# A node MoveClusterNodes takes from one group to another: moving, not failing (the gate's own words).
+MOVING = hyperpod_nodes.MOVING
 
 
 def _drift(check: str, status: str, detail: str, action: str = "") -> Result:
@@ -73,8 +78,14 @@ def check_drift_nodes(settings: Settings, aws: Clients) -> list[Result]:
                 else _drift(check, "warn", f"{nodes} node(s), above max_count {ceiling}", "check the NodePool's limits")
             )
         elif target != group.count:
-            results.append(_drift(check, "warn", f"target {target}, config says {group.count}: changed outside the templates",
+            moving = states.get(group.name, {}).keys() & set(MOVING)
+            how = "nodes are moving in or out (MoveClusterNodes)" if moving else "changed outside the templates (a scaling, or MoveClusterNodes)"
+            results.append(_drift(check, "warn", f"target {target}, config says {group.count}: {how}",
                                   f"put {target} in config to keep it; a deploy that updates the instance groups sets it back to {group.count}"))
+        elif states.get(group.name, {}).keys() & set(MOVING) and nodes != target:
+            results.append(_drift(check, "warn", f"{nodes} node(s), target {target}: nodes are moving (MoveClusterNodes), which changes "
+                                  "the groups' counts outside CloudFormation",
+                                  f"once the move is done, put the counts it leaves in config; a deploy sets {group.name} back to {group.count}"))
         elif nodes < target:
             floor = group.min_count if group.min_count is not None else target
             why = ("expected while HyperPod provisions or replaces nodes (continuous provisioning, node recovery)"
@@ -86,8 +97,9 @@ def check_drift_nodes(settings: Settings, aws: Clients) -> list[Result]:
         else:
             results.append(_drift(check, "pass", f"{nodes} of {target} node(s), as config says"))
         if states.get(group.name):
-            # ClusterInstanceStatus: Pending, DeepHealthCheckInProgress, SystemUpdating are passing states; Failure is not.
-            shown = ", ".join(f"{n} {s}" for s, n in sorted(states[group.name].items()))
+            # ClusterInstanceStatus: Pending, DeepHealthCheckInProgress, SystemUpdating are passing states, and a node
+            # Detach/AttachInProgress is moving between groups (MOVING); Failure is not.
+            shown = ", ".join(f"{n} {s}" + (" (moving: MoveClusterNodes)" if s in MOVING else "") for s, n in sorted(states[group.name].items()))
             last = results[-1]
             status = "warn" if "Failure" in states[group.name] and last.status == "pass" else last.status
             results[-1] = Result(last.check, status, f"{last.detail}; not Running: {shown}", last.action, last.section)
@@ -96,6 +108,28 @@ def check_drift_nodes(settings: Settings, aws: Clients) -> list[Result]:
                               "add it to hyperpod.instance_groups to keep it, or remove it: aws sagemaker update-cluster "
                               f"--cluster-name {settings.hyperpod_cluster_name} --instance-groups-to-delete {name}"))
     return results
+
+
+def check_drift_operations(settings: Settings, aws: Clients) -> list[Result]:
+    """The cluster's operations in progress (ListClusterOperations, DescribeClusterOperation): a scaling or a
+    deep health check HyperPod runs as one handle, which a deploy now would compete with."""
+    if _deployed(settings, aws) is None:
+        return []
+    sagemaker, name, results = aws("sagemaker"), settings.hyperpod_cluster_name, []
+    for page in sagemaker.get_paginator("list_cluster_operations").paginate(ClusterName=name, Status="InProgress"):
+        for op in page.get("ClusterOperationSummaries", []):
+            found = sagemaker.describe_cluster_operation(ClusterName=name, OperationId=op["OperationId"])
+            if found.get("Type") == "Scaling":
+                parts = [f"{d.get('InstanceGroupName')} {d.get('Original', {}).get('TargetCount', '?')} -> "
+                         f"{d.get('Desired', {}).get('TargetCount', '?')}" for d in found.get("ScalingDetails", [])]
+                what = f"a scaling in progress ({', '.join(parts) or 'no group named'})"
+            else:
+                parts = [f"{len(d.get('InstanceIds', []))} node(s) of {d.get('InstanceGroupName')}" for d in found.get("DeepHealthCheckDetails", [])]
+                what = f"a deep health check in progress on {', '.join(parts) or 'the cluster'}: those nodes stay Unschedulable until it passes"
+            results.append(_drift(f"operation {op['OperationId']}", "warn", what,
+                                  "let it finish before a deploy that changes the instance groups: aws sagemaker describe-cluster-operation "
+                                  f"--cluster-name {name} --operation-id {op['OperationId']}"))
+    return results or [_drift("operations", "pass", "no scaling or deep health check in progress")]
 
 
 def check_drift_images(settings: Settings, aws: Clients) -> list[Result]:

@@ -302,6 +302,8 @@ def compare(old: Baseline, new_stacks: list[StackSummary], region: str) -> dict:
     groups_replaced: dict[str, list[str]] = {}
     callouts += _instance_groups(old, new, replaced, groups_replaced)
     callouts += _addon_migrations(old, new)
+    callouts += _cluster_policies(old, new)
+    callouts += _auto_patch(old, new)
     callouts = [f"{c.action.upper()}: {c.type} `{c.resource}` in {c.stack} ({', '.join(c.because) or 'removed'})" for c in changes if c.critical] + callouts
     stacks_added = [n for n in new if old.whole_app and n not in old.templates]
     stacks_removed = [n for n in old.templates if n not in new]
@@ -517,6 +519,57 @@ def _addon_migrations(old: Baseline, new: dict) -> list[str]:
             f"({versions.TASK_GOVERNANCE_MIGRATION_ERROR}). Before cdk deploy, upgrade it with the migration: the "
             f"HyperPod console's upgrade option, or by hand: {steps} ({versions.TASK_GOVERNANCE_UPGRADE_PAGE})"
         )
+    return callouts
+
+
+# What an AWS::EKS::Cluster without each property gets (botocore's eks model, UpgradePolicyRequest:
+# "The default value is EXTENDED"; deletion protection is off unless asked).
+CLUSTER_POLICY_DEFAULTS = {"UpgradePolicy": {"SupportType": "EXTENDED"}, "DeletionProtection": False}
+
+
+def _cluster_policies(old: Baseline, new: dict) -> list[str]:
+    """A change of an EKS cluster's support tier or deletion protection: who pays for extended
+    support and who may delete the control plane, each a decision of its own in review."""
+    callouts = []
+    for stack, template in new.items():
+        before_resources = _resources(old.templates.get(stack, {}))
+        for lid, res in _resources(template).items():
+            if res.get("Type") != "AWS::EKS::Cluster" or before_resources.get(lid, {}).get("Type") != "AWS::EKS::Cluster":
+                continue
+            was, now = before_resources[lid].get("Properties", {}), res.get("Properties", {})
+            tier = [p.get("UpgradePolicy", CLUSTER_POLICY_DEFAULTS["UpgradePolicy"]).get("SupportType", "EXTENDED") for p in (was, now)]
+            if tier[0] != tier[1]:
+                why = ("EKS upgrades the control plane itself when standard support ends, and refuses extended billing"
+                       if tier[1] == "STANDARD" else "EKS keeps a version past standard support, billed at the extended rate")
+                callouts.append(f"SUPPORT TIER: EKS cluster `{lid}` in {stack} goes from {tier[0]} to {tier[1]} support: {why} "
+                                f"(eks.upgrade_policy; {versions.SUPPORT_POLICY_SOURCE})")
+            guard = [p.get("DeletionProtection", CLUSTER_POLICY_DEFAULTS["DeletionProtection"]) for p in (was, now)]
+            if guard[0] != guard[1]:
+                what = ("on: DeleteCluster, and so cdk destroy, is refused until it is deployed off" if guard[1] is True
+                        else "off: deleting the stack, or the cluster by hand, deletes the control plane")
+                callouts.append(f"DELETION PROTECTION: EKS cluster `{lid}` in {stack} turns deletion protection {what} "
+                                "(eks.deletion_protection)")
+    return callouts
+
+
+def _auto_patch(old: Baseline, new: dict) -> list[str]:
+    """Auto-patching turned on or changed on a group: what the next patch does to it (the rule validate
+    states, infra/config/hyperpod.py auto_patch_effect)."""
+    from infra import catalogue
+    from infra.config.hyperpod import auto_patch_effect
+
+    callouts = []
+    for stack, template in new.items():
+        before = _groups(old.templates.get(stack, {}))
+        for name, group in _groups(template).items():
+            patch = group.get("AutoPatchConfig")
+            if not isinstance(patch, dict) or patch == before.get(name, {}).get("AutoPatchConfig"):
+                continue
+            spec = catalogue.lookup(str(group.get("InstanceType", "")))
+            count = group.get("InstanceCount")
+            effect = auto_patch_effect(str(patch.get("PatchingStrategy")), count if isinstance(count, int) else 0,
+                                       spec.accelerators if spec else None)
+            callouts.append(f"AUTO PATCH: instance group {name} in {stack}: {effect}")
     return callouts
 
 

@@ -33,6 +33,8 @@ def check_eks(s: Settings, p: Problems):
         return
     for line in versions.support_warnings(s.eks.version):
         p.warn(line)
+    if not s.eks.existing_cluster:
+        check_support_policy(s, p)
     _, _, package = versions.kubectl_layer_module(s.eks.version)
     try:  # by its distribution, so validation never imports aws_cdk
         importlib.metadata.distribution(package)
@@ -68,6 +70,31 @@ def check_eks(s: Settings, p: Problems):
             p.warn(f"eks.public_access_cidrs: {line}")
     if not s.eks.logging:
         p.warn("eks.logging: all control-plane log types are off; audit trails need at least 'audit'")
+
+
+def check_support_policy(s: Settings, p: Problems) -> None:
+    """The support tier and deletion protection a cluster this project creates is given."""
+    version, status = s.eks.version, versions.support_status(s.eks.version)
+    if s.eks.upgrade_policy == "STANDARD":
+        if status != "standard":
+            p.error(
+                "eks.upgrade_policy", "STANDARD",
+                f"cannot apply to Kubernetes {version}, which is past EKS standard support ({versions.EKS_SUPPORT_SOURCE}): "
+                f"extended support cannot be refused once a version is in it ({versions.SUPPORT_POLICY_SOURCE}); use 'EXTENDED', "
+                f"or an eks.version in standard support ({versions.fmt(versions.OLDEST_STANDARD_SUPPORT)} or newer)",
+            )
+        else:
+            ends = versions.END_OF_STANDARD_SUPPORT.get(version, "the end of its standard support")
+            p.warn(
+                f"eks.upgrade_policy: STANDARD: EKS upgrades the control plane from {version} itself on {ends}, and not the "
+                "add-ons or HyperPod's nodes; upgrade before then (hyperpod-cdk upgrade-plan), or set 'EXTENDED' "
+                f"(source: {versions.EKS_SUPPORT_SOURCE}; {versions.SUPPORT_POLICY_SOURCE})"
+            )
+    if s.eks.deletion_protection is False and s.protection.termination_protection:
+        p.warn(
+            "eks.deletion_protection: false where protection.termination_protection is on: deleting the stack, or the "
+            "cluster by hand, deletes the control plane; leave it unset to follow termination protection"
+        )
 
 
 def check_endpoint_access(s: Settings, p: Problems) -> None:

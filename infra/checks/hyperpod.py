@@ -9,12 +9,21 @@ import re
 
 from infra import catalogue, cfn_schema, hyperpod_chart, naming
 from infra.config.base import LABEL_VALUE_WORDS, QUALIFIED_NAME_WORDS, Problems, duplicates, k8s_qualified_name
-from infra.config.hyperpod import HYPERPOD_NAMESPACE, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires, kubernetes_reserved, spec_efa
+from infra.config.hyperpod import (
+    CHECKPOINTLESS_SOURCE, HYPERPOD_NAMESPACE, auto_patch_effect, KUBERNETES_RESERVED_LABEL_WORDS, KUBERNETES_RESERVED_WORDS, RESERVED_WORDS, InstanceGroup, cron_never_fires,
+    kubernetes_reserved, spec_efa,
+)
 from infra.config.settings import Settings
 
 
 def check_instance_groups(s: Settings, p: Problems):
     groups = s.hyperpod.instance_groups
+    if s.hyperpod.tiered_storage_memory_percent is not None:
+        p.warn(
+            f"hyperpod.tiered_storage_memory_percent: managed tiered checkpointing is on, so HyperPod's checkpointless training "
+            f"(its recipes' in-process recovery) cannot run on this cluster, nor in an elastic job: it is documented as "
+            f"incompatible with both (source: {CHECKPOINTLESS_SOURCE})"
+        )
     hp_azs = {sn.availability_zone for sn in s.network.hyperpod_subnets}
     for name in duplicates(g.name for g in groups):
         p.error("hyperpod.instance_groups", name, "is used by two groups; group names must be unique")
@@ -72,6 +81,8 @@ def check_instance_groups(s: Settings, p: Problems):
         for key, value in g.labels.items():
             if key.startswith(HYPERPOD_NAMESPACE):
                 p.error(f"{path}.labels", key, RESERVED_WORDS)
+            elif kubernetes_reserved(key):
+                p.error(f"{path}.labels", key, KUBERNETES_RESERVED_LABEL_WORDS)
             elif not k8s_qualified_name(key, taint["Key"]):
                 p.error(f"{path}.labels", key, QUALIFIED_NAME_WORDS)
             elif value and not cfn_schema.matches(taint["Value"], value):
@@ -85,6 +96,20 @@ def check_instance_groups(s: Settings, p: Problems):
                     g.training_plan_arn,
                     f"is in {plan_region}/{plan_account}; a training plan serves clusters of its own region and account ({s.region}/{s.account})",
                 )
+            _check_training_plan_name(g.training_plan_arn, f"{path}.training_plan_arn", p)
+
+
+def _check_training_plan_name(arn: str, where: str, p: Problems) -> None:
+    """The name in a training plan's ARN is one CreateTrainingPlan could have made: botocore's sagemaker
+    model, TrainingPlanName (its pattern and length); the ARN's own pattern takes any name."""
+    from infra.config import limits
+
+    name = arn.partition(":training-plan/")[2]
+    if not name:
+        return  # the ARN's own pattern (limits: TrainingPlanArn) says what is wrong
+    broken = limits.violation(name, limits.constraints(limits.Api("sagemaker", "TrainingPlanName")))
+    if broken:
+        p.error(where, arn, f"names training plan {name!r}, which {broken} (SageMaker API, TrainingPlanName): no such plan can exist")
 
 
 def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) -> None:
@@ -132,6 +157,9 @@ def _check_group_options(s: Settings, g: InstanceGroup, path: str, p: Problems) 
     if g.image_release_version is not None and g.image_id is not None:
         # ImageId names an AMI outright; ImageReleaseVersion a release of HyperPod's own AMI.
         p.error(f"{path}.image_release_version", g.image_release_version, "cannot be given with image_id (a custom AMI); give one of them")
+    if g.auto_patch is not None:
+        spec = catalogue.lookup(g.instance_type)
+        p.warn(f"{path}.auto_patch: {auto_patch_effect(g.auto_patch.strategy, g.count, spec.accelerators if spec else None)}")
     if g.auto_patch is not None and g.scheduled_update is not None:
         # HyperPod's AMI update page: "If schedules overlap, updates might fail."
         p.warn(

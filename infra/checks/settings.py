@@ -3,6 +3,10 @@ the region."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any
+
 from infra import cfn_schema, hyperpod_chart, naming
 from infra.config.base import Problems, collisions
 from infra.config.settings import Settings
@@ -65,7 +69,65 @@ def check_region(s: Settings, p: Problems):
     if not cfn_schema.known_region(s.region):
         p.error("region", s.region, "is not an AWS region CloudFormation knows (per cfn-lint's region list)")
         return
+    partition = naming.partition(s.region)
+    if partition not in hyperpod_chart.image_partitions():
+        # Nothing in this project can copy it over: the mirror's copy runs in the target partition too.
+        p.error(
+            "region", s.region,
+            f"is in partition {partition}, where the pinned HyperPod chart has no health-monitoring agent image: its "
+            f"_helpers.tpl names registries in {len(hyperpod_chart.HEALTH_AGENT_ACCOUNTS)} regions of partition "
+            f"{', '.join(sorted(hyperpod_chart.image_partitions()))} only and falls back to us-east-1's, which ECR in {partition} "
+            "cannot pull from (source: aws/sagemaker-hyperpod-cli helm_chart/HyperPodHelmChart charts/health-monitoring-agent/"
+            "templates/_helpers.tpl at the pinned revision, as infra/hyperpod_chart.py HEALTH_AGENT_ACCOUNTS reads it)",
+        )
     missing = [t for t in s.regional_resource_types if not cfn_schema.region_has(s.region, t)]
     if missing:
         p.warn(f"region: {s.region} is missing {', '.join(missing)} in cfn-lint's region list, an offline snapshot that "
                "lags CloudFormation; `hyperpod-cdk preflight` asks the account's CloudFormation (DescribeType)")
+
+
+# Where each name must be unique: EKS's CreateCluster ("The name must be unique within the Amazon Web
+# Services Region and Amazon Web Services account", botocore's eks model); SageMaker's DescribeCluster
+# finds a HyperPod cluster by its name alone in an account and region (botocore's sagemaker model).
+UNIQUE_NAMES = (
+    ("eks.cluster_name", "EKS cluster", "EKS CreateCluster: unique within the account and region"),
+    ("hyperpod.cluster_name", "HyperPod cluster", "SageMaker DescribeCluster finds a HyperPod cluster by its name in an account and region"),
+)
+
+
+def cluster_names(s: Settings) -> dict[str, str]:
+    """The cluster names `s` creates, by their field: the EKS one unless it joins an existing cluster."""
+    names = {"hyperpod.cluster_name": s.hyperpod_cluster_name}
+    if not s.uses_existing_cluster:
+        names["eks.cluster_name"] = s.eks_cluster_name
+    return names
+
+
+def environment_clashes(context: Mapping[str, Any], s: Settings) -> list[str]:
+    """Each cluster name `s` creates that another environment of the same cdk.json creates in the same
+    account and region: the second deploy fails (ResourceInUseException, or a stack that adopts the
+    other's cluster). Another environment that does not parse is its own validate's to say."""
+    from pydantic import ValidationError
+
+    from infra.config.base import ConfigError
+    from infra.config.loading import merged_environment
+
+    ours, lines = cluster_names(s), []
+    envs = context.get("environments")
+    for other in sorted(envs) if isinstance(envs, Mapping) else []:
+        if other == s.env_name:
+            continue
+        try:
+            raw = merged_environment(context, other)
+            raw.pop("env_name", None)
+            them = Settings.model_validate_json(json.dumps({**raw, "env_name": other}), strict=True)
+        except (ConfigError, ValidationError):
+            continue
+        if (them.account, them.region) != (s.account, s.region):
+            continue
+        theirs = cluster_names(them)
+        for field, what, source in UNIQUE_NAMES:
+            if field in ours and ours[field] == theirs.get(field):
+                lines.append(f"{field}: {ours[field]!r} is also environment {other}'s {what} name in account {s.account}, "
+                             f"region {s.region}; the name must be unique there ({source}): give one of them another")
+    return lines

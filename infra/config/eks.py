@@ -85,6 +85,18 @@ class EksSettings(Model):
         default=None,
         description="EKS cluster name; unset: `<prefix>-<env>`. Changing it replaces the cluster.",
     )
+    upgrade_policy: Literal["STANDARD", "EXTENDED"] = Field(
+        default="EXTENDED",
+        description="EKS's support tier (`UpgradePolicy.SupportType`). `EXTENDED`: EKS keeps a version past standard support, "
+        "at the extended rate, until extended support ends, so the upgrade stays yours. `STANDARD` refuses extended billing: "
+        "EKS upgrades the control plane itself when standard support ends (never the add-ons or HyperPod's nodes); only for a "
+        "version still in standard support, which EKS cannot take back once the cluster is in extended support.",
+    )
+    deletion_protection: Optional[bool] = Field(
+        default=None,
+        description="EKS deletion protection on the cluster (`DeletionProtection`): DeleteCluster, and so `cdk destroy`, is refused "
+        "until it is deployed off. Unset: `protection.termination_protection`'s value (on, off in dev).",
+    )
     authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = Field(default="API", description="HyperPod needs one of these two.")
     endpoint_access: Literal["public", "private", "public_and_private"] = Field(
         default="public_and_private", description="Where the Kubernetes API endpoint answers."
@@ -139,4 +151,6 @@ NOT_ON_THE_INTERNET = tuple(
 
 
 # What an existing cluster already decides: given with one, each would silently do nothing.
-NOT_FOR_AN_EXISTING_CLUSTER = ("cluster_name", "authentication_mode", "endpoint_access", "public_access_cidrs", "logging")
+NOT_FOR_AN_EXISTING_CLUSTER = (
+    "cluster_name", "authentication_mode", "endpoint_access", "public_access_cidrs", "logging", "upgrade_policy", "deletion_protection",
+)

@@ -48,6 +48,27 @@ class ScheduledUpdate(Deployment):
     )
 
 
+# What auto-patching does to a group (botocore's sagemaker model, ClusterAutoPatchConfig): both idle
+# strategies cordon all instances when a patch starts; IdleWaitWindowInSeconds, "The default is 86400",
+# bounds the wait for idle, after which the instances not patched are uncordoned on the old AMI. Neither
+# the window nor DrainFirst/DrainPolicy is in CloudFormation's schema yet (tests/infra/test_cfn_tripwires.py).
+AUTO_PATCH_IDLE_WAIT_DEFAULT_SECONDS = 86_400
+AUTO_PATCH_SOURCE = "SageMaker API reference, ClusterAutoPatchConfig (botocore's sagemaker model)"
+
+
+def auto_patch_effect(strategy: str, instances: int, accelerators: int | None) -> str:
+    """In one sentence, what a patch does to a group of `instances` nodes with `accelerators` each."""
+    gpus = f" and their {accelerators * instances} accelerators" if accelerators else ""
+    how = ("patches each as it goes idle and uncordons it" if strategy == "WhenIdle"
+           else "patches none until every one is idle, then all at once" if strategy == "WhenAllIdle"
+           else f"applies {strategy}")
+    hours = AUTO_PATCH_IDLE_WAIT_DEFAULT_SECONDS // 3600
+    return (f"{strategy} cordons all {instances} instance(s) when a patch starts, so no new job lands on them{gpus}, "
+            f"{how}; it waits up to {AUTO_PATCH_IDLE_WAIT_DEFAULT_SECONDS:,} s ({hours} h, HyperPod's default "
+            f"IdleWaitWindowInSeconds, which CloudFormation cannot set yet) before uncordoning the rest on the old AMI "
+            f"(source: {AUTO_PATCH_SOURCE})")
+
+
 class AutoPatch(Deployment):
     """Security-only AMI patches applied as the group's nodes go idle (AutoPatchConfig; HyperPod's
     "AMI automatic patching" page). Its strategy's allowed values are the schema's enum
@@ -111,7 +132,9 @@ class InstanceGroup(Model):
     auto_patch: Optional[AutoPatch] = Field(
         default=None,
         description="Security-only AMI patches applied as the group's nodes go idle (`AutoPatchConfig`; HyperPod's \"AMI automatic "
-        "patching\" page).",
+        "patching\" page). Both strategies cordon all the group's instances when a patch starts and wait up to 86,400 s (a day, "
+        "HyperPod's default idle window, which CloudFormation cannot set yet) for them to go idle: `validate` and `review` say "
+        "so per group.",
     )
     network_interface: Optional[Literal["efa", "efa-only"]] = Field(
         default=None, description="EFA interface type (`NetworkInterface`): `efa-only` gives EFA without an IP interface; only on types with EFA."
@@ -235,7 +258,8 @@ class HyperPodSettings(Model):
         "provisioning, creates the autoscaler role, applies a `HyperpodNodeClass` and a `NodePool`).",
     )
     tiered_storage_memory_percent: Optional[int] = Field(
-        default=None, description="Managed tiered checkpointing: this share of each node's memory holds checkpoints (`TieredStorageConfig`); unset: off."
+        default=None, description="Managed tiered checkpointing: this share of each node's memory holds checkpoints (`TieredStorageConfig`); unset: off. "
+        "HyperPod's checkpointless training is documented as incompatible with it (and with elastic training): `validate` says so.",
     )
     volume_encryption: Optional[VolumeEncryption] = Field(
         default=None,
@@ -291,6 +315,22 @@ KUBERNETES_RESERVED_WORDS = (
     "has a prefix Kubernetes reserves for its core components (kubernetes.io/, k8s.io/ and their subdomains, such as "
     "node.kubernetes.io/, whose taints the node lifecycle controller sets and clears); choose a prefix of your own"
 )
+
+
+# A node's own labels in those domains are refused too: the kubelet takes only the kubelet.kubernetes.io/
+# and node.kubernetes.io/ prefixes and a fixed set of well-known labels in --node-labels, and the
+# NodeRestriction admission plugin refuses a node setting node-role.kubernetes.io/ (Kubernetes docs,
+# kubelet command-line reference --node-labels; admission controllers, NodeRestriction).
+KUBERNETES_RESERVED_LABEL_WORDS = (
+    "has a prefix Kubernetes reserves (kubernetes.io/, k8s.io/ and their subdomains): a node may not label itself there "
+    "(node-role.kubernetes.io/ above all: the NodeRestriction admission plugin refuses it; Kubernetes docs, kubelet "
+    "--node-labels and admission controllers, NodeRestriction); choose a prefix of your own"
+)
+
+
+# "HyperPod checkpointless training is currently incompatible with HyperPod managed tiered
+# checkpointing and elastic training" (AWS docs, sagemaker-eks-checkpointless-considerations).
+CHECKPOINTLESS_SOURCE = "AWS docs page sagemaker-eks-checkpointless-considerations (seen 2026-12)"
 
 
 def kubernetes_reserved(key: str) -> bool:

@@ -37,7 +37,8 @@ class SampleJobSettings(Model):
         default=None, ge=1,
         description="Elastic training (training operator v1.2+): the operator may scale the job from `nodes` up to this many "
         "and back, resuming each time from a checkpoint with the data position re-divided over the new ranks; needs "
-        "`checkpoint_to` s3 or fsx.",
+        "`checkpoint_to` s3 or fsx. HyperPod's checkpointless training is documented as incompatible with elastic training "
+        "(sagemaker-eks-checkpointless-considerations).",
     )
     model: Optional[Literal["llama3.1-8b", "tiny"]] = Field(
         default=None,

@@ -111,6 +111,12 @@ class Settings(Model):
         return self.eks.cluster_name or naming.default_eks_cluster_name(self.prefix, self.env_name)
 
     @property
+    def eks_deletion_protection(self) -> bool:
+        """Whether the EKS cluster refuses DeleteCluster: eks.deletion_protection, else the stacks' termination protection."""
+        given = self.eks.deletion_protection
+        return self.protection.termination_protection if given is None else given
+
+    @property
     def kubeconfig_command(self) -> str:
         """The command that points kubectl at the EKS cluster (the stacks' outputs, the team kit)."""
         return f"aws eks update-kubeconfig --region {self.region} --name {self.eks_cluster_name}"

@@ -24,6 +24,12 @@ else:  # in Lambda the handler folder is the root
 TRANSIENT = {"ThrottlingException", "InternalFailure", "ServiceUnavailable", "ResourceNotFound"}
 
 
+# ClusterInstanceStatus of a node that MoveClusterNodes takes from one group to another (botocore's
+# sagemaker model): moving, not failed. The group it leaves and the one it joins change their counts
+# outside CloudFormation, so the wait says it moves instead of counting it missing.
+MOVING = ("DetachInProgress", "AttachInProgress")
+
+
 def on_event(event, _context):
     return chain.start(event, event["ResourceProperties"]["ClusterName"])
 
@@ -43,7 +49,10 @@ def shortfall(wanted: dict[str, int], states: dict[str, Counter]) -> list[str]:
     for group, count in sorted(wanted.items()):
         have = states.get(group, Counter())
         if have["Running"] < count:
-            others = ", ".join(f"{n} {status}" for status, n in sorted(have.items()) if status != "Running")
+            others = ", ".join(f"{n} {status}" for status, n in sorted(have.items()) if status != "Running" and status not in MOVING)
+            moving = sum(have[status] for status in MOVING)
+            others += (", " if others and moving else "") + (f"{moving} moving between groups (MoveClusterNodes: its counts "
+                                                             "change outside CloudFormation)" if moving else "")
             lines.append(f"{group} has {have['Running']} of {count} Running" + (f" ({others})" if others else ""))
     return lines
 

@@ -64,6 +64,15 @@ def deployed_account(settings: config.Settings) -> dict:
     sm.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [_node("gpu", "ml.g5.8xlarge", 3, status="DeepHealthCheckInProgress"),
                                                                    _node("debug", "ml.m5.4xlarge", 1)]},
                     {"ClusterName": name, "NextToken": "page-2"})
+    # One scaling in progress: HyperPod's handle on it (ListClusterOperations, DescribeClusterOperation).
+    sm.add_response("list_cluster_operations", {"ClusterOperationSummaries": [
+        {"OperationId": "op-0123456789", "ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdef012345", "Type": "Scaling",
+         "Status": "InProgress", "CreationTime": LAUNCHED}]}, {"ClusterName": name, "Status": "InProgress"})
+    sm.add_response("describe_cluster_operation", {
+        "OperationId": "op-0123456789", "ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdef012345", "Type": "Scaling",
+        "Status": "InProgress", "CreationTime": LAUNCHED,
+        "ScalingDetails": [{"InstanceGroupName": "system", "Status": "InProgress", "Original": {"TargetCount": 1},
+                            "Desired": {"TargetCount": 2}}]}, {"ClusterName": name, "OperationId": "op-0123456789"})
     eks, ek = _client("eks")
     running = {"coredns": "v1.13.2-eksbuild.4", "amazon-sagemaker-hyperpod-training-operator": "v1.2.1-eksbuild.1"}
     for addon in upgrade_plan.addons_of(settings):
@@ -206,3 +215,48 @@ def test_a_task_governance_pin_across_the_kueue_crd_migration_fails_while_the_cl
     if status == "fail":
         assert "v1.5.0-eksbuild.1" in found.detail and "HyperPod console" in found.action
         assert "task-governance-addon-migration-template.yaml" in found.action and "upgrade-plan" in found.action
+
+
+def test_a_scaling_in_progress_is_one_handle_said_before_a_deploy_competes_with_it(results):
+    op = results["drift operation op-0123456789"]
+    assert op.status == "warn" and "a scaling in progress (system 1 -> 2)" in op.detail
+    assert "describe-cluster-operation" in op.action and "--operation-id op-0123456789" in op.action
+
+
+def test_the_states_read_are_the_apis():
+    # botocore's sagemaker model: ClusterInstanceStatus has the moving states, ImageVersionStatus the four the drift says,
+    # ClusterOperationType the two the operations line says.
+    import botocore.session
+
+    from infra.handlers import hyperpod_nodes
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    assert set(hyperpod_nodes.MOVING) <= set(model.shape_for("ClusterInstanceStatus").enum)
+    assert set(preflight.IMAGE_STATUS) == set(model.shape_for("ClusterSummary").members["ImageVersionStatus"].enum)
+    assert set(model.shape_for("ClusterOperationSummary").members["Type"].enum) == {"Scaling", "DeepHealthCheck"}
+
+
+def test_a_node_moving_between_groups_is_moving_not_failed():
+    # MoveClusterNodes (botocore's sagemaker model): a node is DetachInProgress, then AttachInProgress; the groups'
+    # counts change outside CloudFormation. The gate's wait and the drift both say it moves.
+    from collections import Counter
+
+    from infra.handlers import hyperpod_nodes
+
+    settings = validation.load_settings(patched_context("dev", {}), "dev")[0]
+    sagemaker, sm = _client("sagemaker")
+    sm.add_response("describe_cluster", {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdef012345",
+                                         "ClusterName": settings.hyperpod_cluster_name, "ClusterStatus": "InService",
+                                         "InstanceGroups": [_group("system", "ml.m5.4xlarge", 1, 1, "UpToDate", "1.0.0"),
+                                                            _group("gpu", "ml.g5.8xlarge", 1, 2, "UpToDate", "1.0.0")]})
+    sm.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [_node("system", "ml.m5.4xlarge", 1),
+                                                                   _node("gpu", "ml.g5.8xlarge", 1),
+                                                                   _node("gpu", "ml.g5.8xlarge", 2, status="AttachInProgress")]})
+    sm.activate()
+    settings = validation.load_settings(patched_context("dev", {"hyperpod": {"instance_groups": [
+        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1}]}}), "dev")[0]
+    gpu = {r.check: r for r in preflight.check_drift_nodes(settings, preflight.Clients(None, REGION, {"sagemaker": sagemaker}))}["drift gpu nodes"]
+    assert gpu.status == "warn" and "nodes are moving in or out (MoveClusterNodes)" in gpu.detail and "Failure" not in gpu.detail
+    assert "1 AttachInProgress (moving: MoveClusterNodes)" in gpu.detail
+    (line,) = hyperpod_nodes.shortfall({"gpu": 2}, {"gpu": Counter({"Running": 1, "DetachInProgress": 1})})
+    assert line == "gpu has 1 of 2 Running (1 moving between groups (MoveClusterNodes: its counts change outside CloudFormation))"

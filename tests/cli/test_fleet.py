@@ -16,7 +16,7 @@ from cli.upgrade_plan import addons_of
 from infra import config, validation, versions
 from tests.conftest import CONTEXT, ROOT, review_outdir
 
-COST, ADDONS = 5, 6  # the columns after environment, account/region, Kubernetes, support, chart
+COST, ADDONS = 6, 7  # the columns after environment, account/region, Kubernetes, support, tier, chart
 
 
 def _documented_staging() -> dict:
@@ -56,9 +56,10 @@ def _table(out: str) -> dict[str, list[str]]:
 
 
 def _expected(context: dict, env: str) -> tuple[list[str], list]:
-    """The first five cells as the settings say them, and the add-ons config pins."""
+    """The first six cells as the settings say them, and the add-ons config pins."""
     s = validation.load_settings(context, env)[0]
     cells = [env, f"{s.account}/{s.region}", s.eks.version, versions.support_status(s.eks.version),
+             f"{s.eks.upgrade_policy}, {'protected' if s.protection.termination_protection else 'deletable'}",
              s.hyperpod.helm_chart.revision[:12]]
     return cells, [a for a in addons_of(s) if a.pinned]
 
@@ -77,9 +78,11 @@ def test_validate_all_on_the_committed_cdk_json_ends_with_a_row_per_environment(
     assert list(rows) == ["dev", "prod"]
     for env, cells in rows.items():
         head, pins = _expected(CONTEXT, env)
-        assert cells[:5] == head
+        assert cells[:6] == head
         for addon in pins:  # prod pins kube-proxy, coredns, cert-manager and the training operator
             assert f"{addon.name.removeprefix('amazon-sagemaker-hyperpod-')} {addon.pinned}" in cells[ADDONS]
+    # Deletion protection follows termination protection where unset: dev deletable, prod protected.
+    assert (rows["dev"][4], rows["prod"][4]) == ("EXTENDED, deletable", "EXTENDED, protected")
     assert rows["dev"][ADDONS].endswith("at EKS's default") and "cert-manager v1.18.2-eksbuild.2" in rows["prod"][ADDONS]
 
 
@@ -120,6 +123,27 @@ def test_one_failing_environment_fails_the_run_and_the_others_are_still_said(tmp
     # -c env= with --all is still a guess refused.
     assert cli.main(["validate", "--all", "-c", "env=dev"]) == 2
     assert "--all and dev name different environments" in capsys.readouterr().err
+
+
+def test_two_environments_naming_one_cluster_in_one_account_and_region_are_each_refused(tmp_path, capsys, monkeypatch):
+    # EKS CreateCluster (botocore's eks model): the name "must be unique within the Amazon Web Services Region and
+    # Amazon Web Services account"; in another account the same name is no clash.
+    import botocore.session
+
+    doc = botocore.session.get_session().get_service_model("eks").operation_model("CreateCluster").input_shape.members["name"].documentation
+    assert "must be unique within the Amazon Web Services Region and Amazon Web Services account" in doc
+    context = _three()
+    context["environments"]["staging"]["eks"]["cluster_name"] = "hyperpod-dev"  # another region: no clash
+    context["environments"]["prod"]["account"] = "111111111111"
+    context["environments"]["prod"].setdefault("hyperpod", {})["cluster_name"] = "hyperpod-dev-hp"
+    monkeypatch.chdir(_project(tmp_path, context))
+    assert cli.main(["validate", "--all"]) == 2
+    err = capsys.readouterr().err
+    assert "error: dev: hyperpod.cluster_name: 'hyperpod-dev-hp' is also environment prod's HyperPod cluster name" in err
+    assert "error: prod: hyperpod.cluster_name: 'hyperpod-dev-hp' is also environment dev's HyperPod cluster name" in err
+    assert "staging: eks.cluster_name" not in err
+    assert cli.main(["validate", "-c", "env=dev"]) == 2  # one environment's validate says it too
+    assert "error: dev: hyperpod.cluster_name" in capsys.readouterr().err
 
 
 def test_a_review_of_several_environments_writes_each_and_fails_if_any_does(synth, tmp_path, capsys, monkeypatch, lint_cache):

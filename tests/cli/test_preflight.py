@@ -3,6 +3,8 @@ response shapes where moto does not serve the API."""
 
 from __future__ import annotations
 
+import datetime
+
 import boto3
 import pytest
 from botocore.stub import Stubber
@@ -198,8 +200,12 @@ def test_run_reports_a_table_and_turns_api_errors_into_failures(aws):
 
     aws("cloudformation").meta.events.register("before-call.cloudformation.DescribeType", lambda params, **_: (
         AWSResponse(None, 200, {}, None), {"TypeName": params["body"]["TypeName"], "DeprecatedStatus": "LIVE"}))
+    # Nor SageMaker's ListCapacityReservations: an account with none.
+    aws("sagemaker").meta.events.register("before-call.sagemaker.ListCapacityReservations", lambda **_: (
+        AWSResponse(None, 200, {}, None), {"CapacityReservationSummaries": []}))
     results = preflight.run(_settings(), session=aws.session, clients={"service-quotas": _quota_client({"ml.m5.4xlarge": 1, "ml.g5.8xlarge": 1}),
-                                                                        "eks": aws("eks"), "cloudformation": aws("cloudformation")})
+                                                                        "eks": aws("eks"), "cloudformation": aws("cloudformation"),
+                                                                        "sagemaker": aws("sagemaker")})
     text = preflight.table(results)
     assert "checks:" in text.splitlines()[-1]
     (version,) = [r for r in results if r.check == "eks_version"]
@@ -334,3 +340,106 @@ def test_each_type_the_region_lists_may_lack_is_asked_of_the_accounts_cloudforma
     client, _ = _describe_type_client(region, types, absent={"AWS::SageMaker::ComputeQuota"})
     failed = [r for r in preflight.check_resource_types(s, preflight.Clients(None, region, {"cloudformation": client})) if r.status == "fail"]
     assert [(r.check, r.detail) for r in failed] == [("type AWS::SageMaker::ComputeQuota", "CloudFormation in us-west-2 does not offer it")]
+
+
+def _published_client(published: dict[str, list[str]]):
+    """EKS's DescribeAddonVersions without a Kubernetes version, in the installed botocore model's shape
+    (the Stubber checks request and answer against it): each add-on with one build per cluster version."""
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    for name, kubernetes in sorted(published.items()):
+        builds = [{"addonVersion": "v1.2.1-eksbuild.1", "compatibilities": [{"clusterVersion": k, "defaultVersion": True} for k in kubernetes]}]
+        stub.add_response("describe_addon_versions", {"addons": [{"addonName": name, "addonVersions": builds}]}, {"addonName": name})
+    stub.activate()
+    return client
+
+
+def test_preflight_says_when_every_hyperpod_addon_is_published_for_a_newer_kubernetes():
+    settings = _settings(env="prod")  # training operator and task governance, both HyperPod add-ons
+    names = [n for n in preflight.account._addons_to_create(settings) if n.startswith("amazon-sagemaker-hyperpod-")]
+    assert {"amazon-sagemaker-hyperpod-training-operator", "amazon-sagemaker-hyperpod-taskgovernance"} <= set(names)
+    both = {n: ["1.33", "1.34", "1.35"] for n in names}
+    (line,) = preflight.check_newer_kubernetes(settings, preflight.Clients(None, REGION, {"eks": _published_client(both)}))
+    assert line.status == "warn" and "published for Kubernetes 1.35" in line.detail and "does not document yet" in line.detail
+    assert "upgrade-plan --to 1.35" in line.action
+    # One add-on behind holds the whole cluster back.
+    behind = {**both, names[0]: ["1.33", "1.34"]}
+    (line,) = preflight.check_newer_kubernetes(settings, preflight.Clients(None, REGION, {"eks": _published_client(behind)}))
+    assert line.status == "pass" and "no version newer than 1.34" in line.detail
+
+
+# ------------------------------------------------------------------ reserved capacity
+
+PLAN = "arn:aws:sagemaker:us-east-1:111111111111:training-plan/research"
+START = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
+
+
+def _planned(patch_group: dict | None = None):
+    group = {"name": "gpu", "instance_type": "ml.p5.48xlarge", "count": 2, "training_plan_arn": PLAN, **(patch_group or {})}
+    return _settings({"hyperpod": {"instance_groups": [{"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, group]},
+                      "governance": {"teams": []}, "sample_job": {"enabled": False}})
+
+
+def _capacity_account(plan: dict | None, zones: dict[str, str], reservations: list[dict] = ()):
+    """SageMaker's DescribeTrainingPlan and ListCapacityReservations, EC2's DescribeAvailabilityZones, in the installed
+    botocore models' shapes (the Stubbers check both sides)."""
+    sagemaker = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    sm, ec = Stubber(sagemaker), Stubber(ec2)
+    if plan is not None:
+        sm.add_response("describe_training_plan", {"TrainingPlanArn": PLAN, "TrainingPlanName": "research", **plan},
+                        {"TrainingPlanName": "research"})
+    sm.add_response("list_capacity_reservations", {"CapacityReservationSummaries": list(reservations)}, {})
+    ec.add_response("describe_availability_zones", {"AvailabilityZones": [
+        {"ZoneName": name, "ZoneId": zone_id, "RegionName": REGION, "State": "available"} for name, zone_id in zones.items()]}, {})
+    for stub in (sm, ec):
+        stub.activate()
+    return preflight.Clients(None, REGION, {"sagemaker": sagemaker, "ec2": ec2})
+
+
+def _capacity(zone_id: str, status="Active", itype="ml.p5.48xlarge", count=2) -> dict:
+    return {"Status": status, "ReservedCapacitySummaries": [{
+        "ReservedCapacityArn": "arn:aws:sagemaker:us-east-1:111111111111:reserved-capacity/rc-0123456789", "InstanceType": itype,
+        "TotalInstanceCount": count, "Status": status, "AvailabilityZone": "us-east-1a", "AvailabilityZoneId": zone_id}]}
+
+
+def test_a_training_plan_in_another_zone_id_than_the_groups_zone_fails():
+    # DescribeTrainingPlan gives the zone as an ID (ReservedCapacitySummary.AvailabilityZoneId); names map to IDs per
+    # account (DescribeAvailabilityZones), so the plan's own AvailabilityZone name is not compared.
+    settings = _planned()
+    zone = settings.network.hyperpod_subnets[0].availability_zone
+    aws = _capacity_account(_capacity("use1-az4"), {zone: "use1-az6"})
+    (line,) = preflight.check_training_plans(settings, aws)
+    assert line.status == "fail" and "zone ID use1-az4" in line.detail and f"{zone}, which is use1-az6 in this account" in line.detail
+    aws = _capacity_account(_capacity("use1-az6"), {zone: "use1-az6"})
+    (line,) = preflight.check_training_plans(settings, aws)
+    assert line.status == "pass" and "2 ml.p5.48xlarge" in line.detail
+
+
+@pytest.mark.parametrize("plan, says", [
+    (_capacity("use1-az6", status="Expired"), "is Expired"),
+    (_capacity("use1-az6", itype="ml.p4d.24xlarge"), "reserves ml.p4d.24xlarge, not ml.p5.48xlarge"),
+])
+def test_an_expired_plan_or_one_of_another_type_fails(plan, says):
+    settings = _planned()
+    aws = _capacity_account(plan, {settings.network.hyperpod_subnets[0].availability_zone: "use1-az6"})
+    (line,) = preflight.check_training_plans(settings, aws)
+    assert line.status == "fail" and says in line.detail
+    # The plan statuses preflight takes as usable are the API's (botocore's sagemaker model).
+    import botocore.session
+
+    statuses = botocore.session.get_session().get_service_model("sagemaker").shape_for("TrainingPlanStatus").enum
+    assert set(preflight.capacity.USABLE_PLAN) <= set(statuses)
+
+
+def test_the_accounts_capacity_reservations_of_the_configs_types_are_named_as_shared_by_every_cluster():
+    settings = _planned()
+    reservation = {"SMCapacityReservationArn": "arn:aws:sagemaker:us-east-1:111111111111:capacity-reservation/cr-0123456789",
+                   "SMCapacityReservationId": "cr-0123456789", "Status": "Active", "InstanceType": "ml.p5.48xlarge",
+                   "AvailabilityZoneId": "use1-az6", "TotalInstanceCount": 4, "StartTime": START, "EndTime": START,
+                   "Owner": "111111111111", "CreationTime": START}
+    other = {**reservation, "SMCapacityReservationId": "cr-other", "InstanceType": "ml.trn1.32xlarge"}
+    aws = _capacity_account(None, {"us-east-1a": "use1-az6"}, [reservation, other])
+    (line,) = preflight.check_capacity_reservations(settings, aws)
+    assert line.check == "capacity reservation cr-0123456789" and "4 ml.p5.48xlarge in us-east-1a (use1-az6)" in line.detail
+    assert "every HyperPod cluster of the account" in line.detail

@@ -517,3 +517,48 @@ def test_a_change_that_rolls_the_nodes_without_changing_counts_says_the_gates_wa
     (roll,) = report["callouts"]
     assert roll.startswith(f"NODES ROLL: instance group gpu in {hp} changes what its nodes are made with (ImageReleaseVersion 1.0.0 -> None)")
     assert "the node and accelerator gates wait for the group again" in roll
+
+
+def _eks_cluster(**props) -> dict:
+    return {"Resources": {"Cluster": {"Type": "AWS::EKS::Cluster", "Properties": {"Name": "hyperpod-prod", **props}}}}
+
+
+def test_a_support_tier_or_deletion_protection_change_is_a_callout_of_its_own():
+    # An unset UpgradePolicy is EXTENDED (botocore's eks model, UpgradePolicyRequest: "The default value is EXTENDED").
+    import botocore.session
+
+    doc = botocore.session.get_session().get_service_model("eks").shape_for("UpgradePolicyRequest").documentation
+    assert "The default value is <code>EXTENDED</code>" in doc
+    old = changes.Baseline("deployed", {"cluster": _eks_cluster()}, whole_app=True)
+
+    def callouts(**props) -> list[str]:
+        report = {"changes": changes.compare(old, [StackSummary("cluster", _eks_cluster(**props), [])], "us-east-1")}
+        return _callouts(report, "SUPPORT TIER") + _callouts(report, "DELETION PROTECTION")
+
+    assert callouts(UpgradePolicy={"SupportType": "EXTENDED"}, DeletionProtection=False) == []
+    (tier,) = callouts(UpgradePolicy={"SupportType": "STANDARD"})
+    assert "goes from EXTENDED to STANDARD" in tier and "upgrades the control plane itself" in tier and "eks.upgrade_policy" in tier
+    (guard,) = callouts(DeletionProtection=True)
+    assert "turns deletion protection on" in guard and "cdk destroy" in guard
+    old = changes.Baseline("deployed", {"cluster": _eks_cluster(DeletionProtection=True)}, whole_app=True)
+    (guard,) = callouts(DeletionProtection=False)
+    assert "turns deletion protection off" in guard
+
+
+def _hyperpod(groups: list[dict]) -> dict:
+    return {"Resources": {"Cluster": {"Type": "AWS::SageMaker::Cluster", "Properties": {"InstanceGroups": groups}}}}
+
+
+def test_auto_patching_turned_on_says_it_cordons_the_whole_group_for_up_to_a_day():
+    # botocore's sagemaker model, ClusterAutoPatchConfig: both idle strategies cordon all instances; the idle
+    # window defaults to 86400 s.
+    gpu = {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 4}
+    patched = {**gpu, "AutoPatchConfig": {"PatchingStrategy": "WhenAllIdle"}}
+    old = changes.Baseline("deployed", {"hyperpod": _hyperpod([gpu])}, whole_app=True)
+    report = {"changes": changes.compare(old, [StackSummary("hyperpod", _hyperpod([patched]), [])], "us-east-1")}
+    (line,) = _callouts(report, "AUTO PATCH")
+    assert "instance group gpu in hyperpod: WhenAllIdle cordons all 4 instance(s)" in line
+    assert "32 accelerators" in line and "86,400 s" in line and "ClusterAutoPatchConfig" in line
+    same = changes.Baseline("deployed", {"hyperpod": _hyperpod([patched])}, whole_app=True)
+    report = {"changes": changes.compare(same, [StackSummary("hyperpod", _hyperpod([patched]), [])], "us-east-1")}
+    assert not _callouts(report, "AUTO PATCH")

@@ -147,6 +147,41 @@ def test_every_plan_says_how_nodes_made_before_the_metadata_guard_get_it(capsys,
         assert flags <= {"".join(("-" + c.lower()) if c.isupper() else c for c in m).lstrip("-") for m in members}, (command, flags)
 
 
+def test_each_step_says_how_to_roll_it_back_within_eks_window_and_what_stays(capsys):
+    # EKS user guide, rollback-cluster: one minor version back within 7 days by UpdateClusterVersion, nodes and
+    # add-ons first (neither is reverted), ROLLBACK_READINESS insights block it. Each call is one of botocore's eks
+    # model, with the parameters and enums the plan's lines use.
+    import botocore.session
+
+    eks = botocore.session.get_session().get_service_model("eks")
+    assert "ROLLBACK_READINESS" in eks.shape_for("Category").enum and "VersionRollback" in eks.shape_for("UpdateType").enum
+    assert "rollback-blocking readiness checks" in eks.operation_model("UpdateClusterVersion").input_shape.members["force"].documentation
+    assert "upgradePolicy" in eks.operation_model("UpdateClusterConfig").input_shape.members
+    assert cli.main(["upgrade-plan", "--to", "1.35", "-c", "env=prod"]) == 0
+    out = capsys.readouterr().out
+    block = out[out.index("  rollback, if 1.35 must be undone"):out.index("existing nodes:")]
+    assert f"within {versions.ROLLBACK_WINDOW_DAYS} days" in block and versions.ROLLBACK_PAGE in block
+    assert "does NOT revert: the add-ons, HyperPod's nodes and their AMI" in block and "CRD migration" in block
+    steps = [block.index(f"r{i}. ") for i in range(1, 7)]
+    assert steps == sorted(steps)  # insights, nodes, add-ons, control plane, its update, cdk.json: the page's order
+    # Only what the step moved goes back: prod pins kube-proxy to the 1.34 build, which the step moves to 1.35's.
+    r3 = next(line for line in block.splitlines() if "r3. " in line)
+    assert "kube-proxy v1.34.6-eksbuild.2" in r3 and "vpc-cni" not in r3
+    assert "--kubernetes-version 1.34" in block and "list-insights" in block and '"ROLLBACK_READINESS"' in block
+    for command, operation in (("update-cluster-version", "UpdateClusterVersion"), ("describe-update", "DescribeUpdate"),
+                               ("update-addon", "UpdateAddon"), ("list-insights", "ListInsights")):
+        line = next(l for l in block.splitlines() if f"aws eks {command} " in l)
+        members = {"".join(("-" + c.lower()) if c.isupper() else c for c in m).lstrip("-") for m in eks.operation_model(operation).input_shape.members}
+        flags = {w[2:] for w in line[line.index(f"aws eks {command} "):].split() if w.startswith("--") and w not in ("--region", "--force")}
+        assert flags <= members | {"kubernetes-version"}, (command, flags - members)  # the CLI's name for `version`
+    # STANDARD on a 1.35 cluster rolling back to 1.34, past standard support: EXTENDED first, as the page says.
+    settings = _settings("dev", {"eks": {"version": "1.35", "upgrade_policy": "STANDARD"}})
+    _, steps = upgrade_plan.build(settings, "1.36", upgrade_plan.OfflineVersions())
+    assert not any("r4a." in line for line in upgrade_plan.rollback_lines(settings, steps[0], {}))
+    step = upgrade_plan.Step("1.34", "1.35", [])
+    assert any("supportType=EXTENDED" in line for line in upgrade_plan.rollback_lines(settings, step, {}))
+
+
 # ------------------------------------------------------------------ with credentials
 
 

@@ -109,7 +109,8 @@ def test_a_kube_proxy_built_for_another_minor_is_off_the_clusters_version(pinned
 def test_coredns_is_held_to_its_release_lines_versions_and_what_no_row_settles_is_unknown():
     assert versions.pins_off_version("1.34", {"coredns": "v1.13.2-eksbuild.4", "cert-manager": "v1.18.2-eksbuild.2"}) == []
     (off,) = versions.pins_off_version("1.34", {"coredns": "v1.11.4-eksbuild.2"})
-    assert off.known and "is for Kubernetes 1.30, 1.31, 1.32, not 1.34" in off.reason
+    # The current table lists v1.11 for 1.30-1.32, an older copy for 1.29-1.32 as well.
+    assert off.known and "is for Kubernetes 1.29, 1.30, 1.31, 1.32, not 1.34" in off.reason
     # No row for 1.36; a cert-manager row says where references ran it, not where it is published.
     unknown = versions.pins_off_version("1.36", {"coredns": "v1.13.2-eksbuild.4", "cert-manager": "v1.18.2-eksbuild.2",
                                                  "vpc-cni": "v1.20.1-eksbuild.3"})
@@ -126,3 +127,23 @@ def test_the_vpc_cni_build_eks_lists_for_1_34_meets_hyperpods_floor_and_goes_wit
     assert versions.pins_off_version("1.34", {"vpc-cni": row.version}) == []
     (later,) = versions.pins_off_version("1.36", {"vpc-cni": row.version})
     assert not later.known and "its source lists it for 1.29, 1.30, 1.31, 1.32, 1.33, 1.34, 1.35 only" in later.reason
+
+
+def test_a_coredns_pin_from_an_older_copy_of_the_table_warns_where_that_copy_listed_it_and_is_refused_elsewhere():
+    # EKS's CoreDNS table (managing-coredns): an older English copy lists v1.12.4-eksbuild.1 for 1.33 and 1.34 and
+    # v1.10.1-eksbuild.38 for 1.28; the current one v1.13.2-eksbuild.4 for 1.33-1.35. Each copy lists every version it covers.
+    older = {r.version: r for r in versions.SUPERSEDED_ADDON_RELEASES}
+    assert older["v1.12.4-eksbuild.1"].kubernetes == ("1.33", "1.34") and "managing-coredns" in older["v1.12.4-eksbuild.1"].source
+    (off,) = versions.pins_off_version("1.34", {"coredns": "v1.12.4-eksbuild.1"})
+    assert not off.known and "older copy of EKS's table lists for Kubernetes 1.34" in off.reason and "v1.13.2-eksbuild.4" in off.reason
+    (off,) = versions.pins_off_version("1.35", {"coredns": "v1.12.4-eksbuild.1"})
+    assert off.known and "is for Kubernetes 1.33, 1.34, not 1.35" in off.reason
+    (off,) = versions.pins_off_version("1.34", {"coredns": "v1.10.1-eksbuild.38"})
+    assert off.known and "is for Kubernetes 1.27, 1.28, not 1.34" in off.reason and "older English copy" in off.reason
+
+
+def test_a_vpc_cni_pin_below_hyperpods_floor_is_refused_with_its_source():
+    # HyperPod's EKS prerequisites page: "version 1.18.3 or later"; whatever Kubernetes version.
+    (off,) = versions.pins_off_version("1.34", {"vpc-cni": "v1.18.2-eksbuild.9"})
+    assert off.known and "1.18.3" in off.reason and "sagemaker-hyperpod-eks-prerequisites" in off.reason
+    assert not [o for o in versions.pins_off_version("1.34", {"vpc-cni": "v1.18.3-eksbuild.1"}) if o.known]

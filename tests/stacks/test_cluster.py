@@ -135,3 +135,18 @@ def test_every_endpoint_access_and_cidr_combination_builds_or_is_refused_in_one_
     assert vpc["EndpointPrivateAccess"] is (access != "public")
     if access != "private":  # left out, EKS's default is 0.0.0.0/0 (VpcConfigRequest.publicAccessCidrs)
         assert vpc.get("PublicAccessCidrs", ["0.0.0.0/0"]) == (cidrs or ["0.0.0.0/0"])
+
+
+def test_prod_refuses_deletion_and_every_cluster_states_its_support_tier(synth):
+    # Both are AWS::EKS::Cluster properties that update in place (cfn-lint's schema: neither is create-only),
+    # so a change is a deploy, not a replacement; EXTENDED is what EKS gives a cluster that names none.
+    from infra import cfn_schema
+
+    schema = cfn_schema.resource("AWS::EKS::Cluster")
+    create_only = schema["createOnlyProperties"]
+    assert not [p for p in create_only if p.startswith(("/properties/UpgradePolicy", "/properties/DeletionProtection"))]
+    tiers = schema["definitions"]["UpgradePolicy"]["properties"]["SupportType"]["enum"]
+    for env, protected in (("dev", False), ("prod", True)):
+        props = _cluster(synth(env))
+        assert props["UpgradePolicy"] == {"SupportType": "EXTENDED"} and "EXTENDED" in tiers
+        assert props["DeletionProtection"] is protected, env
