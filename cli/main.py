@@ -176,7 +176,7 @@ def cmd_review(args) -> int:
 
     from cli import revision
     from cli.review import report as review
-    from cli.review import changes, removed
+    from cli.review import changes, protection, removed
     from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()
@@ -217,7 +217,7 @@ def cmd_review(args) -> int:
             continue
         reviewed.append(settings)
         # Read the baseline before synthesizing, so nothing written below can change it.
-        baseline, first_deploy = None, None
+        baseline, first_deploy, moved = None, None, None
         if against:
             names = None if (len(against) == 1 and Path(against[0]).is_dir()) else changes.stack_names(context, env)
             target = f"aws://{settings.account}/{settings.region}"
@@ -232,6 +232,8 @@ def cmd_review(args) -> int:
                     raise CliError(str(err)) from None
                 first_deploy = f"{err.where}: nothing of it is deployed there; reviewed as a first deploy"
                 print(f"note: {first_deploy}", file=sys.stderr)
+                if isinstance(err, changes.BaselineElsewhere) and err.context is not None and len(err.elsewhere) == 1:
+                    moved = protection.moved(err.context, context, env, err.elsewhere[0], err.target)
                 baseline = against = None
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)
@@ -246,7 +248,8 @@ def cmd_review(args) -> int:
             print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
             baseline = replace(changes.load_baseline([str(outdir)], []), description=baseline.description)
         print(f"reviewing {env}: changes, cost, exposure, cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
-        report = review.build(outdir, against=baseline, cache=out_root / LINT_CACHE, config=(context, env), first_deploy=first_deploy)
+        report = review.build(outdir, against=baseline, cache=out_root / LINT_CACHE, config=(context, env), first_deploy=first_deploy,
+                              moved=moved)
         text = review.quiet_markdown(report) if args.quiet else review.to_markdown(report)
         written = review.write(report, out_root / f"review-{env}")
         if not args.against:

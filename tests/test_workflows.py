@@ -255,7 +255,7 @@ def test_an_environment_the_change_removes_is_reviewed_as_left_behind(pull_reque
     clone, commits = pull_request
     ran, outputs, summary = _review_job(clone, tmp_path, "old", commits["base"])
     assert outputs["status"] == "0", ran.stdout
-    assert summary.startswith("# Review of old: not in this change's cdk.json")
+    assert summary.startswith(f"# old against {commits['base']} ({commits['base'][:12]}): not in this change's cdk.json, 1 to stop at")
     assert (f"- **ENVIRONMENT LEFT BEHIND**: old is in the cdk.json of {commits['base']} ({commits['base'][:12]}) and not in this "
             "change's (removed or renamed): its stacks stay deployed in aws://222222222222/us-east-1 and nothing deploys them "
             "(hyperpod-old-network, ") in summary

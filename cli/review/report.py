@@ -190,13 +190,16 @@ def _copies_markdown(copies: list[dict]) -> list[str]:
 
 
 def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True, cache: Path | None = None,
-          config: tuple[dict, str] | None = None, first_deploy: str | None = None) -> dict:
+          config: tuple[dict, str] | None = None, first_deploy: str | None = None,
+          moved: tuple[str, list[str]] | None = None) -> dict:
     """Every section of the review as plain data (what review.json holds). `against` is a
     cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None;
     `cache` a folder where lint findings of templates seen before are kept; `config` the
     (cdk.json context, environment) the assembly was made of, where it does not say itself;
-    `first_deploy` why there is no baseline where one was asked for (the report says it)."""
-    from cli.review import approvals, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
+    `first_deploy` why there is no baseline where one was asked for (the report says it); `moved`
+    the ENVIRONMENT MOVED callout and its fields where that is because the environment moved
+    (cli/review/protection.moved)."""
+    from cli.review import approvals, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit, protection
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -303,6 +306,10 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
             lines, anchors, notes = approvals.compare(against.context, config[0], config[1])
             report["changes"]["callouts"] += lines
             report["changes"]["anchors"].update(anchors)
+            # What the change takes away from protection, isolation or currency, before and after.
+            weakened = protection.compare(against.context, config[0], config[1], before, stacks, [s.name for s in stacks])
+            report["changes"]["callouts"] += [text for text, _ in weakened]
+            report["changes"]["anchors"].update(dict(weakened))
             if notes:
                 report["changes"]["notes"] = report["changes"].get("notes", []) + notes
         refused = any(c.startswith("REFUSED:") for c in report["changes"]["callouts"])
@@ -316,6 +323,11 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         ] if report["changes"]["changes"] else []
         if diffed is not None:
             report["changes"]["cdk_diff"] = diffed.result()
+    if moved is not None and report["changes"] is None:
+        # A first deploy in the new place, and what stays behind in the old one: the one callout of this change.
+        report["changes"] = {"against": first_deploy.split(" deploys ")[0] if first_deploy else "the baseline", "stacks_compared": [],
+                             "stacks_added": [], "stacks_removed": [], "groups_replaced": {}, "changes": [],
+                             "callouts": [moved[0]], "anchors": {moved[0]: moved[1]}}
     refused = [c for c in (report["changes"] or {}).get("callouts", []) if c.startswith("REFUSED")]
     report["pass"] = not (
         report["refused"] or report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
@@ -379,7 +391,7 @@ def _callout_lines(changes: dict) -> list[str]:
             "management on `*`, no added or widened exposure, no team added, removed or re-quoted, no access gained or lost, "
             "no cluster-wide change to running work, no restart of the running job, no Kubernetes version change, no change to "
             "node recovery or to the network's way to the internet, no team guarantee left unbacked, no approval in the "
-            "pipeline removed or added, no pipeline moved."
+            "pipeline removed or added, no pipeline moved, no protection turned off, no Pod Security lowered, no add-on pin removed."
         ]
     return [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
 
@@ -427,11 +439,33 @@ def _first_deploy_lines(report: dict) -> list[str]:
     return ["## First deploy", "", f"Note: {report['first_deploy']}.", ""] if report.get("first_deploy") else []
 
 
+def title(report: dict) -> str:
+    """The review's first line: the environment, what it is compared with, the verdict and how many
+    callouts a reviewer must stop at, before anything else (the assembly is named below it)."""
+    changes = report.get("changes")
+    env = report.get("env") or "the app"
+    if report.get("left_behind"):
+        return f"# {env} against {shown(changes['against'])}: not in this change's cdk.json, {len(changes['callouts'])} to stop at"
+    if changes is not None and report.get("first_deploy"):
+        against = "a first deploy where it moves"
+    elif changes is not None:
+        against = f"against {', '.join(shown(part) for part in changes['against'].split(', '))}"
+    else:
+        against = "a first deploy" if report.get("first_deploy") else "with no baseline"
+    stops = len(changes["callouts"]) if changes is not None else 0
+    verdict = "PASS" if report["pass"] else "FAIL"
+    return f"# {env} {against}: {verdict}, {stops or 'nothing'} to stop at"
+
+
+def _assembly_line(report: dict) -> list[str]:
+    return [f"Review of the assembly {shown(report['assembly'])}.", ""] if report.get("assembly") else []
+
+
 def quiet_markdown(report: dict) -> str:
     """The verdict, the callouts and the deltas: what `review --quiet` prints."""
     if report.get("left_behind"):
         return to_markdown(report)
-    out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
+    out = [title(report), ""] + _assembly_line(report) + _first_deploy_lines(report)
     changes = report["changes"]
     if changes is not None:
         against = ", ".join(shown(part) for part in changes["against"].split(", "))
@@ -460,10 +494,10 @@ def to_markdown(report: dict) -> str:
     if report.get("left_behind"):
         left = report["left_behind"]
         against = shown(report["changes"]["against"])
-        return "\n".join([f"# Review of {left['env']}: not in this change's cdk.json", "", f"## What this change does (against {against})",
+        return "\n".join([title(report), "", f"## What this change does (against {against})",
                           ""] + _callout_lines(report["changes"]) + ["", "Nothing is synthesized: this change has no such environment.",
                                                                     "", "PASS" if report["pass"] else "FAIL", ""])
-    out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
+    out = [title(report), ""] + _assembly_line(report) + _first_deploy_lines(report)
     if report["changes"] is not None:
         out += _changes_markdown(report["changes"])
     if report["warnings"]:

@@ -80,6 +80,15 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
     "NODES ROLL": ("Every node of an instance group rolls", "What the group's nodes are made with changes (an AMI "
                    "release, the lifecycle script, deep health checks, volumes): HyperPod rolls them, and the gates wait "
                    "for the group again."),
+    "PROTECTION OFF": ("An environment's protection is turned off", "protection.retain_data or "
+                       "protection.termination_protection goes from true to false: data is deleted with its stacks, or "
+                       "one delete removes the stacks."),
+    "POD SECURITY LOWERED": ("A team's Pod Security Standard is lowered", "A team's namespace enforces a weaker Pod "
+                             "Security Standard (restricted -> baseline): its pods may run as root on shared nodes."),
+    "PIN REMOVED": ("An add-on's pinned version is unset", "EKS keeps the installed version and no update moves it; the "
+                    "config no longer says which version runs."),
+    "ENVIRONMENT MOVED": ("An environment moves to another account or region", "A first deploy in the new place, while "
+                          "the old stacks, their data and their cost stay behind and nothing deploys them."),
     "NODES ADDED": ("A new instance group", "An instance group is added: new nodes start, with their deep health checks."),
     "NODES REMOVED": ("An instance group is removed", "An instance group leaves the cluster and its nodes are terminated."),
     "NODE COUNT": ("An instance group's node count changes", "Nodes are added to or taken from an instance group."),
@@ -159,7 +168,8 @@ _STACK_SWITCHES = {"sample-job": "sample_job.enabled"}
 # Callouts that fail the review (it exits 1) are errors; those marked information are notes.
 # An approval gone or the pipeline moved is an error in code scanning, whose check fails on one until
 # a person dismisses the alert: the review itself passes, as the change is not refused.
-_CALLOUT_LEVELS = {"REFUSED": "error", "NARROWED": "note", "APPROVAL REMOVED": "error", "PIPELINE MOVED": "error"}
+_CALLOUT_LEVELS = {"REFUSED": "error", "NARROWED": "note", "APPROVAL REMOVED": "error", "PIPELINE MOVED": "error",
+                   "PROTECTION OFF": "error", "ENVIRONMENT MOVED": "error"}
 
 
 @dataclass(frozen=True)

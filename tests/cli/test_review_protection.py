@@ -1,0 +1,98 @@
+"""What a change takes away from an environment's protection, its teams' isolation or its add-ons'
+currency is a callout a reviewer must stop at, with the before and the after, what it costs, and
+its SARIF result on the cdk.json line that changed it. Before/after configs of the committed
+cdk.json; no synthesis (the stateful resources are read from small templates)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli.review import config_diff, protection, sarif
+from cli.review.assembly import StackSummary
+from tests.conftest import CONTEXT
+
+
+def _changed(env: str, edit) -> dict:
+    context = json.loads(json.dumps(CONTEXT))
+    edit(context["environments"][env])
+    return context
+
+
+def _placed(old: dict, new: dict, env: str, tmp_path: Path, callouts: list[tuple[str, list[str]]]) -> list[tuple[str, str, str]]:
+    """(rule, level, the cdk.json line) of each callout as the review's SARIF places it."""
+    (tmp_path / "cdk.json").write_text(json.dumps({"context": new}, indent=1))
+    report = {"refused": [], "nag": {"errors": []}, "cfn_lint": [], "iam": {"unknown_actions": [], "on_any_resource": []},
+              "risk": {"public_endpoints": [], "open_ingress": []}, "stacks": [],
+              "changes": {"callouts": [text for text, _ in callouts], "anchors": dict(callouts),
+                          "config_changes": config_diff.changed(old, new, env)}}
+    text = (tmp_path / "cdk.json").read_text().splitlines()
+    out = []
+    for result in sarif.findings(report, sarif.Places(tmp_path, env)):
+        region = result["locations"][0]["physicalLocation"]["region"]
+        out.append((result["ruleId"], result["level"], text[region["startLine"] - 1].strip().rstrip(",")))
+    return out
+
+
+def _bucket(policy: str) -> StackSummary:
+    return StackSummary("hyperpod-prod-operations", {"Resources": {
+        "Data": {"Type": "AWS::S3::Bucket", "DeletionPolicy": policy, "Metadata": {"aws:cdk:path": "hyperpod-prod-operations/Data/Resource"}},
+    }}, [])
+
+
+def test_prods_data_no_longer_kept_is_protection_off_with_what_is_deleted_at_its_line(tmp_path):
+    new = _changed("prod", lambda p: p.update(protection={"retain_data": False}))
+    found = protection.compare(CONTEXT, new, "prod", [_bucket("Retain")], [_bucket("Delete")])
+    (text, _), = found
+    assert text.startswith("PROTECTION OFF: prod no longer keeps its data when a stack is deleted (protection.retain_data true -> false)")
+    assert "1 Bucket are deleted with their stacks" in text and "lost with them" in text
+    assert _placed(CONTEXT, new, "prod", tmp_path, found) == [("change/protection-off", "error", '"retain_data": false')]
+
+
+def test_termination_protection_off_says_how_many_stacks_one_delete_removes(tmp_path):
+    new = _changed("prod", lambda p: p.update(protection={"termination_protection": False}))
+    found = protection.compare(CONTEXT, new, "prod", stacks=["a", "b", "c"])
+    (text, _), = found
+    assert "(protection.termination_protection true -> false): its 3 stacks" in text
+    assert _placed(CONTEXT, new, "prod", tmp_path, found) == [("change/protection-off", "error", '"termination_protection": false')]
+    # dev has it off already: keeping it off, or turning it on, is no callout
+    assert protection.compare(CONTEXT, CONTEXT, "dev") == []
+    on = _changed("dev", lambda d: d["protection"].update(termination_protection=True))
+    assert protection.compare(CONTEXT, on, "dev") == []
+
+
+def test_a_teams_pod_security_lowered_is_called_out_at_its_field(tmp_path):
+    new = _changed("prod", lambda p: p["governance"]["teams"][0].update(pod_security="baseline"))
+    found = protection.compare(CONTEXT, new, "prod")
+    (text, fields), = found
+    assert text.startswith("POD SECURITY LOWERED: team ml-research's namespace enforces the baseline Pod Security Standard "
+                           "instead of restricted (governance.teams[ml-research].pod_security restricted -> baseline)")
+    assert _placed(CONTEXT, new, "prod", tmp_path, found) == [("change/pod-security-lowered", "warning", '"pod_security": "baseline"')]
+    # raised back is no callout
+    assert protection.compare(new, CONTEXT, "prod") == []
+
+
+def test_a_removed_add_on_pin_says_the_installed_version_is_kept_not_an_eks_default(tmp_path):
+    new = _changed("prod", lambda p: p["addons"]["cert_manager"].pop("version"))
+    found = protection.compare(CONTEXT, new, "prod")
+    (text, _), = found
+    assert text.startswith("PIN REMOVED: add-on cert_manager is no longer pinned (addons.cert_manager.version "
+                           "v1.18.2-eksbuild.2 -> unset): EKS keeps the version installed now")
+    assert "EKS default" not in text
+    # the field is gone: the result stands at the nearest line written (the add-on's block)
+    ((rule, _, line),) = _placed(CONTEXT, new, "prod", tmp_path, found)
+    assert rule == "change/pin-removed" and line == '"cert_manager": {}'
+
+
+def test_an_environment_moved_to_another_account_names_what_stays_behind_and_its_cost():
+    new = _changed("prod", lambda p: p.update(account="222222222222"))
+    text, fields = protection.moved(CONTEXT, new, "prod", "aws://111111111111/us-east-1", "aws://222222222222/us-east-1")
+    assert text.startswith("ENVIRONMENT MOVED: prod moves from aws://111111111111/us-east-1 to aws://222222222222/us-east-1 "
+                           "(account): this is a first deploy there")
+    assert "hyperpod-prod-cluster" in text and "hyperpod-prod-hyperpod" in text
+    # prod's 2 ml.m5.8xlarge and 4 ml.p5.48xlarge at the review's rates (cli/review/prices.py)
+    from cli.review.prices import instance_rate
+
+    hourly = 2 * instance_rate("ml.m5.8xlarge")[0] + 4 * instance_rate("ml.p5.48xlarge")[0]
+    assert f"about ${hourly:,.2f} an hour in instances alone keep running" in text
+    assert "bin/cdk destroy --all -c env=prod" in text and fields == ["account"]
