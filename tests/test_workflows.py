@@ -304,3 +304,24 @@ def test_an_environment_the_base_lacks_is_reviewed_as_a_first_deploy(pull_reques
     assert f"note: {note}" in capsys.readouterr().err
     assert f"## First deploy\n\nNote: {note}." in (tmp_path / "review-prod.md").read_text()
     assert json.loads((tmp_path / "review-prod.json").read_text())["first_deploy"] == note
+
+
+def test_the_bases_synthesis_is_kept_between_runs_under_what_the_reviews_baseline_key_covers():
+    # cli/revision.py baseline_key: the base's tree (its commit), the environment, the synthesizing libraries and
+    # Python's version (setup-python's, fixed); the review keeps baselines in cli/main.py BASELINE_CACHE under cdk.out.
+    from cli.main import BASELINE_CACHE
+
+    steps = _workflow()["jobs"]["review"]["steps"]
+    names = [s.get("name") for s in steps]
+    restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore@"))
+    save = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save@"))
+    assert restore["with"]["path"] == save["with"]["path"] == f"cdk.out/{BASELINE_CACHE}"
+    key = restore["with"]["key"]
+    for part in ("matrix.env", "needs.environments.outputs.base", "'pyproject.toml'", "'package-lock.json'"):
+        assert part in key
+    assert save["with"]["key"] == "${{ steps.baseline.outputs.cache-primary-key }}" and restore["id"] == "baseline"
+    # restored before the review reads it, saved after it whatever the verdict, and only where something new was made
+    assert names.index(restore["name"]) < names.index("validate, synth and review against the base") < names.index(save["name"])
+    assert save["if"].startswith("always() && steps.baseline.outputs.cache-hit != 'true'")
+    # make synth keeps the review's cache when it clears cdk.out
+    assert "! -name 'review-cache'" in (ROOT / "Makefile").read_text()
