@@ -287,6 +287,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     }
     if against is not None:
         report["changes"] = changes.compare(against, stacks, region)
+        report["changes"]["revision"] = against.revision  # the base commit: the lines the change wrote (cli/review/sarif.py)
         # The config fields the change touches, where both sides say what they were made of: the
         # cause each finding is shown at.
         if against.context is not None and config:
@@ -384,6 +385,14 @@ def shown(path: str) -> str:
 
 
 def _callout_lines(changes: dict) -> list[str]:
+    if changes.get("not_inline"):
+        kinds = ", ".join(dict.fromkeys(changes["not_inline"]))
+        return _stop_lines(changes) + ["", f"Not shown inline in the pull request ({kinds}): it changes no line of cdk.json, "
+                                       "so these stand in code scanning and here only."]
+    return _stop_lines(changes)
+
+
+def _stop_lines(changes: dict) -> list[str]:
     if not changes["callouts"]:
         return [
             "Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost, "
@@ -583,7 +592,13 @@ def write(report: dict, base: Path) -> tuple[Path, Path, Path]:
     from cli.review import sarif
 
     md, js, sa = base.with_suffix(".md"), base.with_suffix(".json"), base.with_suffix(".sarif")
+    log = sarif.log(report)
+    results = log["runs"][0]["results"]
+    if report.get("changes") is not None and any("inline" in r.get("properties", {}) for r in results):
+        # Callouts GitHub cannot show on a line of the pull request (it changed no line of cdk.json): the summary says so.
+        report["changes"]["not_inline"] = [r["message"]["text"].split(":", 1)[0] for r in results
+                                           if r.get("properties", {}).get("inline") is False]
     md.write_text(to_markdown(report))
     js.write_text(json.dumps(report, indent=2))
-    sa.write_text(json.dumps(sarif.log(report), indent=2))
+    sa.write_text(json.dumps(log, indent=2))
     return md, js, sa

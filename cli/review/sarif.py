@@ -534,6 +534,47 @@ def environment_of(report: dict, cdk_json: Path) -> str | None:
     return None
 
 
+def changed_lines(project: Path, revision: str | None) -> set[int] | None:
+    """The lines of cdk.json this change writes (added or rewritten) against the base `revision`'s,
+    None where that cannot be read (no revision, no git, no cdk.json there): GitHub shows a code
+    scanning alert in a pull request only on a line it changed."""
+    import difflib
+    import subprocess
+
+    cdk_json = project / "cdk.json"
+    if not revision or not cdk_json.is_file():
+        return None
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project, capture_output=True, text=True)
+    if top.returncode != 0:
+        return None
+    relative = cdk_json.resolve().relative_to(Path(top.stdout.strip()).resolve()).as_posix()
+    base = subprocess.run(["git", "show", f"{revision}:{relative}"], cwd=project, capture_output=True, text=True)
+    if base.returncode != 0:
+        return None
+    matcher = difflib.SequenceMatcher(None, base.stdout.splitlines(), cdk_json.read_text().splitlines(), autojunk=False)
+    return {line + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert") for line in range(j1, j2)}
+
+
+def _inline(result: dict, changed: set[int], text: list[str]) -> bool:
+    """Move a change callout's result in cdk.json to the nearest line the change wrote, where its own
+    line is not one (a removed team or group, whose lines are gone: the list it left, or the line the
+    removal rewrote); False where the change wrote no line of cdk.json at all."""
+    location = result["locations"][0]["physicalLocation"]
+    if location["artifactLocation"]["uri"].rsplit("/", 1)[-1] != "cdk.json":
+        return False
+    region = location["region"]
+    if region["startLine"] in changed:
+        return True
+    if not changed:
+        return False
+    line = min(changed, key=lambda n: (abs(n - region["startLine"]), n))
+    body = text[line - 1] if line <= len(text) else ""
+    indent = len(body) - len(body.lstrip())
+    result["message"]["text"] += f" (shown at the nearest line this change writes; the field is at line {region['startLine']})"
+    region.update(startLine=line, endLine=line, startColumn=indent + 1, endColumn=max(len(body), indent + 1) + 1)
+    return True
+
+
 def log(report: dict, project: Path | None = None, env: str | None = None) -> dict:
     """The SARIF log of `report`. `project` is the folder of cdk.json (default: the nearest
     above the current folder, as the CLI finds it); `env` the environment (default: the
@@ -543,6 +584,13 @@ def log(report: dict, project: Path | None = None, env: str | None = None) -> di
         project = next((p for p in (here, *here.parents) if (p / "cdk.json").is_file()), here)
     env = env or environment_of(report, project / "cdk.json")
     results = findings(report, Places(project, env))
+    changes = report.get("changes") or {}
+    changed = changed_lines(project, changes.get("revision"))
+    if changed is not None:  # a pull request's review: each callout on a line it changed, or said where it is not
+        text = (project / "cdk.json").read_text().splitlines()
+        for result in results:
+            if result["ruleId"].startswith("change/"):
+                result.setdefault("properties", {})["inline"] = _inline(result, changed, text)
     nag, lint = _nag_descriptions(report), _lint_descriptions(report)
     rules = [_rule(rule_id, nag, lint) for rule_id in sorted({r["ruleId"] for r in results})]
     index = {rule["id"]: i for i, rule in enumerate(rules)}

@@ -96,3 +96,61 @@ def test_an_environment_moved_to_another_account_names_what_stays_behind_and_its
     hourly = 2 * instance_rate("ml.m5.8xlarge")[0] + 4 * instance_rate("ml.p5.48xlarge")[0]
     assert f"about ${hourly:,.2f} an hour in instances alone keep running" in text
     assert "bin/cdk destroy --all -c env=prod" in text and fields == ["account"]
+
+
+def _git_project(tmp_path: Path, base: dict, head: dict) -> tuple[Path, str]:
+    import subprocess
+
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@localhost"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "cdk.json").write_text(json.dumps({"context": base}, indent=1))
+    subprocess.run([*git, "add", "cdk.json"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "cdk.json").write_text(json.dumps({"context": head}, indent=1))
+    return tmp_path, commit
+
+
+def _report(callouts: dict, revision: str) -> dict:
+    return {"refused": [], "nag": {"errors": []}, "cfn_lint": [], "iam": {"unknown_actions": [], "on_any_resource": []},
+            "risk": {"public_endpoints": [], "open_ingress": []}, "stacks": [], "env": "prod",
+            "changes": {"callouts": list(callouts), "anchors": callouts, "config_changes": [], "revision": revision}}
+
+
+def test_a_removed_teams_result_stands_on_a_line_the_pull_request_changed(tmp_path):
+    # A team removed, its share given to the other: the removed team's lines are gone, and the nearest line the
+    # change wrote is the other's weight (GitHub shows a code-scanning alert in a pull request only on a changed line).
+    def edit(prod: dict) -> None:
+        prod["governance"]["teams"].pop()
+        prod["governance"]["teams"][0]["fair_share_weight"] = 100
+
+    new = _changed("prod", edit)
+    project, base = _git_project(tmp_path, CONTEXT, new)
+    assert [l.strip() for n, l in enumerate((project / "cdk.json").read_text().splitlines(), 1)
+            if n in sarif.changed_lines(project, base)] == ['"fair_share_weight": 100,']
+    callout = "TEAM REMOVED: team ml-production leaves"
+    (result,) = sarif.log(_report({callout: ["governance.teams[ml-production]"]}, base), project, "prod")["runs"][0]["results"]
+    line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
+    assert line in sarif.changed_lines(project, base) and result["properties"]["inline"] is True
+    assert "(shown at the nearest line this change writes; the field is at line" in result["message"]["text"]
+    # A field the change wrote keeps its own line, and says nothing more.
+    lowered = _changed("prod", lambda p: p["governance"]["teams"][0].update(pod_security="baseline"))
+    (project / "cdk.json").write_text(json.dumps({"context": lowered}, indent=1))
+    found = protection.compare(CONTEXT, lowered, "prod")
+    (result,) = sarif.log(_report(dict(found), base), project, "prod")["runs"][0]["results"]
+    text = (project / "cdk.json").read_text().splitlines()
+    assert text[result["locations"][0]["physicalLocation"]["region"]["startLine"] - 1].strip() == '"pod_security": "baseline"'
+    assert "shown at the nearest" not in result["message"]["text"]
+
+
+def test_a_callout_of_a_change_that_writes_no_line_of_cdk_json_is_said_in_the_summary(tmp_path):
+    from cli.review import report as review
+
+    # The last team removed and nothing else: the removal only deletes lines, so no line can hold its result.
+    project, base = _git_project(tmp_path, CONTEXT, _changed("prod", lambda p: p["governance"]["teams"].pop()))
+    assert sarif.changed_lines(project, base) == set()
+    report = _report({"TEAM REMOVED: team ml-production leaves": ["governance.teams[ml-production]"]}, base)
+    assert sarif.log(report, project, "prod")["runs"][0]["results"][0]["properties"]["inline"] is False
+    md = review._callout_lines({**report["changes"], "not_inline": ["TEAM REMOVED"]})
+    assert md[-1] == ("Not shown inline in the pull request (TEAM REMOVED): it changes no line of cdk.json, so these stand in "
+                      "code scanning and here only.")
