@@ -65,15 +65,15 @@ def test_protected_unset_approves_by_termination_protection_and_turning_it_off_r
 
 
 def test_moving_the_pipeline_to_another_account_or_region_is_called_out_where_it_is_written(tmp_path):
-    moved = _changed(lambda c: _delivery(c).update(account="333333333333"))
-    assert _results(BASE, moved, tmp_path) == [("change/pipeline-moved", "error", '"account": "333333333333"')]
+    moved = _changed(lambda c: _delivery(c).update(account="444444444444"))  # the fleet's pipeline is in 333333333333
+    assert _results(BASE, moved, tmp_path) == [("change/pipeline-moved", "error", '"account": "444444444444"')]
     # The pipeline's region defaults to its environment's: moving dev moves it, and the line is dev's region.
     region = _changed(lambda c: c["environments"]["dev"].update(
         region="us-west-2", availability_zones=["us-west-2a", "us-west-2b", "us-west-2c"],
         network={"hyperpod_subnets": [{"availability_zone": "us-west-2a", "cidr": "10.1.0.0/16"}]}))
     ((rule, _, where),) = _results(BASE, region, tmp_path)
     assert rule == "change/pipeline-moved" and where == '"region": "us-west-2"'
-    assert "from aws://111111111111/us-east-1 to aws://111111111111/us-west-2" in approvals.compare(BASE, region, "dev")[0][0]
+    assert "from aws://333333333333/us-east-1 to aws://333333333333/us-west-2" in approvals.compare(BASE, region, "dev")[0][0]
 
 
 def test_only_the_pipelines_own_review_says_it_and_what_stays_the_same_says_nothing():
