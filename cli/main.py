@@ -99,10 +99,10 @@ def _fleet(args, context: dict) -> list[str]:
     return fleet.names(envs_from(args), getattr(args, "all", False), context)
 
 
-def _fleet_table(settings: list, reports: dict) -> None:
+def _fleet_table(settings: list, reports: dict, context: dict, envs: list[str], failed: dict[str, str]) -> None:
     from cli import fleet
 
-    print("\n" + fleet.table([fleet.row(s, reports.get(s.env_name)) for s in settings]))
+    print("\n" + fleet.table(fleet.rows(settings, reports, context, envs, failed)))
 
 
 def _settings(env: str) -> tuple[config.Settings, list[str]]:
@@ -156,7 +156,8 @@ def cmd_validate(args) -> int:
         passed.append(settings)
     if len(envs) > 1:
         out_root = find_cdk_json().parent / "cdk.out"
-        _fleet_table(passed, {s.env_name: last_review(out_root, context, s.env_name) for s in passed})
+        _fleet_table(passed, {s.env_name: last_review(out_root, context, s.env_name) for s in passed}, context, envs,
+                     {e: "config refused (the error lines above)" for e in envs if e not in {s.env_name for s in passed}})
     return 0 if len(passed) == len(envs) else 2
 
 
@@ -196,7 +197,7 @@ def cmd_review(args) -> int:
             out_root.mkdir(parents=True, exist_ok=True)
             written = review.write(report := review.left_behind(left), out_root / f"review-{env}")
             print(review.to_markdown(report) + f"\n(written to {', '.join(review.shown(str(w)) for w in written)})")
-            verdicts[env] = f"LEFT BEHIND ({review.shown(str(written[0]))})"
+            verdicts[env], reports[env] = f"LEFT BEHIND ({review.shown(str(written[0]))})", report
             continue
         if args.assembly:  # what `cdk synth` wrote (make synth): reviewed as it is
             outdir = Path(args.assembly)
@@ -263,7 +264,8 @@ def cmd_review(args) -> int:
         reports[env], verdicts[env] = report, f"{'PASS' if report['pass'] else 'FAIL'} ({review.shown(str(written[0]))})"
     if len(envs) > 1:
         print("\n" + "\n".join(f"review of {env}: {verdicts[env]}" for env in envs))
-        _fleet_table(reviewed, reports)
+        _fleet_table(reviewed, reports, context, envs, {e: f"{v} (the error lines above)" for e, v in verdicts.items()
+                                                          if not v.startswith(("PASS", "FAIL"))})
     return status
 
 
@@ -299,7 +301,7 @@ def cmd_upgrade_plan(args) -> int:
             source = upgrade_plan.OfflineVersions()
             if args.from_account:
                 source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
-            sys.stdout.write(upgrade_plan.run(settings, args.to, source, write=args.write_pins, cdk_json=cdk_json))
+            sys.stdout.write(upgrade_plan.run(settings, args.to, source, write=args.write_pins, cdk_json=cdk_json, guard=len(envs) == 1))
         except config.ConfigError as err:
             if len(envs) == 1:
                 raise
@@ -314,7 +316,9 @@ def cmd_upgrade_plan(args) -> int:
             continue
         planned.append(settings)
     if len(envs) > 1:
-        _fleet_table(planned, {s.env_name: last_review(cdk_json.parent / "cdk.out", context, s.env_name) for s in planned})
+        print("\n".join(upgrade_plan.fleet_guard_lines(planned)) if not args.write_pins and planned else "")
+        _fleet_table(planned, {s.env_name: last_review(cdk_json.parent / "cdk.out", context, s.env_name) for s in planned}, context,
+                     envs, {e: "no plan (the error lines above)" for e in envs if e not in {s.env_name for s in planned}})
     return 0 if len(planned) == len(envs) else 2
 
 
