@@ -143,13 +143,27 @@ MAX_TEMPLATE_BYTES = 1_000_000
 WARN_AT = 0.8
 
 
+# Warnings about a deploy, which a review does not do: `cdk synth` and `cdk deploy` say them
+# (the chart not prepared: stacks/cluster.py), a review would only repeat them at every reviewer.
+DEPLOY_ONLY_WARNINGS = ("deploy will stop: ",)
+
+
 def load_warnings(outdir: Path) -> list[str]:
-    """The CDK warnings in the assembly (config warnings among them), as the CLI shows them."""
+    """The CDK warnings in the assembly (config warnings among them), as the CLI shows them, but
+    those only a deploy can act on."""
     found = []
     for path in sorted(outdir.glob("*.metadata.json")):
         for entries in json.loads(path.read_text()).values():
-            found += [e["data"] for e in entries if e["type"] == "aws:cdk:warning"]
+            found += [e["data"] for e in entries if e["type"] == "aws:cdk:warning" and not str(e["data"]).startswith(DEPLOY_ONLY_WARNINGS)]
     return found
+
+
+def type_label(resource_type: str) -> str:
+    """A resource type as the stack list names it: the service's type, or a custom resource's whole name
+    (Custom::AWS is CDK's AwsCustomResource, AWS SDK calls at deploy time)."""
+    if resource_type == "Custom::AWS":
+        return "Custom::AWS (SDK calls)"
+    return resource_type if resource_type.startswith("Custom::") else resource_type.split("::", 1)[1]
 
 
 def image_copies(stacks: list[StackSummary]) -> list[dict]:
@@ -517,7 +531,7 @@ def to_markdown(report: dict) -> str:
         elsewhere = st.get("environment", "").rsplit("/", 1)[-1]
         aside = f" (the pipeline's, in {elsewhere})" if elsewhere and elsewhere != report["region"] else ""
         out.append(f"{i}. `{st['name']}`{aside}: {_size_line(st)}")
-        out.append("   " + ", ".join(f"{t.split('::', 1)[1]} {n}" for t, n in st["by_type"].items()))
+        out.append("   " + ", ".join(f"{type_label(t)} {n}" for t, n in st["by_type"].items()))
     out += ["", "Exports between the stacks (a solid edge carries exports; a dotted one orders only):", ""]
     out += stack_graph(report) + [""]
     out += _copies_markdown(report.get("image_copies", []))

@@ -1,0 +1,95 @@
+"""What the review and the config's refusals say, with nothing a reader must skip: the title first
+(environment, baseline, verdict), no warning a review cannot act on, a place with its column where
+a line is not enough, no internal class name, and prices and resource types in plain words. No
+synthesis: small reports, texts and a throwaway git repository."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cli import revision
+from cli.review import cost
+from cli.review import report as review
+from infra.config import ConfigError, read_cdk_json
+
+
+def _report(**changes) -> dict:
+    report = {"env": "prod", "pass": True, "first_deploy": None, "assembly": "cdk.out",
+              "changes": {"against": "main (0123456789ab)", "callouts": [], **changes} if changes is not None else None}
+    return report
+
+
+def test_the_title_leads_with_environment_baseline_and_verdict():
+    assert review.title(_report(callouts=["PROTECTION OFF: x", "PIN REMOVED: y"])) == \
+        "# prod against main (0123456789ab): PASS, 2 to stop at"
+    failed = {**_report(), "pass": False}
+    assert review.title(failed) == "# prod against main (0123456789ab): FAIL, nothing to stop at"
+    first = {**_report(), "changes": None, "first_deploy": "main has no environment prod"}
+    assert review.title(first) == "# prod a first deploy: PASS, nothing to stop at"
+    moved = {**_report(callouts=["ENVIRONMENT MOVED: prod moves"]), "first_deploy": "main deploys prod to aws://1/x"}
+    assert review.title(moved) == "# prod a first deploy where it moves: PASS, 1 to stop at"
+
+
+def test_a_review_does_not_repeat_what_only_a_deploy_can_act_on(tmp_path):
+    # stacks/cluster.py warns "deploy will stop: ..." while the chart is not prepared: cdk synth and deploy say it.
+    entries = [{"type": "aws:cdk:warning", "data": "deploy will stop: the HyperPod dependencies chart is not prepared"},
+               {"type": "aws:cdk:warning", "data": "eks.version: 1.34 is older than ..."}]
+    (tmp_path / "hyperpod-dev-network.metadata.json").write_text(json.dumps({"/hyperpod-dev-network": entries}))
+    assert review.load_warnings(tmp_path) == ["eks.version: 1.34 is older than ..."]
+
+
+def test_resource_types_are_named_plainly_in_the_stack_list():
+    assert review.type_label("AWS::EKS::Cluster") == "EKS::Cluster"
+    assert review.type_label("Custom::AWS") == "Custom::AWS (SDK calls)"  # not "AWS 3"
+    assert review.type_label("Custom::AWSCDK-EKS-HelmChart") == "Custom::AWSCDK-EKS-HelmChart"
+
+
+def test_a_total_with_a_floor_is_at_least_not_about_at_least():
+    estimate = {"region": "us-east-1", "table_region": "us-east-1", "as_of": "2026-12-02", "hourly": 279.23, "monthly": 203838.0,
+                "floor_types": ["ml.p5.48xlarge"], "rates": "floors", "lines": [], "unpriced": [], "hourly_max": None,
+                "autoscaled": False}
+    text = "\n".join(cost.markdown(estimate))
+    assert "at least **$279.23 an hour" in text and "about at least" not in text
+    assert "about **$279.23 an hour" in "\n".join(cost.markdown({**estimate, "floor_types": []}))
+
+
+def test_a_key_written_twice_on_one_line_says_both_columns():
+    with pytest.raises(ConfigError) as err:
+        read_cdk_json('{"context": {"env": "dev", "env": "prod"}}')
+    (line,) = err.value.problems
+    assert line.startswith('cdk.json: "env" is written twice in context, at line 1, columns 14 and 28: JSON leaves')
+    with pytest.raises(ConfigError) as err:
+        read_cdk_json('{\n "a": 1,\n "a": 2\n}')
+    assert 'at line 2 and line 3:' in err.value.problems[0]
+
+
+def test_a_baseline_revision_whose_config_is_refused_says_its_first_line_not_a_class_name(tmp_path):
+    # A revision's own cli.synth refusing its config (ConfigError with .problems, whatever its module).
+    repo = tmp_path / "repo"
+    (repo / "cli").mkdir(parents=True)
+    (repo / "cli" / "__init__.py").write_text("")
+    (repo / "cli" / "synth.py").write_text(textwrap.dedent('''
+        class ConfigError(ValueError):
+            def __init__(self, problems):
+                super().__init__(problems)
+                self.problems = problems
+
+        def synthesize(context, env, outdir):
+            raise ConfigError(["region: 'us-east-9' is not an AWS region", "availability_zones: not in us-east-9"])
+    '''))
+    (repo / "cdk.json").write_text(json.dumps({"context": {}}))
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@localhost"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    with pytest.raises(revision.RevisionError) as err:
+        revision.synthesize(repo, "HEAD", commit, "dev", tmp_path / "out")
+    message = str(err.value)
+    assert message.endswith("failed: region: 'us-east-9' is not an AWS region (and 1 more)")
+    assert "ConfigError" not in message and "Traceback" not in message
