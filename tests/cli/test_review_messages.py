@@ -93,3 +93,37 @@ def test_a_baseline_revision_whose_config_is_refused_says_its_first_line_not_a_c
     message = str(err.value)
     assert message.endswith("failed: region: 'us-east-9' is not an AWS region (and 1 more)")
     assert "ConfigError" not in message and "Traceback" not in message
+
+
+def _dev(edit) -> dict:
+    from tests.conftest import CONTEXT
+
+    context = json.loads(json.dumps(CONTEXT))
+    edit(context["environments"]["dev"])
+    return context
+
+
+def _misspelt(dev: dict) -> None:
+    dev["governanse"] = dev.pop("governance")
+
+
+def _negative_gpu_count(dev: dict) -> None:
+    dev["hyperpod"]["instance_groups"][-1]["count"] = -1
+
+
+def _team_twice(dev: dict) -> None:
+    dev["governance"]["teams"].append(json.loads(json.dumps(dev["governance"]["teams"][0])))
+
+
+@pytest.mark.parametrize(("edit", "line"), [
+    (lambda d: d.update(region="us-east-9"), "region: 'us-east-9' is not an AWS region"),  # not its three zones again
+    (_misspelt, "governanse: unknown field; did you mean governance?"),  # not "sample_job.team: ... teams: (none)"
+    (_negative_gpu_count, "hyperpod.instance_groups[1].count: -1 must be 1 to 64"),  # not "-1 GPUs" / "can have (-1)"
+    (_team_twice, "governance.teams: 'ml-research' is defined twice"),  # not its quotas counted twice
+], ids=["unknown-region", "misspelt-section", "negative-count", "team-twice"])
+def test_one_mistake_is_one_line(edit, line):
+    from infra import validation
+
+    with pytest.raises(ConfigError) as err:
+        validation.load_settings(_dev(edit), "dev")
+    assert len(err.value.problems) == 1 and err.value.problems[0].startswith(f"dev: {line}"), err.value.problems
