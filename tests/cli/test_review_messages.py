@@ -6,6 +6,7 @@ synthesis: small reports, texts and a throwaway git repository."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -127,3 +128,29 @@ def test_one_mistake_is_one_line(edit, line):
     with pytest.raises(ConfigError) as err:
         validation.load_settings(_dev(edit), "dev")
     assert len(err.value.problems) == 1 and err.value.problems[0].startswith(f"dev: {line}"), err.value.problems
+
+
+def test_a_kubernetes_manifest_change_is_shown_as_the_lines_that_change():
+    # cdk diff prints a KubernetesResource's Manifest (a JSON string of several KB) whole on one line before and after.
+    from cli.review import diff_text
+
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "ml-research", "namespace": "hyperpod-ns-ml-research"},
+            "rules": [{"apiGroups": [""], "resources": [f"r{i}" for i in range(40)], "verbs": ["get", "list"]}]}
+    changed = json.loads(json.dumps(role))
+    changed["rules"][0]["verbs"] = ["get", "list", "delete"]
+    text = "\n".join([
+        "Resources",
+        "[~] Custom::AWSCDK-EKS-KubernetesResource Team/Role TeamRole1234",
+        " └─ [~] Manifest",
+        f"     ├─ [-] {json.dumps([role])}",
+        f"     └─ [+] {json.dumps([changed])}",
+    ])
+    folded = diff_text.fold(text).splitlines()
+    assert len(max(folded, key=len)) < 120  # not two lines of the whole manifest
+    assert any("[~] a value of" in line and "the lines that change:" in line for line in folded)
+    changes = [line.strip() for line in folded if line.strip()[:1] in "+-"]
+    assert [re.sub(r"\s+", " ", line) for line in changes] == ['- "list"', '+ "list",', '+ "delete"']
+    # Short values are cdk diff's own text.
+    short = "Resources\n[~] AWS::S3::Bucket Data DataABC\n └─ [~] Tags\n     ├─ [-] a\n     └─ [+] b"
+    assert diff_text.fold(short) == short
