@@ -325,3 +325,18 @@ def test_the_bases_synthesis_is_kept_between_runs_under_what_the_reviews_baselin
     assert save["if"].startswith("always() && steps.baseline.outputs.cache-hit != 'true'")
     # make synth keeps the review's cache when it clears cdk.out
     assert "! -name 'review-cache'" in (ROOT / "Makefile").read_text()
+
+
+def test_several_environments_get_the_fleets_table_in_a_summary_of_its_own(pull_request, tmp_path):
+    clone, _ = pull_request
+    job = _workflow()["jobs"]["fleet"]
+    assert job["needs"] == ["environments", "review"] and "contains(needs.environments.outputs.names, ',')" in job["if"]
+    assert job["permissions"] == {"contents": "read"}
+    ran, _, summary = _run_step(_step("fleet", "the table in the job summary"), clone, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert summary.startswith("## The fleet\n\n```\nenvironment  verdict")
+    rows = {line.split()[0]: line for line in summary.splitlines()[4:] if line and not line.startswith((" ", "-", "`"))
+            and ":" not in line.split()[0]}
+    # A row each, the config validate refuses among them; none wider than the table's 120 columns.
+    assert {"broken", "dev", "prod"} <= set(rows) and rows["broken"].split()[1] == "refused"
+    assert max(len(line) for line in summary.splitlines()) <= 120
