@@ -30,12 +30,15 @@ from bench_synth import CDK, GPU_LINE, clone
 BASELINES = Path("cdk.out") / "review-cache" / "baselines"
 
 
-def timed(cmd: list[str], cwd: Path, ok=(0,)) -> float:
+def timed(cmd: list[str], cwd: Path, ok=(0,), says: str | None = None) -> float:
+    """Seconds `cmd` took; `says`: what its stderr must say (that a cold check synthesized the base, a warm one not)."""
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(cwd)})
     took = time.perf_counter() - start
     if done.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    if says is not None and says not in done.stderr:
+        raise SystemExit(f"{' '.join(cmd)} did not say {says!r}: {done.stderr.strip()[-800:]}")
     return took
 
 
@@ -56,13 +59,14 @@ def check(project: Path, base: str, keep_baselines: bool) -> float:
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     took = timed([CDK, "synth", "--quiet", "-c", "env=dev"], project)
     # 1: the review fails the change, which still timed a whole review
+    says = "synthesized earlier from the same tree" if keep_baselines else "in a temporary worktree"
     return took + timed([str(project / ".venv" / "bin" / "python"), "-m", "cli.main", "review", "--env", "dev", "--assembly",
-                         "cdk.out", "--against", base, "--quiet"], project, ok=(0, 1))
+                         "cdk.out", "--against", base, "--quiet"], project, ok=(0, 1), says=says)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=6)
     args = parser.parse_args()
     rows: dict[str, list[float]] = {"plain": [], "cold": [], "warm": []}
     with tempfile.TemporaryDirectory(prefix="hyperpod-bench-pr-") as tmp:
