@@ -243,8 +243,9 @@ def test_a_node_moving_between_groups_is_moving_not_failed():
 
     from infra.handlers import hyperpod_nodes
 
-    settings = validation.load_settings(patched_context("dev", {}), "dev")[0]
-    sagemaker, sm = _client("sagemaker")
+    settings = validation.load_settings(patched_context("dev", {"hyperpod": {"instance_groups": [
+        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1}]}}), "dev")[0]
+    sagemaker, sm = _client("sagemaker")  # a node being moved into gpu: its target is 2 now, config says 1
     sm.add_response("describe_cluster", {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdef012345",
                                          "ClusterName": settings.hyperpod_cluster_name, "ClusterStatus": "InService",
                                          "InstanceGroups": [_group("system", "ml.m5.4xlarge", 1, 1, "UpToDate", "1.0.0"),
@@ -253,8 +254,6 @@ def test_a_node_moving_between_groups_is_moving_not_failed():
                                                                    _node("gpu", "ml.g5.8xlarge", 1),
                                                                    _node("gpu", "ml.g5.8xlarge", 2, status="AttachInProgress")]})
     sm.activate()
-    settings = validation.load_settings(patched_context("dev", {"hyperpod": {"instance_groups": [
-        {"name": "system", "instance_type": "ml.m5.4xlarge", "count": 1}, {"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 1}]}}), "dev")[0]
     gpu = {r.check: r for r in preflight.check_drift_nodes(settings, preflight.Clients(None, REGION, {"sagemaker": sagemaker}))}["drift gpu nodes"]
     assert gpu.status == "warn" and "nodes are moving in or out (MoveClusterNodes)" in gpu.detail and "Failure" not in gpu.detail
     assert "1 AttachInProgress (moving: MoveClusterNodes)" in gpu.detail
