@@ -162,6 +162,9 @@ _CALLOUT_FIELDS = {
     "EXPOSURE": ("eks.public_access_cidrs", "eks.endpoint_access"),  # where the callout is the API endpoint's
     "JOB RESTARTS": ("sample_job", "hyperpod.instance_groups[{group}]"),
     "REFUSED": ("hyperpod.instance_groups[{group}]",),  # a group's volume key; an export in use: the change's first field
+    "AUTO PATCH": ("hyperpod.instance_groups[{group}].auto_patch", "hyperpod.instance_groups[{group}]"),
+    "SUPPORT TIER": ("eks.upgrade_policy",),
+    "DELETION PROTECTION": ("eks.deletion_protection", "protection.termination_protection"),
 }
 # An optional stack's switch: what turns it off when it is left behind.
 _STACK_SWITCHES = {"sample-job": "sample_job.enabled"}

@@ -154,3 +154,17 @@ def test_a_callout_of_a_change_that_writes_no_line_of_cdk_json_is_said_in_the_su
     md = review._callout_lines({**report["changes"], "not_inline": ["TEAM REMOVED"]})
     assert md[-1] == ("Not shown inline in the pull request (TEAM REMOVED): it changes no line of cdk.json, so these stand in "
                       "code scanning and here only.")
+
+
+def test_auto_patching_a_gpu_group_and_the_clusters_policies_stand_at_their_fields(tmp_path):
+    # The callouts of cli/review/changes.py (_auto_patch, _cluster_policies) name no field themselves: their kind does.
+    def edit(prod: dict) -> None:
+        prod["hyperpod"]["instance_groups"][1]["auto_patch"] = {"strategy": "RollingUpdate"}
+        prod["eks"]["upgrade_policy"] = "STANDARD"
+
+    new = _changed("prod", edit)
+    callouts = [("AUTO PATCH: instance group gpu in hyperpod-prod-hyperpod: the next patch restarts its nodes", []),
+                ("SUPPORT TIER: EKS cluster `Cluster` in hyperpod-prod-cluster goes from EXTENDED to STANDARD support", [])]
+    placed = _placed(CONTEXT, new, "prod", tmp_path, callouts)
+    assert [(rule, line) for rule, _, line in placed] == [("change/auto-patch", '"strategy": "RollingUpdate"'),
+                                                         ("change/support-tier", '"upgrade_policy": "STANDARD"')]
