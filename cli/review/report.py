@@ -470,11 +470,11 @@ def title(report: dict) -> str:
     if report.get("left_behind"):
         return f"# {env} against {shown(changes['against'])}: not in this change's cdk.json, {len(changes['callouts'])} to stop at"
     if changes is not None and report.get("first_deploy"):
-        against = "a first deploy where it moves"
+        against = "as a first deploy where it moves"
     elif changes is not None:
         against = f"against {', '.join(shown(part) for part in changes['against'].split(', '))}"
     else:
-        against = "a first deploy" if report.get("first_deploy") else "with no baseline"
+        against = "as a first deploy" if report.get("first_deploy") else "with no baseline"
     stops = len(changes["callouts"]) if changes is not None else 0
     verdict = "PASS" if report["pass"] else "FAIL"
     return f"# {env} {against}: {verdict}, {stops or 'nothing'} to stop at"

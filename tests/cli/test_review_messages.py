@@ -31,9 +31,9 @@ def test_the_title_leads_with_environment_baseline_and_verdict():
     failed = {**_report(), "pass": False}
     assert review.title(failed) == "# prod against main (0123456789ab): FAIL, nothing to stop at"
     first = {**_report(), "changes": None, "first_deploy": "main has no environment prod"}
-    assert review.title(first) == "# prod a first deploy: PASS, nothing to stop at"
+    assert review.title(first) == "# prod as a first deploy: PASS, nothing to stop at"
     moved = {**_report(callouts=["ENVIRONMENT MOVED: prod moves"]), "first_deploy": "main deploys prod to aws://1/x"}
-    assert review.title(moved) == "# prod a first deploy where it moves: PASS, 1 to stop at"
+    assert review.title(moved) == "# prod as a first deploy where it moves: PASS, 1 to stop at"
 
 
 def test_a_review_does_not_repeat_what_only_a_deploy_can_act_on(tmp_path):
