@@ -285,7 +285,16 @@ def test_an_environment_in_another_account_at_the_base_is_reviewed_as_a_first_de
     assert outputs["status"] == "0", ran.stdout[-3000:]
     assert (f"## First deploy\n\nNote: {commits['base']} ({commits['base'][:12]}) deploys dev to aws://222222222222/us-east-1, "
             "this config to aws://111111111111/us-east-1: nothing of it is deployed there; reviewed as a first deploy.") in summary
-    assert "## What this change does" not in summary and "## Estimated deploy plan" in summary
+    # What stays in the account it leaves: a callout to stop at, its result on the account line the change wrote.
+    assert summary.startswith(f"# dev as a first deploy where it moves: PASS, 1 to stop at")
+    assert ("- **ENVIRONMENT MOVED**: dev moves from aws://222222222222/us-east-1 to aws://111111111111/us-east-1 (account): "
+            "this is a first deploy there") in summary
+    assert "hyperpod-dev-cluster" in summary.split("**ENVIRONMENT MOVED**", 1)[1].split("\n", 1)[0]
+    assert "## Estimated deploy plan" in summary
+    (result,) = [r for r in json.loads((clone / "cdk.out" / "review-dev.sarif").read_text())["runs"][0]["results"]
+                 if r["ruleId"] == "change/environment-moved"]
+    line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
+    assert '"account": "111111111111"' in (clone / "cdk.json").read_text().splitlines()[line - 1]
 
 
 def test_an_environment_the_base_lacks_is_reviewed_as_a_first_deploy(pull_request, synth, tmp_path, lint_cache, monkeypatch,

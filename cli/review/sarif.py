@@ -155,6 +155,7 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
 _CALLOUT_FIELDS = {
     "NODES REPLACED": ("hyperpod.instance_groups[{group}]",),
     "NODES ADDED": ("hyperpod.instance_groups[{group}]",),
+    "NODES REMOVED": ("hyperpod.instance_groups[{group}]", "hyperpod.instance_groups"),  # gone: the list it left
     "NODES ROLL": ("hyperpod.instance_groups[{group}]",),
     "NODE COUNT": ("hyperpod.instance_groups[{group}].count",),
     "NEW QUOTA": ("hyperpod.instance_groups[instance_type={type}].instance_type",),

@@ -168,3 +168,18 @@ def test_auto_patching_a_gpu_group_and_the_clusters_policies_stand_at_their_fiel
     placed = _placed(CONTEXT, new, "prod", tmp_path, callouts)
     assert [(rule, line) for rule, _, line in placed] == [("change/auto-patch", '"strategy": "RollingUpdate"'),
                                                          ("change/support-tier", '"upgrade_policy": "STANDARD"')]
+
+
+def test_a_removed_groups_result_stands_at_the_list_it_left_or_the_nearest_line_changed(tmp_path):
+    def edit(prod: dict) -> None:
+        prod["hyperpod"]["instance_groups"].pop()  # the GPU group goes
+        prod["hyperpod"]["instance_groups"][0]["count"] = 3  # and the system group grows
+
+    new = _changed("prod", edit)
+    project, base = _git_project(tmp_path, CONTEXT, new)
+    callout = "NODES REMOVED: instance group gpu in hyperpod-prod-hyperpod is removed; its 4 node(s) are terminated"
+    (result,) = sarif.log(_report({callout: []}, base), project, "prod")["runs"][0]["results"]
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "cdk.json" and result["properties"]["inline"] is True
+    text = (project / "cdk.json").read_text().splitlines()
+    assert text[location["region"]["startLine"] - 1].strip() == '"count": 3'
