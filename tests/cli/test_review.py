@@ -384,7 +384,8 @@ def test_the_environment_that_holds_the_pipeline_is_reviewed_whatever_regions_it
     s = synth("delivery")
     manifest = json.loads((s.outdir / "manifest.json").read_text())
     regions = {a["environment"] for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"}
-    assert regions == {"aws://111111111111/us-east-1", "aws://111111111111/eu-central-1"}
+    # dev's stacks in its account; the pipeline and its support stack in the tooling account (conftest's TOOLING_ACCOUNT)
+    assert regions == {"aws://111111111111/us-east-1", "aws://333333333333/us-east-1", "aws://333333333333/eu-central-1"}
     monkeypatch.chdir(cdk_project(patched_context("dev", CAPABILITIES["delivery"], FLEETS["delivery"]), tmp_path / "project"))
     baseline = tmp_path / "deployed"
     shutil.copytree(s.outdir, baseline, ignore=shutil.ignore_patterns("asset.*"))
