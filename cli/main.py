@@ -234,7 +234,7 @@ def cmd_review(args) -> int:
                 first_deploy = f"{err.where}: nothing of it is deployed there; reviewed as a first deploy"
                 print(f"note: {first_deploy}", file=sys.stderr)
                 if isinstance(err, changes.BaselineElsewhere) and err.context is not None and len(err.elsewhere) == 1:
-                    moved = protection.moved(err.context, context, env, err.elsewhere[0], err.target)
+                    moved = (*protection.moved(err.context, context, env, err.elsewhere[0], err.target), err.commit)
                 baseline = against = None
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)

@@ -205,14 +205,14 @@ def _copies_markdown(copies: list[dict]) -> list[str]:
 
 def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True, cache: Path | None = None,
           config: tuple[dict, str] | None = None, first_deploy: str | None = None,
-          moved: tuple[str, list[str]] | None = None) -> dict:
+          moved: tuple[str, list[str], str | None] | None = None) -> dict:
     """Every section of the review as plain data (what review.json holds). `against` is a
     cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None;
     `cache` a folder where lint findings of templates seen before are kept; `config` the
     (cdk.json context, environment) the assembly was made of, where it does not say itself;
     `first_deploy` why there is no baseline where one was asked for (the report says it); `moved`
-    the ENVIRONMENT MOVED callout and its fields where that is because the environment moved
-    (cli/review/protection.moved)."""
+    the ENVIRONMENT MOVED callout, its fields and the base commit where that is because the
+    environment moved (cli/review/protection.moved)."""
     from cli.review import approvals, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit, protection
 
     from concurrent.futures import ThreadPoolExecutor
@@ -342,7 +342,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         # A first deploy in the new place, and what stays behind in the old one: the one callout of this change.
         report["changes"] = {"against": first_deploy.split(" deploys ")[0] if first_deploy else "the baseline", "stacks_compared": [],
                              "stacks_added": [], "stacks_removed": [], "groups_replaced": {}, "changes": [],
-                             "callouts": [moved[0]], "anchors": {moved[0]: moved[1]}}
+                             "callouts": [moved[0]], "anchors": {moved[0]: moved[1]}, "revision": moved[2]}
     refused = [c for c in (report["changes"] or {}).get("callouts", []) if c.startswith("REFUSED")]
     report["pass"] = not (
         report["refused"] or report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
