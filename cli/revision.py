@@ -22,12 +22,22 @@ SHARED = (".venv", "node_modules")
 SYNTH_TIMEOUT_SECONDS = 600
 
 # Run inside the worktree, by that revision's own code: its cli.synth composes its app.py.
+# A refusal of the revision's config is its first line (and how many more), never a traceback's
+# last line naming the revision's exception class.
 _SYNTH = """
 import json, sys
 from pathlib import Path
 from cli.synth import synthesize
 context = json.loads(Path("cdk.json").read_text())["context"]
-synthesize(context, sys.argv[1], Path(sys.argv[2]))
+try:
+    synthesize(context, sys.argv[1], Path(sys.argv[2]))
+except Exception as err:
+    problems = [str(p) for p in (getattr(err, "problems", None) or [])]
+    if not problems:
+        raise
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    print(f"{problems[0]}{more}", file=sys.stderr)
+    sys.exit(2)
 """
 
 

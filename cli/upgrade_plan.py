@@ -363,8 +363,16 @@ def _migration_lines(head: str, to: str, deploy: str) -> list[str]:
     ]
 
 
+def fleet_guard_lines(fleet: list[Settings]) -> list[str]:
+    """guard_lines of several environments: what it is said once, then each environment's commands."""
+    out = guard_lines(fleet[0])[:1] if fleet else []
+    for settings in fleet:
+        out += [f"  {settings.env_name}:", *(f"  {line}" for line in guard_lines(settings)[1:])]
+    return out
+
+
 def to_text(settings: Settings, current: str, target: str, steps: list[Step], source_name: str,
-            pending: tuple[str, str] | None = None) -> str:
+            pending: tuple[str, str] | None = None, guard: bool = True) -> str:
     env = settings.env_name
     deploy = f"hyperpod-cdk validate -c env={env} && hyperpod-cdk review --env {env} && cdk deploy --all -c env={env}"
     first = []
@@ -372,9 +380,11 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         first = [f"before anything else: task governance runs {pending[0]} and config pins {pending[1]}; the next deploy's "
                  "UpdateAddon fails until the Kueue CRDs are migrated", *_migration_lines("MIGRATE FIRST", pending[1], deploy), ""]
     if not steps:
-        return "\n".join([*first, f"{env}: the cluster already runs Kubernetes {current}; nothing else to do" if first
-                           else f"{env}: the cluster already runs Kubernetes {current}; nothing to do", "",
-                           *guard_lines(settings)]) + "\n"
+        # Offline it is the config that says the version, not the cluster.
+        there = (f"the config asks for Kubernetes {current} already" if source_name == OFFLINE_SOURCE
+                 else f"the cluster already runs Kubernetes {current}")
+        return "\n".join([*first, f"{env}: {there}; nothing {'else ' if first else ''}to do",
+                           *(["", *guard_lines(settings)] if guard else [])]) + "\n"
     out = [
         *first,
         f"upgrade plan for {env}: Kubernetes {current} -> {target}, {len(steps)} step{'s' if len(steps) > 1 else ''} "
@@ -426,7 +436,7 @@ def to_text(settings: Settings, current: str, target: str, steps: list[Step], so
         out += rollback_lines(settings, step, previous)
         previous = {s.addon.name: s.version for s in step.addons}
         out.append("")
-    out += guard_lines(settings)
+    out += guard_lines(settings) if guard else []
     return "\n".join(out) + "\n"
 
 
@@ -471,9 +481,9 @@ def write_pins(settings: Settings, cdk_json, found: list[AddonStep]) -> str:
     return "\n".join([head if found else f"{settings.env_name}: every add-on is pinned already", *lines]) + "\n"
 
 
-def run(settings: Settings, target: str, source, *, write: bool = False, cdk_json=None) -> str:
+def run(settings: Settings, target: str, source, *, write: bool = False, cdk_json=None, guard: bool = True) -> str:
     """What `upgrade-plan` prints for one environment: its plan, or with --write-pins the pins it wrote."""
     if write:  # what config leaves to EKS's default of the day, pinned for the version the cluster runs
         return written_pins(settings, source, target, cdk_json)
     current, steps = build(settings, target, source)
-    return to_text(settings, current, target, steps, source.name, pending_migration(settings, source))
+    return to_text(settings, current, target, steps, source.name, pending_migration(settings, source), guard=guard)

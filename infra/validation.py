@@ -62,9 +62,14 @@ def _rules_without(raw: dict, env: str, exc: ValidationError, lines: list[str]) 
     """The rules that span fields, run on the config without the fields that failed their own
     check (each back to its default), so that one run says every problem. A rule's line about
     a failed field (or one inside it) is left out: that field's own line said it. Where the
-    config does not parse even so (a required field failed), the fields' lines are all."""
+    config does not parse even so (a required field failed), or a whole section is written under
+    an unknown name, the fields' lines are all."""
     trimmed = copy.deepcopy(raw)
     failed = []
+    if any(err["type"] == "extra_forbidden" and len(err["loc"]) == 1 for err in exc.errors(include_url=False)):
+        # A section under a name the config does not know (a misspelling): what it holds is unread, so a rule
+        # would judge the section's defaults instead ("teams: (none)") and say the same mistake again.
+        return []
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
         parent = trimmed

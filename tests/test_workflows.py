@@ -255,7 +255,7 @@ def test_an_environment_the_change_removes_is_reviewed_as_left_behind(pull_reque
     clone, commits = pull_request
     ran, outputs, summary = _review_job(clone, tmp_path, "old", commits["base"])
     assert outputs["status"] == "0", ran.stdout
-    assert summary.startswith("# Review of old: not in this change's cdk.json")
+    assert summary.startswith(f"# old against {commits['base']} ({commits['base'][:12]}): not in this change's cdk.json, 1 to stop at")
     assert (f"- **ENVIRONMENT LEFT BEHIND**: old is in the cdk.json of {commits['base']} ({commits['base'][:12]}) and not in this "
             "change's (removed or renamed): its stacks stay deployed in aws://222222222222/us-east-1 and nothing deploys them "
             "(hyperpod-old-network, ") in summary
@@ -285,7 +285,21 @@ def test_an_environment_in_another_account_at_the_base_is_reviewed_as_a_first_de
     assert outputs["status"] == "0", ran.stdout[-3000:]
     assert (f"## First deploy\n\nNote: {commits['base']} ({commits['base'][:12]}) deploys dev to aws://222222222222/us-east-1, "
             "this config to aws://111111111111/us-east-1: nothing of it is deployed there; reviewed as a first deploy.") in summary
-    assert "## What this change does" not in summary and "## Estimated deploy plan" in summary
+    # What stays in the account it leaves: a callout to stop at, its result on the account line the change wrote.
+    assert summary.startswith(f"# dev as a first deploy where it moves: PASS, 1 to stop at")
+    assert ("- **ENVIRONMENT MOVED**: dev moves from aws://222222222222/us-east-1 to aws://111111111111/us-east-1 (account): "
+            "this is a first deploy there") in summary
+    assert "hyperpod-dev-cluster" in summary.split("**ENVIRONMENT MOVED**", 1)[1].split("\n", 1)[0]
+    assert "## Estimated deploy plan" in summary
+    (result,) = [r for r in json.loads((clone / "cdk.out" / "review-dev.sarif").read_text())["runs"][0]["results"]
+                 if r["ruleId"] == "change/environment-moved"]
+    # dev's account is now defaults' (its own line removed, which the pull request did not write): the result stands
+    # on the nearest line it did write, and says where the field is.
+    from cli.review import sarif
+
+    line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
+    assert result["properties"]["inline"] is True and line in sarif.changed_lines(clone, commits["base"])
+    assert "(shown at the nearest line this change writes; the field is at line" in result["message"]["text"]
 
 
 def test_an_environment_the_base_lacks_is_reviewed_as_a_first_deploy(pull_request, synth, tmp_path, lint_cache, monkeypatch,
@@ -304,3 +318,39 @@ def test_an_environment_the_base_lacks_is_reviewed_as_a_first_deploy(pull_reques
     assert f"note: {note}" in capsys.readouterr().err
     assert f"## First deploy\n\nNote: {note}." in (tmp_path / "review-prod.md").read_text()
     assert json.loads((tmp_path / "review-prod.json").read_text())["first_deploy"] == note
+
+
+def test_the_bases_synthesis_is_kept_between_runs_under_what_the_reviews_baseline_key_covers():
+    # cli/revision.py baseline_key: the base's tree (its commit), the environment, the synthesizing libraries and
+    # Python's version (setup-python's, fixed); the review keeps baselines in cli/main.py BASELINE_CACHE under cdk.out.
+    from cli.main import BASELINE_CACHE
+
+    steps = _workflow()["jobs"]["review"]["steps"]
+    names = [s.get("name") for s in steps]
+    restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore@"))
+    save = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save@"))
+    assert restore["with"]["path"] == save["with"]["path"] == f"cdk.out/{BASELINE_CACHE}"
+    key = restore["with"]["key"]
+    for part in ("matrix.env", "needs.environments.outputs.base", "'pyproject.toml'", "'package-lock.json'"):
+        assert part in key
+    assert save["with"]["key"] == "${{ steps.baseline.outputs.cache-primary-key }}" and restore["id"] == "baseline"
+    # restored before the review reads it, saved after it whatever the verdict, and only where something new was made
+    assert names.index(restore["name"]) < names.index("validate, synth and review against the base") < names.index(save["name"])
+    assert save["if"].startswith("always() && steps.baseline.outputs.cache-hit != 'true'")
+    # make synth keeps the review's cache when it clears cdk.out
+    assert "! -name 'review-cache'" in (ROOT / "Makefile").read_text()
+
+
+def test_several_environments_get_the_fleets_table_in_a_summary_of_its_own(pull_request, tmp_path):
+    clone, _ = pull_request
+    job = _workflow()["jobs"]["fleet"]
+    assert job["needs"] == ["environments", "review"] and "contains(needs.environments.outputs.names, ',')" in job["if"]
+    assert job["permissions"] == {"contents": "read"}
+    ran, _, summary = _run_step(_step("fleet", "the table in the job summary"), clone, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert summary.startswith("## The fleet\n\n```\nenvironment  verdict")
+    rows = {line.split()[0]: line for line in summary.splitlines()[4:] if line and not line.startswith((" ", "-", "`"))
+            and ":" not in line.split()[0]}
+    # A row each, the config validate refuses among them; none wider than the table's 120 columns.
+    assert {"broken", "dev", "prod"} <= set(rows) and rows["broken"].split()[1] == "refused"
+    assert max(len(line) for line in summary.splitlines()) <= 120

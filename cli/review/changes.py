@@ -63,8 +63,11 @@ class BaselineNew(FirstDeploy):
 class BaselineElsewhere(FirstDeploy):
     """The baseline's stacks deploy to another account or region: nothing of it is where this deploys."""
 
-    def __init__(self, description: str, elsewhere: list[str], env: str, target: str, revision: bool = False):
-        self.revision = revision
+    def __init__(self, description: str, elsewhere: list[str], env: str, target: str, revision: bool = False,
+                 context: dict | None = None, commit: str | None = None):
+        self.revision, self.elsewhere, self.target = revision, elsewhere, target
+        self.context = context  # the revision's cdk.json context, where it was read: what stays behind (ENVIRONMENT MOVED)
+        self.commit = commit  # the revision's commit: the lines of cdk.json the change wrote (cli/review/sarif.py)
         self.where = f"{description} deploys {env} to {', '.join(elsewhere)}, this config to {target}"
         super().__init__(f"--against {self.where}; a baseline of another account or region compares nothing")
 
@@ -184,7 +187,7 @@ def _revision(repo: Path, spec: str, commit: str, env: str, cache: Path | None, 
         block = config_diff.merged(committed, env)
         where = f"aws://{block.get('account')}/{block.get('region')}"
         if target is not None and isinstance(block.get("account"), str) and isinstance(block.get("region"), str) and where != target:
-            raise BaselineElsewhere(description, [where], env, target, revision=True)
+            raise BaselineElsewhere(description, [where], env, target, revision=True, context=committed, commit=commit)
     kept = cache / revision.baseline_key(repo, commit, env) if cache is not None else None
     if kept is not None and (kept / "manifest.json").is_file():
         kept.touch()  # the most recently used are kept longest

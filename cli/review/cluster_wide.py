@@ -157,7 +157,8 @@ def compare(before: list[StackSummary], after: list[StackSummary], env: str | No
     for name in sorted(old_addons.keys() & new_addons.keys()):
         a, b = old_addons[name], new_addons[name]
         if a.get("AddonVersion") != b.get("AddonVersion"):
-            lines.append(f"Add-on {name} version {a.get('AddonVersion') or '(EKS default)'} -> {b.get('AddonVersion') or '(EKS default)'}")
+            unpinned = "(unpinned: EKS keeps the installed version)"
+            lines.append(f"Add-on {name} version {a.get('AddonVersion') or unpinned} -> {b.get('AddonVersion') or unpinned}")
         ca, cb = _json(a.get("ConfigurationValues")), _json(b.get("ConfigurationValues"))
         if ca != cb:
             lines.append(f"Add-on {name} configuration: {'; '.join(_moves(ca, cb))}")

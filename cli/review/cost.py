@@ -248,7 +248,7 @@ def markdown(cost: dict, change: dict | None = None) -> list[str]:
             total += f", up to ${cost['hourly_max']:,.2f} an hour (${cost['monthly_max']:,.0f} a month) with the autoscaled groups at their most"
         elif cost.get("autoscaled"):
             total += " (the autoscaled groups' most is not known)"
-        total = "about " + total
+        total = total if floor else "about " + total  # a floor is already a bound: not "about at least"
     out = [
         "## Estimated cost",
         "",

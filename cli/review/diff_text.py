@@ -3,7 +3,8 @@
 - Resources whose diffs are the same (the node gate's links, which all carry the group counts)
   are folded into the first, with the others named and counted.
 - A value of many lines (an alert rule group's YAML) that cdk diff prints whole before and
-  after is shown as the lines that change, with a line of context.
+  after is shown as the lines that change, with a line of context; so is a value of one long
+  line that is JSON (a Kubernetes manifest, several KB on one line), laid out a field a line.
 
 Everything else is `cdk diff`'s own text.
 """
@@ -19,6 +20,23 @@ _SECTION = re.compile(r"^(?:Resources|Outputs|Parameters|Conditions|Mappings|Oth
 _TREE = re.compile(r"^([ │]*[├└]─ )\[([+\-~ ])\] ?(.*)$")  # ` ├─ [-] value`
 # A value shown on more lines than this is summarized.
 LONG_VALUE = 4
+# A value of one line longer than this is laid out on lines where it reads as JSON.
+LONG_LINE = 200
+
+
+def _lines_of(value: list[str]) -> list[str]:
+    """A value's lines; one long line of JSON (or of a JSON string holding JSON) a field a line."""
+    import json
+
+    if len(value) != 1 or len(value[0]) <= LONG_LINE:
+        return value
+    try:
+        doc = json.loads(value[0])
+        if isinstance(doc, str):
+            doc = json.loads(doc)
+    except ValueError:
+        return value
+    return json.dumps(doc, indent=1).splitlines() if isinstance(doc, (dict, list)) else value
 
 
 def fold(text: str) -> str:
@@ -96,9 +114,10 @@ def _summarized(body: list[str]) -> list[str]:
         entry = entries[i]
         first = _TREE.match(entry[0])
         after = _TREE.match(entries[i + 1][0]) if i + 1 < len(entries) else None
-        if first and after and first.group(2) == "-" and after.group(2) == "+" and max(len(entry), len(entries[i + 1])) > LONG_VALUE:
-            old = _trimmed([first.group(3), *entry[1:]])
-            new = _trimmed([after.group(3), *entries[i + 1][1:]])
+        pair = first and after and first.group(2) == "-" and after.group(2) == "+"
+        old = _lines_of(_trimmed([first.group(3), *entry[1:]])) if pair else []
+        new = _lines_of(_trimmed([after.group(3), *entries[i + 1][1:]])) if pair else []
+        if pair and max(len(old), len(new), len(entry), len(entries[i + 1])) > LONG_VALUE:
             indent = " " * len(first.group(1))
             out.append(f"{first.group(1)}[~] a value of {len(old)} -> {len(new)} lines; the lines that change:")
             for line in difflib.unified_diff(old, new, lineterm="", n=1):

@@ -17,125 +17,19 @@ action or a change CloudFormation would refuse.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 from cli.review.assembly import PACK_NAMES, StackSummary, load_nag, load_refusals, load_stacks, region_of
-
-# cfn-lint warnings we accept on purpose, with why, and the message each must match.
-# Anything else is shown as a finding.
-ACCEPTED_LINT_WARNINGS = {
-    "W3010": "availability zones are explicit by design: synth stays offline and GPU capacity is AZ-specific",
-    "W3005": "redundant DependsOn inside CDK-built custom-resource providers (kubectl, bucket deployment, auto-delete, "
-    "the readiness gate's waiter state machine) and CDK Pipelines' pipeline on its own role",
-    "W8003": "without a prepared chart, every stack carries a rule that is false on purpose: deploy stops at the first "
-    "change set with the command that prepares it",
-    "E3006": "a resource type missing from cfn-lint's region list, an offline snapshot (in 1.58 us-west-2 lacks "
-    "ClusterSchedulerConfig, ap-northeast-1 ComputeQuota): a warning, as validate says; preflight asks the account's "
-    "CloudFormation (DescribeType)",
-}
-# cfn-lint's E3006 for a type that exists, but not in its list for the template's region.
-_REGION_SNAPSHOT = r"^Resource type '([\w:]+)' does not exist in '[a-z0-9-]+'$"
-_ACCEPTED_MESSAGES = {
-    "W3010": r"availability zones",
-    "W3005": r"^'\w*(ServiceRole|CustomResourceProviderRole|waiterstatemachineRole|PipelineRole)\w*' dependency",
-    "W8003": r"^\['not prepared', 'prepared'\] will always return False$",
-    "E3006": _REGION_SNAPSHOT,
-}
-
-
-@dataclass
-class LintFinding:
-    rule: str
-    level: str
-    message: str
-    stack: str
-    path: str
-
-    @property
-    def accepted(self) -> bool:
-        pattern = _ACCEPTED_MESSAGES.get(self.rule)
-        return self.level == "warning" and pattern is not None and re.search(pattern, self.message) is not None
-
+from cli.review.lint import (  # noqa: F401  (the review's lint, as its callers and tests name it)
+    ACCEPTED_LINT_WARNINGS, LINT_CACHE_KEEP, LintFinding, _level, _lint_key, _lint_one, lint,
+)
 
 # The callouts of nodes starting, which a refused update never gets to.
 ROLL_KINDS = ("NODES REPLACED", "NODES ROLL", "NEW NODES ONLY", "JOB RESTARTS")
-
-# Template findings kept in the lint cache (the least recently used beyond these are removed).
-LINT_CACHE_KEEP = 200
-
-
-def lint(outdir: Path, stacks: list[StackSummary], cache: Path | None = None) -> list[LintFinding]:
-    """cfn-lint with its bundled resource schemas, over every template. With `cache`, a
-    template linted before (the same text, region and cfn-lint) is not linted again: a
-    change to one stack lints that stack."""
-    findings = []
-    region = region_of(outdir)
-    for stack in stacks:
-        path = outdir / stack.template_file
-        key = _lint_key(path.read_bytes(), region) if cache is not None else None
-        kept = cache / f"{key}.json" if key else None
-        if kept is not None and kept.is_file():
-            kept.touch()
-            found = json.loads(kept.read_text())
-        else:
-            found = _lint_one(path, region)
-            if kept is not None:
-                cache.mkdir(parents=True, exist_ok=True)
-                kept.with_suffix(".part").write_text(json.dumps(found))
-                kept.with_suffix(".part").rename(kept)
-        findings += [LintFinding(rule=r, level=_level(r, m), message=m, stack=stack.name, path=p) for r, m, p in found]
-    if cache is not None and cache.is_dir():
-        entries = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[LINT_CACHE_KEEP:]:
-            old.unlink(missing_ok=True)
-    return findings
-
-
-def _lint_one(path: Path, region: str) -> list[tuple[str, str, str]]:
-    """cfn-lint's findings on one template, as `cfn-lint --regions REGION FILE` gives them."""
-    from cfnlint.runner.template.runner import run_template_by_file_path  # slow import: only when linting
-
-    runner = _cfn_lint(region)
-    return [
-        (match.rule.id, match.message, "/".join(str(p) for p in (match.path or [])))
-        for match in run_template_by_file_path(str(path), runner.config, runner.rules, ignore_bad_template=False)
-    ]
-
-
-@functools.cache
-def _cfn_lint(region: str):
-    """cfn-lint's runner for `region`, made once per process: making one loads every rule (about
-    0.4 s, as long as linting a small template), which cfn-lint's lint_file does per file. Each
-    template's own cfn-lint metadata is read per template (ConfigMixIn.set_template_args)."""
-    from cfnlint.config import ConfigMixIn, ManualArgs
-    from cfnlint.runner.cli import Runner
-
-    return Runner(ConfigMixIn([], **ManualArgs(regions=[region])))
-
-
-def _lint_key(template: bytes, region: str) -> str:
-    import hashlib
-    from importlib.metadata import version
-
-    return hashlib.sha256(template + f"\n{region}\ncfn-lint=={version('cfn-lint')}".encode()).hexdigest()[:32]
-
-
-def _level(rule_id: str, message: str) -> str:
-    found = re.search(_REGION_SNAPSHOT, message) if rule_id == "E3006" else None
-    if found:
-        from infra import cfn_schema
-
-        # A type some region lists: whether this region offers it is the account's answer
-        # (preflight), not the snapshot's. A type no region lists is an error.
-        return "warning" if cfn_schema.regions_with([found.group(1)]) else "error"
-    return {"E": "error", "W": "warning", "I": "info"}.get(rule_id[0], "error")
-
 
 # CloudFormation's per-template limits.
 MAX_RESOURCES = 500
@@ -143,13 +37,27 @@ MAX_TEMPLATE_BYTES = 1_000_000
 WARN_AT = 0.8
 
 
+# Warnings about a deploy, which a review does not do: `cdk synth` and `cdk deploy` say them
+# (the chart not prepared: stacks/cluster.py), a review would only repeat them at every reviewer.
+DEPLOY_ONLY_WARNINGS = ("deploy will stop: ",)
+
+
 def load_warnings(outdir: Path) -> list[str]:
-    """The CDK warnings in the assembly (config warnings among them), as the CLI shows them."""
+    """The CDK warnings in the assembly (config warnings among them), as the CLI shows them, but
+    those only a deploy can act on."""
     found = []
     for path in sorted(outdir.glob("*.metadata.json")):
         for entries in json.loads(path.read_text()).values():
-            found += [e["data"] for e in entries if e["type"] == "aws:cdk:warning"]
+            found += [e["data"] for e in entries if e["type"] == "aws:cdk:warning" and not str(e["data"]).startswith(DEPLOY_ONLY_WARNINGS)]
     return found
+
+
+def type_label(resource_type: str) -> str:
+    """A resource type as the stack list names it: the service's type, or a custom resource's whole name
+    (Custom::AWS is CDK's AwsCustomResource, AWS SDK calls at deploy time)."""
+    if resource_type == "Custom::AWS":
+        return "Custom::AWS (SDK calls)"
+    return resource_type if resource_type.startswith("Custom::") else resource_type.split("::", 1)[1]
 
 
 def image_copies(stacks: list[StackSummary]) -> list[dict]:
@@ -190,13 +98,16 @@ def _copies_markdown(copies: list[dict]) -> list[str]:
 
 
 def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: bool = True, cache: Path | None = None,
-          config: tuple[dict, str] | None = None, first_deploy: str | None = None) -> dict:
+          config: tuple[dict, str] | None = None, first_deploy: str | None = None,
+          moved: tuple[str, list[str], str | None] | None = None) -> dict:
     """Every section of the review as plain data (what review.json holds). `against` is a
     cli.changes.Baseline (already read, so synthesizing can never overwrite it) or None;
     `cache` a folder where lint findings of templates seen before are kept; `config` the
     (cdk.json context, environment) the assembly was made of, where it does not say itself;
-    `first_deploy` why there is no baseline where one was asked for (the report says it)."""
-    from cli.review import approvals, cdk_diff, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit
+    `first_deploy` why there is no baseline where one was asked for (the report says it); `moved`
+    the ENVIRONMENT MOVED callout, its fields and the base commit where that is because the
+    environment moved (cli/review/protection.moved)."""
+    from cli.review import approvals, cdk_diff, changes, config_diff, cost, deltas, deploy_plan, exposure, iam_audit, protection
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -284,6 +195,7 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
     }
     if against is not None:
         report["changes"] = changes.compare(against, stacks, region)
+        report["changes"]["revision"] = against.revision  # the base commit: the lines the change wrote (cli/review/sarif.py)
         # The config fields the change touches, where both sides say what they were made of: the
         # cause each finding is shown at.
         if against.context is not None and config:
@@ -303,6 +215,10 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
             lines, anchors, notes = approvals.compare(against.context, config[0], config[1])
             report["changes"]["callouts"] += lines
             report["changes"]["anchors"].update(anchors)
+            # What the change takes away from protection, isolation or currency, before and after.
+            weakened = protection.compare(against.context, config[0], config[1], before, stacks, [s.name for s in stacks])
+            report["changes"]["callouts"] += [text for text, _ in weakened]
+            report["changes"]["anchors"].update(dict(weakened))
             if notes:
                 report["changes"]["notes"] = report["changes"].get("notes", []) + notes
         refused = any(c.startswith("REFUSED:") for c in report["changes"]["callouts"])
@@ -316,6 +232,11 @@ def build(outdir: Path, *, against=None, with_lint: bool = True, with_cdk_diff: 
         ] if report["changes"]["changes"] else []
         if diffed is not None:
             report["changes"]["cdk_diff"] = diffed.result()
+    if moved is not None and report["changes"] is None:
+        # A first deploy in the new place, and what stays behind in the old one: the one callout of this change.
+        report["changes"] = {"against": first_deploy.split(" deploys ")[0] if first_deploy else "the baseline", "stacks_compared": [],
+                             "stacks_added": [], "stacks_removed": [], "groups_replaced": {}, "changes": [],
+                             "callouts": [moved[0]], "anchors": {moved[0]: moved[1]}, "revision": moved[2]}
     refused = [c for c in (report["changes"] or {}).get("callouts", []) if c.startswith("REFUSED")]
     report["pass"] = not (
         report["refused"] or report["nag"]["errors"] or [f for f in findings if f.level == "error"] or report["iam"]["unknown_actions"] or refused
@@ -372,6 +293,14 @@ def shown(path: str) -> str:
 
 
 def _callout_lines(changes: dict) -> list[str]:
+    if changes.get("not_inline"):
+        kinds = ", ".join(dict.fromkeys(changes["not_inline"]))
+        return _stop_lines(changes) + ["", f"Not shown inline in the pull request ({kinds}): it changes no line of cdk.json, "
+                                       "so these stand in code scanning and here only."]
+    return _stop_lines(changes)
+
+
+def _stop_lines(changes: dict) -> list[str]:
     if not changes["callouts"]:
         return [
             "Nothing a reviewer must stop at: no replaced cluster, bucket or key, no node replacement, no export in use lost, "
@@ -379,7 +308,7 @@ def _callout_lines(changes: dict) -> list[str]:
             "management on `*`, no added or widened exposure, no team added, removed or re-quoted, no access gained or lost, "
             "no cluster-wide change to running work, no restart of the running job, no Kubernetes version change, no change to "
             "node recovery or to the network's way to the internet, no team guarantee left unbacked, no approval in the "
-            "pipeline removed or added, no pipeline moved."
+            "pipeline removed or added, no pipeline moved, no protection turned off, no Pod Security lowered, no add-on pin removed."
         ]
     return [f"- **{c.split(':', 1)[0]}**:{c.split(':', 1)[1]}" for c in changes["callouts"]]
 
@@ -427,11 +356,33 @@ def _first_deploy_lines(report: dict) -> list[str]:
     return ["## First deploy", "", f"Note: {report['first_deploy']}.", ""] if report.get("first_deploy") else []
 
 
+def title(report: dict) -> str:
+    """The review's first line: the environment, what it is compared with, the verdict and how many
+    callouts a reviewer must stop at, before anything else (the assembly is named below it)."""
+    changes = report.get("changes")
+    env = report.get("env") or "the app"
+    if report.get("left_behind"):
+        return f"# {env} against {shown(changes['against'])}: not in this change's cdk.json, {len(changes['callouts'])} to stop at"
+    if changes is not None and report.get("first_deploy"):
+        against = "as a first deploy where it moves"
+    elif changes is not None:
+        against = f"against {', '.join(shown(part) for part in changes['against'].split(', '))}"
+    else:
+        against = "as a first deploy" if report.get("first_deploy") else "with no baseline"
+    stops = len(changes["callouts"]) if changes is not None else 0
+    verdict = "PASS" if report["pass"] else "FAIL"
+    return f"# {env} {against}: {verdict}, {stops or 'nothing'} to stop at"
+
+
+def _assembly_line(report: dict) -> list[str]:
+    return [f"Review of the assembly {shown(report['assembly'])}.", ""] if report.get("assembly") else []
+
+
 def quiet_markdown(report: dict) -> str:
     """The verdict, the callouts and the deltas: what `review --quiet` prints."""
     if report.get("left_behind"):
         return to_markdown(report)
-    out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
+    out = [title(report), ""] + _assembly_line(report) + _first_deploy_lines(report)
     changes = report["changes"]
     if changes is not None:
         against = ", ".join(shown(part) for part in changes["against"].split(", "))
@@ -460,10 +411,10 @@ def to_markdown(report: dict) -> str:
     if report.get("left_behind"):
         left = report["left_behind"]
         against = shown(report["changes"]["against"])
-        return "\n".join([f"# Review of {left['env']}: not in this change's cdk.json", "", f"## What this change does (against {against})",
+        return "\n".join([title(report), "", f"## What this change does (against {against})",
                           ""] + _callout_lines(report["changes"]) + ["", "Nothing is synthesized: this change has no such environment.",
                                                                     "", "PASS" if report["pass"] else "FAIL", ""])
-    out = [f"# Review of {shown(report['assembly'])}", ""] + _first_deploy_lines(report)
+    out = [title(report), ""] + _assembly_line(report) + _first_deploy_lines(report)
     if report["changes"] is not None:
         out += _changes_markdown(report["changes"])
     if report["warnings"]:
@@ -474,7 +425,7 @@ def to_markdown(report: dict) -> str:
         elsewhere = st.get("environment", "").rsplit("/", 1)[-1]
         aside = f" (the pipeline's, in {elsewhere})" if elsewhere and elsewhere != report["region"] else ""
         out.append(f"{i}. `{st['name']}`{aside}: {_size_line(st)}")
-        out.append("   " + ", ".join(f"{t.split('::', 1)[1]} {n}" for t, n in st["by_type"].items()))
+        out.append("   " + ", ".join(f"{type_label(t)} {n}" for t, n in st["by_type"].items()))
     out += ["", "Exports between the stacks (a solid edge carries exports; a dotted one orders only):", ""]
     out += stack_graph(report) + [""]
     out += _copies_markdown(report.get("image_copies", []))
@@ -549,7 +500,13 @@ def write(report: dict, base: Path) -> tuple[Path, Path, Path]:
     from cli.review import sarif
 
     md, js, sa = base.with_suffix(".md"), base.with_suffix(".json"), base.with_suffix(".sarif")
+    log = sarif.log(report)
+    results = log["runs"][0]["results"]
+    if report.get("changes") is not None and any("inline" in r.get("properties", {}) for r in results):
+        # Callouts GitHub cannot show on a line of the pull request (it changed no line of cdk.json): the summary says so.
+        report["changes"]["not_inline"] = [r["message"]["text"].split(":", 1)[0] for r in results
+                                           if r.get("properties", {}).get("inline") is False]
     md.write_text(to_markdown(report))
     js.write_text(json.dumps(report, indent=2))
-    sa.write_text(json.dumps(sarif.log(report), indent=2))
+    sa.write_text(json.dumps(log, indent=2))
     return md, js, sa

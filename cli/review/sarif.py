@@ -14,7 +14,6 @@ integrating-with-code-scanning/sarif-support-for-code-scanning.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import os
@@ -22,7 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra import json_text, naming
+from cli.review.cdk_json import CdkJson
+from infra import naming
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 TOOL = "hyperpod-cdk review"
@@ -80,6 +80,15 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
     "NODES ROLL": ("Every node of an instance group rolls", "What the group's nodes are made with changes (an AMI "
                    "release, the lifecycle script, deep health checks, volumes): HyperPod rolls them, and the gates wait "
                    "for the group again."),
+    "PROTECTION OFF": ("An environment's protection is turned off", "protection.retain_data or "
+                       "protection.termination_protection goes from true to false: data is deleted with its stacks, or "
+                       "one delete removes the stacks."),
+    "POD SECURITY LOWERED": ("A team's Pod Security Standard is lowered", "A team's namespace enforces a weaker Pod "
+                             "Security Standard (restricted -> baseline): its pods may run as root on shared nodes."),
+    "PIN REMOVED": ("An add-on's pinned version is unset", "EKS keeps the installed version and no update moves it; the "
+                    "config no longer says which version runs."),
+    "ENVIRONMENT MOVED": ("An environment moves to another account or region", "A first deploy in the new place, while "
+                          "the old stacks, their data and their cost stay behind and nothing deploys them."),
     "NODES ADDED": ("A new instance group", "An instance group is added: new nodes start, with their deep health checks."),
     "NODES REMOVED": ("An instance group is removed", "An instance group leaves the cluster and its nodes are terminated."),
     "NODE COUNT": ("An instance group's node count changes", "Nodes are added to or taken from an instance group."),
@@ -150,6 +159,7 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
 _CALLOUT_FIELDS = {
     "NODES REPLACED": ("hyperpod.instance_groups[{group}]",),
     "NODES ADDED": ("hyperpod.instance_groups[{group}]",),
+    "NODES REMOVED": ("hyperpod.instance_groups[{group}]", "hyperpod.instance_groups"),  # gone: the list it left
     "NODES ROLL": ("hyperpod.instance_groups[{group}]",),
     "NODE COUNT": ("hyperpod.instance_groups[{group}].count",),
     "NEW QUOTA": ("hyperpod.instance_groups[instance_type={type}].instance_type",),
@@ -157,13 +167,17 @@ _CALLOUT_FIELDS = {
     "EXPOSURE": ("eks.public_access_cidrs", "eks.endpoint_access"),  # where the callout is the API endpoint's
     "JOB RESTARTS": ("sample_job", "hyperpod.instance_groups[{group}]"),
     "REFUSED": ("hyperpod.instance_groups[{group}]",),  # a group's volume key; an export in use: the change's first field
+    "AUTO PATCH": ("hyperpod.instance_groups[{group}].auto_patch", "hyperpod.instance_groups[{group}]"),
+    "SUPPORT TIER": ("eks.upgrade_policy",),
+    "DELETION PROTECTION": ("eks.deletion_protection", "protection.termination_protection"),
 }
 # An optional stack's switch: what turns it off when it is left behind.
 _STACK_SWITCHES = {"sample-job": "sample_job.enabled"}
 # Callouts that fail the review (it exits 1) are errors; those marked information are notes.
 # An approval gone or the pipeline moved is an error in code scanning, whose check fails on one until
 # a person dismisses the alert: the review itself passes, as the change is not refused.
-_CALLOUT_LEVELS = {"REFUSED": "error", "NARROWED": "note", "APPROVAL REMOVED": "error", "PIPELINE MOVED": "error"}
+_CALLOUT_LEVELS = {"REFUSED": "error", "NARROWED": "note", "APPROVAL REMOVED": "error", "PIPELINE MOVED": "error",
+                   "PROTECTION OFF": "error", "ENVIRONMENT MOVED": "error"}
 
 
 @dataclass(frozen=True)
@@ -184,89 +198,6 @@ class Place:
                            "endLine": self.line, "endColumn": self.end_column},
             }
         }
-
-
-# -- where a config field is written in cdk.json --------------------------------------------
-
-def _positions(text: str) -> dict[tuple, tuple[int, int]]:
-    """Every member and element of a JSON text: its path -> (the offset where it starts, at its
-    key for a member, and the offset where its value ends)."""
-    return {path: (start, end) for path, start, end in json_text.members(text)}
-
-
-def _steps(field: str, merged: dict) -> tuple | None:
-    """`hyperpod.instance_groups[gpu].count` -> ("hyperpod", "instance_groups", 1, "count"), read
-    against the environment's merged config: an index in brackets stays a number, a name is the
-    item of that name ([gpu]; [instance_type=ml.p5.48xlarge] the first whose field has that
-    value), and in a list of plain values the value itself ([arn:aws:iam::...:role/x])."""
-    steps: list = []
-    value = merged
-    for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", field):
-        if not part.startswith("["):
-            steps.append(part)
-            value = value.get(part) if isinstance(value, dict) else None
-            continue
-        inner = part[1:-1]
-        items = value if isinstance(value, list) else []
-        if inner.isdigit():
-            index = int(inner)
-        else:
-            key, _, want = inner.rpartition("=")
-            found = [i for i, item in enumerate(items)
-                     if (item.get(key or "name") if isinstance(item, dict) else (None if key else item)) == want]
-            if not found:
-                return None
-            index = found[0]
-        steps.append(index)
-        value = items[index] if index < len(items) else None
-    return tuple(steps)
-
-
-class CdkJson:
-    """cdk.json's text and where each of an environment's fields is written in it."""
-
-    def __init__(self, path: Path, env: str):
-        from cli.review.config_diff import merged
-
-        self.path, self.env = path, env
-        self.text = path.read_text()
-        self.context = json.loads(self.text).get("context", {})
-        self.merged = merged(self.context, env)
-        self.positions = _positions(self.text)
-        self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
-
-    def where(self, field: str) -> tuple[int, int, int] | None:
-        """(line, first column, column after the end) of `field` as this environment gets it:
-        from its own block where written there, else from `defaults` (mappings merge key by
-        key, anything else is replaced whole, as infra.config.deep_merge does); None where
-        cdk.json does not write it (its default is in code)."""
-        steps = _steps(field, self.merged)
-        if not steps:
-            return None
-        blocks = (("environments", self.env), ("defaults",))
-        for block in blocks:
-            found = self.positions.get(("context", *block, *steps))
-            if found:
-                return self._region(*found)
-            value = (self.context.get("environments") or {}).get(self.env) if len(block) == 2 else self.context.get("defaults")
-            for step in steps[:-1]:
-                value = value.get(step) if isinstance(value, dict) else None
-                if value is None:
-                    break
-                if not isinstance(value, dict):
-                    return None  # a list or value written here replaces the other block's whole
-        return None
-
-    def _region(self, start: int, end: int) -> tuple[int, int, int]:
-        line = bisect.bisect_right(self.line_starts, start) - 1
-        line_end = self.text.find("\n", start)
-        line_end = len(self.text) if line_end == -1 else line_end
-        offset = self.line_starts[line]
-        return line + 1, start - offset + 1, min(end, line_end) - offset + 1
-
-    def env_entry(self) -> tuple[int, int, int] | None:
-        found = self.positions.get(("context", "environments", self.env))
-        return self._region(found[0], found[0] + len(self.env) + 2) if found else None
 
 
 # -- where everything else is: the stack's own source ----------------------------------------
@@ -528,6 +459,47 @@ def environment_of(report: dict, cdk_json: Path) -> str | None:
     return None
 
 
+def changed_lines(project: Path, revision: str | None) -> set[int] | None:
+    """The lines of cdk.json this change writes (added or rewritten) against the base `revision`'s,
+    None where that cannot be read (no revision, no git, no cdk.json there): GitHub shows a code
+    scanning alert in a pull request only on a line it changed."""
+    import difflib
+    import subprocess
+
+    cdk_json = project / "cdk.json"
+    if not revision or not cdk_json.is_file():
+        return None
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project, capture_output=True, text=True)
+    if top.returncode != 0:
+        return None
+    relative = cdk_json.resolve().relative_to(Path(top.stdout.strip()).resolve()).as_posix()
+    base = subprocess.run(["git", "show", f"{revision}:{relative}"], cwd=project, capture_output=True, text=True)
+    if base.returncode != 0:
+        return None
+    matcher = difflib.SequenceMatcher(None, base.stdout.splitlines(), cdk_json.read_text().splitlines(), autojunk=False)
+    return {line + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert") for line in range(j1, j2)}
+
+
+def _inline(result: dict, changed: set[int], text: list[str]) -> bool:
+    """Move a change callout's result in cdk.json to the nearest line the change wrote, where its own
+    line is not one (a removed team or group, whose lines are gone: the list it left, or the line the
+    removal rewrote); False where the change wrote no line of cdk.json at all."""
+    location = result["locations"][0]["physicalLocation"]
+    if location["artifactLocation"]["uri"].rsplit("/", 1)[-1] != "cdk.json":
+        return False
+    region = location["region"]
+    if region["startLine"] in changed:
+        return True
+    if not changed:
+        return False
+    line = min(changed, key=lambda n: (abs(n - region["startLine"]), n))
+    body = text[line - 1] if line <= len(text) else ""
+    indent = len(body) - len(body.lstrip())
+    result["message"]["text"] += f" (shown at the nearest line this change writes; the field is at line {region['startLine']})"
+    region.update(startLine=line, endLine=line, startColumn=indent + 1, endColumn=max(len(body), indent + 1) + 1)
+    return True
+
+
 def log(report: dict, project: Path | None = None, env: str | None = None) -> dict:
     """The SARIF log of `report`. `project` is the folder of cdk.json (default: the nearest
     above the current folder, as the CLI finds it); `env` the environment (default: the
@@ -537,6 +509,13 @@ def log(report: dict, project: Path | None = None, env: str | None = None) -> di
         project = next((p for p in (here, *here.parents) if (p / "cdk.json").is_file()), here)
     env = env or environment_of(report, project / "cdk.json")
     results = findings(report, Places(project, env))
+    changes = report.get("changes") or {}
+    changed = changed_lines(project, changes.get("revision"))
+    if changed is not None:  # a pull request's review: each callout on a line it changed, or said where it is not
+        text = (project / "cdk.json").read_text().splitlines()
+        for result in results:
+            if result["ruleId"].startswith("change/"):
+                result.setdefault("properties", {})["inline"] = _inline(result, changed, text)
     nag, lint = _nag_descriptions(report), _lint_descriptions(report)
     rules = [_rule(rule_id, nag, lint) for rule_id in sorted({r["ruleId"] for r in results})]
     index = {rule["id"]: i for i, rule in enumerate(rules)}

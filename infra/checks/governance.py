@@ -25,7 +25,11 @@ def check_governance(s: Settings, p: Problems):
         p.error("governance.teams", b, f"and {a!r} differ only in punctuation, which CloudFormation logical ids drop; rename one")
     capacity = s.resource_capacity()
     sound_teams = []
+    seen: set[str] = set()
     for i, team in enumerate(g.teams):
+        if team.name in seen:
+            continue  # a team defined twice is one line (above): its second copy's fields would say the first's again
+        seen.add(team.name)
         path = f"governance.teams[{i}]"
         _check_team_name(s, team, path, p)
         if team.borrow_limit is not None and team.sharing != "LendAndBorrow":
@@ -44,6 +48,8 @@ def check_governance(s: Settings, p: Problems):
     # Per instance type, the first kind the teams' quotas together take more of than the groups
     # have (whole instances first, memory last): one line a type.
     for over in admission.oversubscribed(sound_teams, capacity):
+        if over.have < 0:
+            continue  # a group's count below 0 is refused on its own line
         spec = catalogue.lookup(over.instance_type)
         teams = ", ".join(t for t, n in over.asks if n)
         line = (f"governance.teams: quotas for {over.instance_type} add up to {admission.amount(over.kind, over.total, spec)}, "
@@ -140,6 +146,8 @@ def _check_quota_entry(s: Settings, q: QuotaResource, path: str, capacity: dict,
         elif kind == "accelerators" and not have.get(kind):
             why = "are all cut into MIG slices; ask for accelerator_partition" if any(k.startswith("mig-") for k in have) else "has no accelerators; use count, vcpu or memory_gib"
             p.error(f"{path}.accelerators", amount, f"but {q.instance_type} {why}")
+        elif have.get(kind, 0) < 0:
+            continue  # a group's count below 0 is refused on its own line; a share of it would say it again
         elif amount > have.get(kind, 0) + 1e-9:
             p.error(f"{path}.{_field(kind)}", amount, f"is more than the cluster's {admission.amount(kind, have.get(kind, 0), catalogue.lookup(q.instance_type))} of {q.instance_type}")
     return len(p.errors) == problems

@@ -14,7 +14,11 @@ from infra.config.settings import Settings
 
 
 def _az_checks(s: Settings, p: Problems):
-    for i, az in enumerate(s.availability_zones):
+    from infra import cfn_schema
+
+    # An unknown region is its own line (check_region); its zones would only repeat it, one line each.
+    known = cfn_schema.known_region(s.region)
+    for i, az in enumerate(s.availability_zones if known else ()):
         if not (az.startswith(s.region) and re.fullmatch(r"[a-z]", az[len(s.region) :])):
             p.error(f"availability_zones[{i}]", az, f"must be a zone of region {s.region}, like {s.region}a")
     for az in duplicates(s.availability_zones):

@@ -27,6 +27,8 @@ def check_sample_job(s: Settings, p: Problems):
             job.instance_group,
             f"is not an instance group; groups: {', '.join(g.name for g in s.hyperpod.instance_groups)}",
         )
+    elif group.ceiling < 1:
+        pass  # the group's count is refused on its own line; measured against it, the job would say it again
     elif job.nodes > group.ceiling:
         p.error("sample_job.nodes", job.nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
     elif catalogue.lookup(group.instance_type) and group.spec.unknown:
@@ -215,7 +217,7 @@ def _check_elastic(s: Settings, group, p: Problems) -> None:
             job.max_nodes,
             f"must be more than nodes ({job.nodes}): the job starts on nodes and may scale up to max_nodes; unset, its size is fixed",
         )
-    elif group is not None and job.max_nodes > group.ceiling:
+    elif group is not None and group.ceiling >= 1 and job.max_nodes > group.ceiling:
         p.error("sample_job.max_nodes", job.max_nodes, f"is more than instance group {group.name!r} can have ({group.ceiling})")
     if job.gpu_partition is not None:
         p.error("sample_job.max_nodes", job.max_nodes, "cannot scale a job on a MIG slice (gpu_partition), which is one process on one node")

@@ -69,17 +69,20 @@ def read_cdk_json(text: str, where: str = "cdk.json") -> Any:
 def _repeated_keys(text: str) -> list[str]:
     """Each key written twice in one object of a JSON text, with both lines and the object's path."""
     out: list[str] = []
-    seen: dict[tuple, dict[str, int]] = {}  # an object's path -> its keys' first lines
+    seen: dict[tuple, dict[str, tuple[int, int]]] = {}  # an object's path -> its keys' first (line, column)
     for path, start, _ in json_text.members(text):
         *parent, key = path
         if isinstance(key, int):
             continue
         line, first = text.count("\n", 0, start) + 1, seen.setdefault(tuple(parent), {})
+        column = start - text.rfind("\n", 0, start)  # 1-based
         if key in first:
             where = ".".join(f"[{p}]" if isinstance(p, int) else p for p in parent) or "the top level"
-            out.append(f'"{key}" is written twice in {where}, at line {first[key]} and line {line}: JSON leaves which '
+            (was, was_column) = first[key]
+            at = f"at line {line}, columns {was_column} and {column}" if was == line else f"at line {was} and line {line}"
+            out.append(f'"{key}" is written twice in {where}, {at}: JSON leaves which '
                        "one counts to the reader (RFC 8259; the CDK CLI takes the last), so neither is taken; remove one")
-        first.setdefault(key, line)
+        first.setdefault(key, (line, column))
     return out
 
 

@@ -41,6 +41,8 @@ def clone(into: Path) -> Path:
     """A clone of this checkout's HEAD that borrows its .venv and node_modules."""
     subprocess.run(["git", "clone", "-q", str(ROOT), str(into)], check=True)
     for shared in (".venv", "node_modules"):
+        if (into / shared).is_symlink():  # a checkout that tracks the links: point them here all the same
+            (into / shared).unlink()
         (into / shared).symlink_to(ROOT / shared)
     return into
 

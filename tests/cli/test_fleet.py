@@ -16,7 +16,7 @@ from cli.upgrade_plan import addons_of
 from infra import config, validation, versions
 from tests.conftest import CONTEXT, ROOT, review_outdir
 
-COST, ADDONS = 6, 7  # the columns after environment, account/region, Kubernetes, support, tier, chart
+VERDICT, CHANGE, MINUTES, STOPS, REPLACES, GPUS, KUBERNETES, SUPPORT = range(1, 9)  # after the environment
 
 
 def _documented_staging() -> dict:
@@ -45,23 +45,43 @@ def _project(tmp_path, context: dict):
 def _table(out: str) -> dict[str, list[str]]:
     """environment -> its cells, from the table the command ends with."""
     lines = out.splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith("environment  account/region"))
+    head = next(i for i, line in enumerate(lines) if line.startswith("environment  verdict"))
     rows = {}
     for line in lines[head + 2:]:
-        if line.startswith("support: "):
+        if re.match(r"[\w-]+: ", line) or not line.strip():
             break
         cells = re.split(r"\s{2,}", line.strip())
         rows[cells[0]] = cells
     return rows
 
 
+def _details(out: str) -> dict[str, str]:
+    """environment -> what the table says of it below the rows, its wrapped lines joined."""
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("environment  verdict"))
+    found: dict[str, str] = {}
+    env = None
+    for line in lines[head + 2:]:
+        if line.startswith("    ") and env:
+            found[env] += " " + line.strip()
+        elif m := re.match(r"([\w-]+): (.*)", line):
+            env = m.group(1)
+            found[env] = (found[env] + " | " if env in found else "") + m.group(2)
+    return found
+
+
+def _table_fits(out: str) -> None:
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("environment  verdict"))
+    assert max(len(line) for line in lines[head:]) <= 120
+
+
 def _expected(context: dict, env: str) -> tuple[list[str], list]:
-    """The first six cells as the settings say them, and the add-ons config pins."""
+    """Where, tier and chart as the settings say them, and the add-ons config pins."""
     s = validation.load_settings(context, env)[0]
-    cells = [env, f"{s.account}/{s.region}", s.eks.version, versions.support_status(s.eks.version),
-             f"{s.eks.upgrade_policy}, {'protected' if s.protection.termination_protection else 'deletable'}",
-             s.hyperpod.helm_chart.revision[:12]]
-    return cells, [a for a in addons_of(s) if a.pinned]
+    where = [f"{s.account}/{s.region}", f"tier {s.eks.upgrade_policy}, {'protected' if s.protection.termination_protection else 'deletable'}",
+             f"chart {s.hyperpod.helm_chart.revision[:12]}"]
+    return where, [a for a in addons_of(s) if a.pinned]
 
 
 def test_support_status_follows_the_dated_calendar():
@@ -74,16 +94,21 @@ def test_validate_all_on_the_committed_cdk_json_ends_with_a_row_per_environment(
     assert cli.main(["validate", "--all"]) == 0
     out = capsys.readouterr().out
     assert [line.split(" (")[0] for line in out.splitlines()[:2]] == ["ok: dev", "ok: prod"]
-    rows = _table(out)
+    rows, details = _table(out), _details(out)
+    _table_fits(out)
     assert list(rows) == ["dev", "prod"]
     for env, cells in rows.items():
-        head, pins = _expected(CONTEXT, env)
-        assert cells[:6] == head
+        where, pins = _expected(CONTEXT, env)
+        assert details[env].startswith("; ".join(where))
         for addon in pins:  # prod pins kube-proxy, coredns, cert-manager and the training operator
-            assert f"{addon.name.removeprefix('amazon-sagemaker-hyperpod-')} {addon.pinned}" in cells[ADDONS]
+            assert f"{addon.name.removeprefix('amazon-sagemaker-hyperpod-')} {addon.pinned}" in details[env]
+        # 1.34 is in extended support until the calendar's day (infra/versions.py)
+        assert cells[KUBERNETES:] == ["1.34", f"extended to {versions.END_OF_EXTENDED_SUPPORT['1.34']}"]
+    # GPUs by type: prod's 4 ml.p5.48xlarge of 8 H100 each; dev's one ml.g5.8xlarge of one A10G (infra/catalogue.py)
+    assert (rows["dev"][GPUS], rows["prod"][GPUS]) == ("1 A10G", "32 H100")
     # Deletion protection follows termination protection where unset: dev deletable, prod protected.
-    assert (rows["dev"][4], rows["prod"][4]) == ("EXTENDED, deletable", "EXTENDED, protected")
-    assert rows["dev"][ADDONS].endswith("at EKS's default") and "cert-manager v1.18.2-eksbuild.2" in rows["prod"][ADDONS]
+    assert "tier EXTENDED, deletable" in details["dev"] and "tier EXTENDED, protected" in details["prod"]
+    assert "8 at EKS's default" in details["dev"] and "cert-manager v1.18.2-eksbuild.2" in details["prod"]
 
 
 def test_three_environments_in_two_regions_and_two_accounts_each_get_their_line_and_row(tmp_path, capsys, monkeypatch):
@@ -92,17 +117,23 @@ def test_three_environments_in_two_regions_and_two_accounts_each_get_their_line_
     assert cli.main(["validate", "-c", "env=dev", "-c", "env=staging", "-c", "env=prod"]) == 0
     out = capsys.readouterr().out
     assert [line.split(" (")[0] for line in out.splitlines()[:3]] == ["ok: dev", "ok: staging", "ok: prod"]
-    rows = _table(out)
-    assert rows["staging"][:4] == ["staging", "111111111111/eu-central-1", "1.35", "standard"]
-    assert rows["prod"][:4] == ["prod", "222222222222/us-east-1", "1.34", "extended"]
-    assert rows["dev"][:4] == ["dev", "111111111111/us-east-1", "1.34", "extended"]
-    assert {cells[COST] for cells in rows.values()} == {"not reviewed"}  # no review of these configs in cdk.out
+    rows, details = _table(out), _details(out)
+    _table_fits(out)
+    # Who is behind: staging runs 1.35, a minor ahead of the others; 1.35's standard support ends on the calendar's day.
+    assert rows["staging"][KUBERNETES:] == ["1.35", f"standard to {versions.END_OF_STANDARD_SUPPORT['1.35']}"]
+    assert rows["prod"][KUBERNETES] == rows["dev"][KUBERNETES] == "1.34, 1 behind"
+    assert details["staging"].startswith("111111111111/eu-central-1") and details["prod"].startswith("222222222222/us-east-1")
+    assert {cells[VERDICT] for cells in rows.values()} == {"unreviewed"}  # no review of these configs in cdk.out
+    assert "no review of dev in cdk.out/" in details["dev"]
 
     # upgrade-plan: each environment's plan, staging already there, then the table.
     assert cli.main(["upgrade-plan", "--to", "1.35", "--all"]) == 0
     out = capsys.readouterr().out
     assert "upgrade plan for dev: Kubernetes 1.34 -> 1.35" in out and "upgrade plan for prod: Kubernetes 1.34 -> 1.35" in out
-    assert "staging: the cluster already runs Kubernetes 1.35; nothing to do" in out
+    # Offline, it is the config that asks for 1.35, not the cluster that is known to run it.
+    assert "staging: the config asks for Kubernetes 1.35 already; nothing to do" in out
+    # The metadata guard's roll-out is said once for the fleet, each environment's commands under it.
+    assert out.count("existing nodes: the lifecycle scripts' metadata guard") == 1
     assert list(_table(out)) == ["dev", "prod", "staging"]
     # --from-account reads one account with one profile.
     assert cli.main(["upgrade-plan", "--to", "1.35", "--all", "--from-account"]) == 2
@@ -117,7 +148,11 @@ def test_one_failing_environment_fails_the_run_and_the_others_are_still_said(tmp
     captured = capsys.readouterr()
     assert [line.split(" (")[0] for line in captured.out.splitlines()[:4]] == ["failed: broken", "ok: dev", "ok: prod", "ok: staging"]
     assert "error: broken: network.nat_gateways" in captured.err
-    assert list(_table(captured.out)) == ["dev", "prod", "staging"]
+    # The failed environment keeps its row, said refused, with why below the table.
+    rows = _table(captured.out)
+    assert list(rows) == ["broken", "dev", "prod", "staging"]
+    assert rows["broken"][:2] == ["broken", "refused"] and set(rows["broken"][2:]) == {"-"}
+    assert _details(captured.out)["broken"] == "config refused (the error lines above)"
     assert cli.main(["upgrade-plan", "--to", "1.35", "-c", "env=broken", "-c", "env=dev"]) == 2
     assert capsys.readouterr().out.splitlines()[0] == "failed: broken"
     # -c env= with --all is still a guess refused.
@@ -172,11 +207,54 @@ def test_a_review_of_several_environments_writes_each_and_fails_if_any_does(synt
     verdicts = [line for line in captured.out.splitlines() if line.startswith("review of ")]
     assert verdicts == [f"review of dev: PASS ({out_root / 'review-dev.md'})", "review of broken: config refused",
                         f"review of prod: PASS ({out_root / 'review-prod.md'})"]
-    rows = _table(captured.out)
+    rows, details = _table(captured.out), _details(captured.out)
+    _table_fits(captured.out)
     for env in ("dev", "prod"):
-        monthly = json.loads((out_root / f"review-{env}.json").read_text())["cost"]["monthly"]
-        assert rows[env][COST].startswith(f"${monthly:,.0f}")
-    assert "broken" not in rows
+        report = json.loads((out_root / f"review-{env}.json").read_text())
+        assert f"${report['cost']['monthly']:,.0f} a month" in details[env]
+        # a first deploy: no baseline, the whole deploy's minutes
+        assert rows[env][VERDICT:MINUTES + 1] == ["PASS", "first deploy", str(report["deploy_plan"]["minutes"])]
+    assert rows["broken"][VERDICT] == "refused" and details["broken"] == "config refused (the error lines above)"
     # --assembly holds one environment's stacks.
     assert cli.main(["review", "--all", "--assembly", str(synth("dev").outdir)]) == 2
     assert "holds one environment's stacks" in capsys.readouterr().err
+
+
+def _report(callouts: list[str], hourly: float | None, minutes: int, replaced: int) -> dict:
+    """A review of a change, as review-<env>.json holds it, with what the table reads."""
+    changes = [{"action": "replaced", "type": "AWS::EKS::Cluster", "resource": "Cluster", "stack": "hyperpod-prod-cluster"}] * replaced
+    return {"pass": True, "cost": {"monthly": 1000.0}, "first_deploy": None,
+            "changes": {"callouts": callouts, "changes": changes + [{"action": "modified"}], "update_plan": {"minutes": minutes},
+                        "deltas": {"cost": {"hourly": hourly}}}}
+
+
+def test_a_change_row_says_its_verdict_cost_minutes_stops_and_pending_replacement():
+    from cli import fleet
+
+    prod = validation.load_settings(CONTEXT, "prod")[0]
+    callouts = ["NODES ROLL: instance group gpu in hyperpod-prod-hyperpod rolls", "TEAM REMOVED: team ml-production leaves",
+                "PROTECTION OFF: prod no longer keeps its data", "POD SECURITY LOWERED: team ml-research",
+                "NODES ROLL: instance group system rolls"]
+    row = fleet.row(prod, _report(callouts, 98.3, 42, 1))
+    assert (row.verdict, row.change, row.minutes, row.replaces) == ("PASS", "+$98.30", "42", "1")
+    assert row.stops == "NODES ROLL, TEAM REMOVED, PROTECTION OFF, POD SECURITY LOWERED"  # each kind once
+    assert [d for d in row.details if d.startswith("stop at ")] == [f"stop at {c}" for c in callouts]
+    assert "replaces AWS::EKS::Cluster `Cluster` in hyperpod-prod-cluster" in row.details
+    quiet = fleet.row(prod, _report([], 0.0, 3, 0))
+    assert (quiet.change, quiet.stops, quiet.replaces) == ("none", "-", "none")
+    assert fleet.row(prod, _report([], -12.5, 3, 0)).change == "-$12.50"
+    # In the table, as many kinds as the width leaves room for, then how many more; every callout in full below it.
+    text = fleet.table([row, quiet])
+    assert max(len(line) for line in text.splitlines()) <= fleet.WIDTH
+    cell = re.split(r"\s{2,}", text.splitlines()[2])[STOPS]
+    assert re.fullmatch(r"NODES ROLL(, [A-Z ]+)* \+\d", cell) and cell != row.stops
+    assert _details(text)["prod"].count("stop at ") == len(callouts)
+
+
+def test_the_rows_follow_the_pipelines_waves_where_cdk_json_holds_one():
+    from cli import fleet
+    from tests.conftest import CAPABILITIES, FLEETS, patched_context
+
+    context = patched_context("dev", CAPABILITIES["delivery"], FLEETS["delivery"])  # waves [dev, staging], [prod]
+    assert fleet.wave_order(context, ["prod", "other", "staging", "dev"]) == ["dev", "staging", "prod", "other"]
+    assert fleet.wave_order(CONTEXT, ["prod", "dev"]) == ["prod", "dev"]  # no pipeline: the order given

@@ -131,7 +131,8 @@ def test_outside_git_review_compares_with_the_last_review_and_never_overwrites_i
     # --quiet: the verdict, the callouts and the deltas only; the files keep every section.
     assert cli.main(["review", "--env", "dev", "--quiet", "--outdir", str(tmp_path), "--assembly", str(baseline)]) == 0
     quiet = capsys.readouterr().out
-    assert quiet.splitlines()[:5] == [f"# Review of {baseline}", "", f"Against {tmp_path / 'reviewed-dev'}:", "",
+    assert quiet.splitlines()[:7] == [f"# dev against {tmp_path / 'reviewed-dev'}: PASS, nothing to stop at", "",
+                                      f"Review of the assembly {baseline}.", "", f"Against {tmp_path / 'reviewed-dev'}:", "",
                                       review._callout_lines({"callouts": []})[0]]
     assert quiet.splitlines()[-3:] == ["PASS", "", f"(written to {', '.join(str(tmp_path / f'review-dev.{s}') for s in ('md', 'json', 'sarif'))})"]
     assert "## " not in quiet and "## Stacks in deploy order" in (tmp_path / "review-dev.md").read_text()
@@ -204,7 +205,10 @@ def test_review_of_an_existing_assembly_is_the_report_make_synth_prints(synth, t
     s = synth("dev")
     review_outdir(tmp_path, lint_cache)
     assert cli.main(["review", "--env", "dev", "--assembly", str(s.outdir), "--outdir", str(tmp_path)]) == 0
-    assert (tmp_path / "review-dev.md").read_text().startswith("# Review of")
+    # The title: the environment, its baseline (the checkout's main) and the verdict, before the assembly's name.
+    first = (tmp_path / "review-dev.md").read_text().splitlines()[:3]
+    assert re.fullmatch(r"# dev against main \([0-9a-f]{12}\): PASS, \S+ to stop at", first[0]), first
+    assert first[2] == f"Review of the assembly {s.outdir}."
     assert not (tmp_path / "review-dev").exists()  # nothing synthesized again
     makefile = (ROOT / "Makefile").read_text()
     assert "hyperpod-cdk review --env $(ENV) --assembly cdk.out" in makefile

@@ -160,7 +160,9 @@ def test_a_rename_replaces_the_cluster_what_references_it_and_is_refused_while_i
     assert "ClusterArn" in refused and "hyperpod-dev-addons imports it" in refused
     assert report["pass"] is False
     text = review.to_markdown(report)
-    assert text.splitlines()[4].startswith("- **REPLACED**: AWS::SageMaker::Cluster `Cluster`")
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("## What this change does")) + 2
+    assert lines[first].startswith("- **REPLACED**: AWS::SageMaker::Cluster `Cluster`")
 
 
 def test_switching_off_an_optional_stack_leaves_it_behind_and_loses_no_export_in_use(synth):

@@ -102,3 +102,21 @@ def test_every_log_group_is_encrypted_with_our_key_and_kept_for_our_retention(sy
                     # (README: teardown must finish); every other group follows the data policy.
                     kept = s.settings.protection.retain_data and not lid.startswith("ClusterKubectlProvider")
                     assert res["DeletionPolicy"] == ("Retain" if kept else "Delete"), (env, stack, lid)
+
+
+def test_without_a_readable_process_table_no_environment_is_guessed(tmp_path, monkeypatch):
+    # macOS (and Finch's host) has no /proc: the CLI's arguments cannot be read, so a run without `env` could be
+    # `cdk deploy --all -c prod` and is refused in one line; with `env`, nothing needs reading.
+    import app
+
+    monkeypatch.setattr(app, "PROC", str(tmp_path / "no-proc"))
+    assert app._cdk_cli_arguments() is None
+    assert app._what_the_cli_was_told({"environments": {"dev": {}, "prod": {}}}) == (
+        "env: no environment given, and the CDK CLI's arguments cannot be read on this system to tell that none was meant; "
+        "write -c env=NAME (environments: dev, prod)")
+    assert app._what_the_cli_was_told({"env": "prod", "environments": {"dev": {}, "prod": {}}}) is None
+    # Readable and no stray context (no CDK CLI among the parents, or one with none): the default environment is built.
+    monkeypatch.setattr(app, "_cdk_cli_arguments", lambda: ["synth", "--quiet"])
+    assert app._what_the_cli_was_told({"environments": {"dev": {}, "prod": {}}}) is None
+    monkeypatch.setattr(app, "_cdk_cli_arguments", lambda: ["deploy", "--all", "-c", "prod"])
+    assert "-c prod: 'prod' is an environment" in app._what_the_cli_was_told({"environments": {"dev": {}, "prod": {}}})
