@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Iterable, Literal, Optional
 from infra import catalogue
 
 if TYPE_CHECKING:
+    from infra.config.base import Problems
     from infra.config.governance import Team
     from infra.config.hyperpod import InstanceGroup
     from infra.config.settings import Settings
@@ -354,6 +355,14 @@ class Admission:
     def line(self) -> str:
         """The verdict as validation prints it: `<field>: <value> <reason>`."""
         return f"{self.field}: {self.value!r} {self.reason}"
+
+    def report(self, p: "Problems", warn: tuple[str, ...] = ("borrowing", "disabled")) -> None:
+        """Into validation's problems: a refusal where the team can never hold it, a warning for the
+        verdicts in `warn` (what a job, or an endpoint, is admitted only by chance)."""
+        if self.verdict == "never":
+            p.error(self.field, self.value, self.reason)
+        elif self.verdict in warn:
+            p.warn(self.line)
 
 
 def _fits(per_node: dict[str, float], bound: dict[str, float]) -> int:

@@ -48,12 +48,8 @@ def check_inference(s: Settings, p: Problems) -> None:
     if team is not None and any(p.named(a) for a in ("inference.endpoint", "governance")):
         return
     verdict = admission.endpoint(s)
-    if verdict is None:
-        return
-    if verdict.verdict == "never":
-        p.error(verdict.field, verdict.value, verdict.reason)
-    elif verdict.verdict in ("borrowing", "disabled", "unmanaged"):
-        p.warn(verdict.line)
+    if verdict is not None:
+        verdict.report(p, warn=("borrowing", "disabled", "unmanaged"))
 
 
 def eks_version_warning(s: Settings) -> str:

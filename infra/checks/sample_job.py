@@ -122,11 +122,8 @@ def check_admission(s: Settings, p: Problems) -> None:
     verdict = admission.sample_job(s)
     if verdict is None:
         return
-    if verdict.verdict == "never":
-        p.error(verdict.field, verdict.value, verdict.reason)
-    elif verdict.verdict in ("borrowing", "disabled"):
-        p.warn(verdict.line)
-    elif verdict.verdict == "unmanaged":
+    verdict.report(p)
+    if verdict.verdict == "unmanaged":
         holders = [t.name for t in s.governance.teams if any(q.instance_type == verdict.instance_type for q in t.quotas)]
         if holders:
             p.warn(f"{verdict.line}, beside the quotas {', '.join(holders)} hold{'s' * (len(holders) == 1)} of {verdict.instance_type}, "

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import importlib.metadata
-import importlib.util
 import subprocess
 import sys
 
@@ -19,6 +17,7 @@ from cli import main as cli
 from infra import catalogue, naming, validation
 from manifests import acceptance as m
 from tests.conftest import CONTEXT, ROOT, patched_context
+from tests.manifests.official import model_module
 
 MODEL_FILE = "sagemaker/hyperpod/training/config/hyperpod_pytorch_job_unified_config.py"
 NODES = ["hyperpod-i-0a1b2c3d4e5f60701", "hyperpod-i-0a1b2c3d4e5f60702", "hyperpod-i-0a1b2c3d4e5f60703"]
@@ -39,11 +38,7 @@ MPIJOB_REPLICA_FIELDS = {"replicas", "restartPolicy", "template"}
 def pod_template():
     """The Kubernetes PodTemplateSpec model (extra fields forbidden) the official sagemaker-hyperpod
     package generates from the HyperPodPyTorchJob CRD, loaded by path."""
-    path = importlib.metadata.distribution("sagemaker-hyperpod").locate_file(MODEL_FILE)
-    spec = importlib.util.spec_from_file_location("hyperpod_pytorch_job_unified_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.Template
+    return model_module(MODEL_FILE).Template
 
 
 def _prod():

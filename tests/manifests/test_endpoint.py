@@ -5,8 +5,6 @@ path as tests/manifests/test_job.py loads the job's), and `render-endpoint`."""
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import importlib.util
 
 import pytest
 import yaml
@@ -14,6 +12,7 @@ import yaml
 from infra import admission, config, validation
 from manifests import endpoint as endpoint_manifest
 from tests.conftest import CAPABILITIES, patched_context
+from tests.manifests.official import model_module
 
 MODEL_FILE = "sagemaker/hyperpod/inference/config/hp_endpoint_config.py"
 IMAGE = "111111111111.dkr.ecr.us-east-1.amazonaws.com/vllm:1"
@@ -21,11 +20,7 @@ IMAGE = "111111111111.dkr.ecr.us-east-1.amazonaws.com/vllm:1"
 
 @pytest.fixture(scope="module")
 def crd():
-    path = importlib.metadata.distribution("sagemaker-hyperpod").locate_file(MODEL_FILE)
-    spec = importlib.util.spec_from_file_location("hp_endpoint_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return model_module(MODEL_FILE)
 
 
 def _settings(patch: dict | None = None):

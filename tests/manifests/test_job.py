@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import importlib.metadata
-import importlib.util
 import json
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from infra.checks.sample_job import memory_note
 from manifests import job as job_manifest
 from tests.conftest import CONTEXT, ENVIRONMENTS, ROOT, patched_context
 from training import log_format
+from tests.manifests.official import model_module
 
 MODEL_FILE = "sagemaker/hyperpod/training/config/hyperpod_pytorch_job_unified_config.py"
 IMAGE = "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1"
@@ -26,11 +25,7 @@ IMAGE = "111111111111.dkr.ecr.us-east-1.amazonaws.com/train:1"
 @pytest.fixture(scope="module")
 def crd_model():
     """_HyperPodPytorchJob from the official sagemaker-hyperpod package, loaded by path."""
-    path = importlib.metadata.distribution("sagemaker-hyperpod").locate_file(MODEL_FILE)
-    spec = importlib.util.spec_from_file_location("hyperpod_pytorch_job_unified_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module._HyperPodPytorchJob
+    return model_module(MODEL_FILE)._HyperPodPytorchJob
 
 
 def _job(env="dev", patch=None):
