@@ -87,7 +87,15 @@ synth: install-synth
 	@# the review's cache (baselines by what they were built from, cfn-lint's findings by template).
 	@if [ -d cdk.out ]; then find cdk.out -mindepth 1 -maxdepth 1 ! -name 'reviewed-*' ! -name 'review-cache' -exec rm -rf {} +; fi
 	@echo "==> cdk synth -c env=$(ENV) (about a minute)"
-	@$(CDK) synth --quiet -c env=$(ENV)
+	@# With AGAINST, the review's baseline is read beside the synthesis (a git revision synthesized in a
+	@# worktree and kept in the review's cache), so a pull request's check takes about one synthesis's
+	@# time, not two; its progress goes to cdk.out/baseline-$(ENV).log, and a baseline that cannot be
+	@# read stops here with its error, as the review would.
+	@mkdir -p cdk.out; $(if $(AGAINST),$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --against $(AGAINST) --baseline-only \
+	  > cdk.out/baseline-$(ENV).log 2>&1 & baseline=$$!;) \
+	  $(CDK) synth --quiet -c env=$(ENV); status=$$?; \
+	  if [ -n "$$baseline" ]; then wait $$baseline; base=$$?; \
+	    if [ $$base -ne 0 ]; then cat cdk.out/baseline-$(ENV).log >&2; [ $$status -ne 0 ] || status=$$base; fi; fi; exit $$status
 	@$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --assembly cdk.out $(if $(AGAINST),--against $(AGAINST)) > cdk.out/review-$(ENV).txt; \
 	  status=$$?; tail -n 3 cdk.out/review-$(ENV).txt; \
 	  if [ $$status -eq 0 ]; then echo "review: PASS (cdk.out/review-$(ENV).md). Next: bin/cdk bootstrap aws://<account>/<region> (once per account and region), $(VENV)/bin/hyperpod-cdk preflight -c env=$(ENV), make hyperpod-chart ENV=$(ENV), then bin/cdk deploy --all -c env=$(ENV)"; \

@@ -226,6 +226,8 @@ def cmd_review(args) -> int:
             except changes.BaselineError as err:
                 raise CliError(str(err)) from None
             against = against if baseline is not None else None
+        if args.baseline_only:  # kept in the cache, where the review that follows (make synth) finds it
+            continue
         if not args.assembly:
             print(f"synthesizing {env} offline into {outdir} ...", file=sys.stderr, flush=True)
             try:
@@ -252,7 +254,7 @@ def cmd_review(args) -> int:
         print(f"(written to {', '.join(review.shown(str(w)) for w in written)})")
         status = status or (0 if report["pass"] else 1)
         reports[env], verdicts[env] = report, f"{'PASS' if report['pass'] else 'FAIL'} ({review.shown(str(written[0]))})"
-    if len(envs) > 1:
+    if len(envs) > 1 and not args.baseline_only:
         print("\n" + "\n".join(f"review of {env}: {verdicts[env]}" for env in envs))
         _fleet_table(reviewed, reports, context, envs, {e: f"{v} (the error lines above)" for e, v in verdicts.items()
                                                           if not v.startswith(("PASS", "FAIL"))})
@@ -500,6 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rev.add_argument("--outdir", help="where review-<env>/ and its .md, .json and .sarif go (default: cdk.out beside cdk.json)")
     rev.add_argument("--assembly", metavar="DIR", help="review this cloud assembly (cdk synth's output) instead of synthesizing")
+    rev.add_argument("--baseline-only", action="store_true", help="read (a git revision: synthesize and keep) the baseline, then "
+                     "stop: what make synth runs beside cdk synth, so that the review after it synthesizes nothing more")
     rev.add_argument("--quiet", action="store_true", help="print only the verdict, the callouts and the deltas against the "
                      "baseline (the files written keep every section)")
 

@@ -283,6 +283,8 @@ def test_an_environment_in_another_account_at_the_base_is_reviewed_as_a_first_de
     review_outdir(clone / "cdk.out", lint_cache)
     ran, outputs, summary = _review_job(clone, tmp_path, "dev", commits["base"])
     assert outputs["status"] == "0", ran.stdout[-3000:]
+    # make synth read the base beside cdk synth (here from the base's cdk.json alone: dev is elsewhere there).
+    assert "reviewed as a first deploy" in (clone / "cdk.out" / "baseline-dev.log").read_text()
     assert (f"## First deploy\n\nNote: {commits['base']} ({commits['base'][:12]}) deploys dev to aws://222222222222/us-east-1, "
             "this config to aws://111111111111/us-east-1: nothing of it is deployed there; reviewed as a first deploy.") in summary
     # What stays in the account it leaves: a callout to stop at, its result on the account line the change wrote.
@@ -300,6 +302,18 @@ def test_an_environment_in_another_account_at_the_base_is_reviewed_as_a_first_de
     line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
     assert result["properties"]["inline"] is True and line in sarif.changed_lines(clone, commits["base"])
     assert "(shown at the nearest line this change writes; the field is at line" in result["message"]["text"]
+
+
+def test_a_baseline_make_synth_cannot_read_stops_it_with_the_reviews_own_error_line(pull_request):
+    # The CDK CLI stood in by `true` (a synthesis that succeeds at once): what stops make synth is the baseline
+    # read beside it, its error said whole, and no review runs after it.
+    clone, _ = pull_request
+    done = subprocess.run(["make", "-o", "install-synth", "synth", "ENV=dev", "AGAINST=no-such-revision", "CDK=true"], cwd=clone,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(clone)})
+    assert done.returncode != 0
+    assert ("error: --against no-such-revision: neither a git revision, an assembly folder nor a template file"
+            in done.stderr.splitlines()), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (clone / "cdk.out" / "review-dev.md").exists()
 
 
 def test_an_environment_the_base_lacks_is_reviewed_as_a_first_deploy(pull_request, synth, tmp_path, lint_cache, monkeypatch,
