@@ -315,12 +315,14 @@ def pins_off(pins: dict[str, str], kubernetes: str) -> list[str]:
 def _serving(before: dict[str, dict], after: dict[str, dict]) -> list[tuple[str, list[str]]]:
     """The inference operator arriving, or its version moving: what each endpoint then costs and
     exposes, and that the operator managing every endpoint is replaced (docs/serving.md)."""
+    from cli.review import prices
     from infra.config.inference import INFERENCE_ADDON_NAME as name
 
     if name in after and name not in before:
         return [(
             "SERVING: this deploy installs the HyperPod inference operator: every endpoint a team applies gets an Application "
-            "Load Balancer of its own (billed hourly and per capacity unit, answering from the VPC's public side where its "
+            f"Load Balancer of its own (${prices.ALB_HOUR} an hour, ${prices.ALB_HOUR * prices.HOURS_PER_MONTH:,.2f} a month, plus "
+            f"${prices.ALB_LCU_HOUR} per capacity unit an hour, {prices.REGION} rates; answering from the VPC's public side where its "
             "scheme is internet-facing) and takes GPU nodes at the inference priority, preempting lower-priority training",
             ["inference.enabled"],
         )]

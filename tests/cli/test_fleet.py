@@ -258,3 +258,37 @@ def test_the_rows_follow_the_pipelines_waves_where_cdk_json_holds_one():
     context = patched_context("dev", CAPABILITIES["delivery"], FLEETS["delivery"])  # waves [dev, staging], [prod]
     assert fleet.wave_order(context, ["prod", "other", "staging", "dev"]) == ["dev", "staging", "prod", "other"]
     assert fleet.wave_order(CONTEXT, ["prod", "dev"]) == ["prod", "dev"]  # no pipeline: the order given
+
+
+def test_a_real_review_that_turns_off_prods_protection_is_its_row_in_the_fleet_table(synth, tmp_path, lint_cache, capsys,
+                                                                                   monkeypatch):
+    # prod as cdk.json deploys it (the session's synthesis), then a change that turns both its protections off:
+    # synthesized, reviewed against that assembly by the real CLI, and read back by `validate --all`'s table.
+    from tests.conftest import patched_context
+
+    patch = {"protection": {"retain_data": False, "termination_protection": False}}
+    context = patched_context("prod", patch)
+    project = _project(tmp_path / "project", context)
+    monkeypatch.chdir(project)
+    review_outdir(project / "cdk.out", lint_cache)
+    status = cli.main(["review", "--env", "prod", "--assembly", str(synth("prod", patch).outdir), "--against",
+                       str(synth("prod").outdir), "--quiet"])
+    report = json.loads((project / "cdk.out" / "review-prod.json").read_text())
+    callouts = report["changes"]["callouts"]
+    # Termination protection off takes the EKS cluster's deletion protection with it (eks.deletion_protection follows it).
+    kinds = ["DELETION PROTECTION", "PROTECTION OFF"]
+    assert [c.split(":")[0] for c in callouts] == ["DELETION PROTECTION", "PROTECTION OFF", "PROTECTION OFF"]
+    assert status == (0 if report["pass"] else 1)
+    capsys.readouterr()
+    assert cli.main(["validate", "--all"]) == 0
+    out = capsys.readouterr().out
+    _table_fits(out)
+    prod, dev = _table(out)["prod"], _table(out)["dev"]
+    assert prod[VERDICT] == ("PASS" if report["pass"] else "FAIL") and prod[REPLACES] == "none"
+    # Each kind once, as many as the cell holds, then how many more; every callout in full below the table.
+    named, _, more = prod[STOPS].partition(" +")
+    assert named.split(", ") == kinds[:len(named.split(", "))] and len(named.split(", ")) + int(more or 0) == len(kinds)
+    assert (dev[VERDICT], dev[STOPS]) == ("unreviewed", "-")
+    for callout in callouts:
+        assert f"stop at {callout}" in _details(out)["prod"]
+    assert "(protection.retain_data true -> false)" in _details(out)["prod"]

@@ -231,6 +231,8 @@ def test_installing_the_inference_operator_and_moving_its_version_are_called_out
 
     (installed,) = cluster_wide.compare(stacks(), stacks("v1.0.0-eksbuild.1"))[1]
     assert installed[0].startswith("SERVING: this deploy installs the HyperPod inference operator") and "Load Balancer" in installed[0]
+    # Elastic Load Balancing's us-east-1 rates: $0.0225 an ALB-hour (730 hours a month), $0.008 an LCU-hour.
+    assert "($0.0225 an hour, $16.43 a month, plus $0.008 per capacity unit an hour, us-east-1 rates;" in installed[0]
     assert installed[1] == ["inference.enabled"]
     (updated,) = cluster_wide.compare(stacks("v1.0.0-eksbuild.1"), stacks("v1.1.0-eksbuild.1"))[1]
     assert "v1.0.0-eksbuild.1 -> v1.1.0-eksbuild.1" in updated[0] and updated[1] == ["inference.version"]

@@ -5,9 +5,9 @@ Stage assembly whose HyperPod chart is prepared (a stand-in chart folder, as `ma
 hyperpod-chart` leaves one). The AWS CLI is tests/stacks/fake_aws.py: each call held to botocore's
 model, answered from "deployed" templates.
 
-What it proves: the approver reads exactly what deploys. A no-op run reviews as no change; a run
-after a change lists exactly the resources whose templates differ (what CloudFormation's change
-set compares); preflight takes the review's deploy plan instead of synthesizing; the protect step
+What it proves: the approver reads exactly what deploys. A no-op run reviews as no change; the run
+that takes over a hand deploy (one GPU node fewer) lists exactly the resources whose templates
+differ (what CloudFormation's change set compares); preflight takes the review's deploy plan instead of synthesizing; the protect step
 protects what the assembly protects.
 """
 
@@ -164,24 +164,6 @@ def test_a_no_op_run_reviews_the_stages_own_assembly_as_no_change(no_op):
     assert sorted(p.name for p in kept.iterdir()) == ["review-dev.json", "review-dev.md", "review-dev.sarif"]
 
 
-def test_a_run_after_a_change_lists_exactly_what_the_change_set_changes(pipeline, codebuild):
-    s, _ = pipeline
-    deployed = _stage_templates(s)
-    hyperpod = deployed["hyperpod-dev-hyperpod"]
-    (cluster_id,) = [lid for lid, r in hyperpod["Resources"].items() if r["Type"] == "AWS::SageMaker::Cluster"]
-    gpu = next(g for g in hyperpod["Resources"][cluster_id]["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu")
-    gpu["InstanceCount"] = 2  # deployed before this commit took it to 1
-    done, src, _, _ = codebuild("Review-dev", deployed)
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads((src / "review" / "review-dev.json").read_text())
-    # What CloudFormation's change set compares: each resource's definition against the deployed one.
-    differing = _change_set(deployed, s)
-    assert differing == {("hyperpod-dev-hyperpod", cluster_id)}
-    assert {(c["stack"], c["resource"]) for c in report["changes"]["changes"]} == differing
-    assert "instance group gpu in hyperpod-dev-hyperpod goes from 2 to 1 node(s)" in done.stdout
-    assert "Stack dev/hyperpod-dev-hyperpod" in report["changes"]["cdk_diff"]["hyperpod-dev-hyperpod"]
-
-
 def test_preflight_takes_the_reviews_deploy_plan_and_the_sessions_real_expiry(pipeline, no_op, tmp_path):
     from datetime import datetime, timezone
 
@@ -214,17 +196,25 @@ def test_the_preflight_step_runs_with_the_review_steps_files_as_its_cdk_out(pipe
     assert "AWS_CREDENTIAL_EXPIRATION=$(echo \"$creds\" | cut -f4)" in "\n".join(spec["phases"]["build"]["commands"])
 
 
-def test_the_first_run_after_a_hand_deploy_lists_what_the_stage_changes_and_replaces_nothing(pipeline, codebuild):
-    # dev deployed by hand (`cdk deploy --all`: the App's own stacks, synthesized beside the delivery stack),
-    # then taken over by its stage: the review of the stage's assembly lists every resource the Stage changes.
+def test_the_first_run_after_a_hand_deploy_lists_exactly_what_the_change_set_changes_and_replaces_nothing(pipeline, codebuild):
+    # dev deployed by hand (`cdk deploy --all`: the App's own stacks, synthesized beside the delivery stack) with
+    # two GPU nodes, then taken over by its stage at this commit's one: the review of the stage's assembly lists
+    # every resource the Stage changes, what CloudFormation's change set compares (each resource's definition
+    # against the deployed one), the node count among them.
     s, _ = pipeline
     by_hand = {s.settings.stack_name(k): t for k, t in s.templates.items() if k != "delivery"}
+    hyperpod = by_hand["hyperpod-dev-hyperpod"]
+    (cluster_id,) = [lid for lid, r in hyperpod["Resources"].items() if r["Type"] == "AWS::SageMaker::Cluster"]
+    gpu = next(g for g in hyperpod["Resources"][cluster_id]["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu")
+    gpu["InstanceCount"] = 2
     done, src, _, _ = codebuild("Review-dev", by_hand)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((src / "review" / "review-dev.json").read_text())
     differing = _change_set(by_hand, s)
-    assert differing  # construct paths in Name tags and descriptions, the manifests' prune labels
+    assert ("hyperpod-dev-hyperpod", cluster_id) in differing  # and construct paths in Name tags, descriptions, prune labels
     assert {(c["stack"], c["resource"]) for c in report["changes"]["changes"]} == differing
     assert {c["action"] for c in report["changes"]["changes"]} == {"modified"}
-    callouts = report["changes"]["callouts"]
-    assert "Nothing a reviewer must stop at" in done.stdout, callouts  # no replacement, nothing removed
+    assert "instance group gpu in hyperpod-dev-hyperpod goes from 2 to 1 node(s)" in done.stdout
+    assert "Stack dev/hyperpod-dev-hyperpod" in report["changes"]["cdk_diff"]["hyperpod-dev-hyperpod"]
+    # The one thing to stop at is the node count: no replacement, nothing removed.
+    assert report["changes"]["callouts"] == ["NODE COUNT: instance group gpu in hyperpod-dev-hyperpod goes from 2 to 1 node(s)"]
