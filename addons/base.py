@@ -110,7 +110,9 @@ class Addon(ABC):
 
     @property
     def enabled(self) -> bool:
-        return self.core or self.config.enabled
+        """A core add-on always; another where its switch is on and something the config turns on
+        needs it (Settings.addon_wanted: the CSI drivers and metrics-server only beside what uses them)."""
+        return self.core or (self.config.enabled and self.settings.addon_wanted(self.key))
 
     @property
     def existing(self) -> bool:

@@ -148,10 +148,6 @@ class FsxCsiAddon(ManagedAddon):
     # The claims go into the team namespaces task governance creates.
     after = (TaskGovernanceAddon,)
 
-    @property
-    def enabled(self) -> bool:
-        return self.settings.addon_wanted(self.key) and self.config.enabled
-
     def prerequisites(self, ctx: AddonContext):
         identity = pod_identity.pod_identity_role(
             ctx.scope,

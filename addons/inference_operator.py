@@ -54,10 +54,6 @@ class S3CsiAddon(ManagedAddon):
     title = "Mountpoint for Amazon S3 CSI driver"
     eks_name = EKS_ADDON_NAMES["s3_csi"]
 
-    @property
-    def enabled(self) -> bool:
-        return self.settings.addon_wanted(self.key) and self.config.enabled
-
     def prerequisites(self, ctx: AddonContext):
         # Mounts only what endpoints serve: the sample job's checkpoints, read-only.
         bucket = f"arn:{ctx.scope.partition}:s3:::{self.settings.checkpoint_bucket_name}"
@@ -97,10 +93,6 @@ class MetricsServerAddon(ManagedAddon):
     key = "metrics_server"
     title = "metrics-server"
     eks_name = EKS_ADDON_NAMES["metrics_server"]
-
-    @property
-    def enabled(self) -> bool:
-        return self.settings.addon_wanted(self.key) and self.config.enabled
 
     def configuration(self, ctx: AddonContext) -> dict:
         # As the awsome Terraform sends it: HyperPod nodes carry taints a plain pod does not tolerate.
