@@ -340,7 +340,9 @@ def cmd_accept(args) -> int:
         sagemaker = None
         if not args.from_dir and not args.no_deep_health_check and accept.needs_sagemaker(settings, args.group or ()):
             sagemaker = preflight.client(settings, "sagemaker", region=args.region, profile=args.profile, verify_as="accept")
-        report = accept.run(settings, cluster, sagemaker=sagemaker, groups=args.group or (),
+        runtime = None if args.from_dir or not settings.inference.enabled else \
+            preflight.client(settings, "sagemaker-runtime", region=args.region, profile=args.profile, verify_as="accept")
+        report = accept.run(settings, cluster, sagemaker=sagemaker, runtime=runtime, groups=args.group or (),
                             deep_health_check=not args.no_deep_health_check, keep=args.keep)
     except (accept.AcceptError, preflight.NoCredentials) as err:
         raise CliError(str(err)) from None
@@ -527,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
         "its nodes over EFA, through kubectl; then HyperPod's on-demand deep health check through the SageMaker API; judge the bus "
         "bandwidth against the published figure for the instance type and name the nodes that fall short. In each team "
         "namespace, GPU groups or none, check that a privileged pod is refused, the instance metadata service is out of "
-        "reach and another namespace cannot connect. Exit 1 on any failed check.",
+        "reach and another namespace cannot connect; with inference on, that its endpoint serves a request. Exit 1 on any failed check.",
         examples=["-c env=prod", "-c env=prod --group gpu --no-deep-health-check", "-c env=prod --render > acceptance.yaml",
                   "-c env=prod --from tests/fixtures/acceptance/prod-two-nodes  # a recorded run"],
     )

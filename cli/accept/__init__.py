@@ -117,11 +117,12 @@ def _finish(cluster, objects: list[dict], *, sleep, clock) -> set[str]:
     return {o["metadata"]["name"] for o in _wait(cluster, objects, sleep=sleep, clock=clock)}
 
 
-def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = (), deep_health_check: bool = True,
+def run(settings: Settings, cluster, *, sagemaker=None, runtime=None, groups: Sequence[str] = (), deep_health_check: bool = True,
         keep: bool = False, sleep: Callable = time.sleep, clock: Callable = time.monotonic) -> Report:
-    """The GPU groups' checks, then each team namespace's tenancy checks. The tenancy checks
-    need no GPU, so they run whether or not a group has whole NVIDIA GPUs to prove (a cluster
-    whose GPUs are all cut into MIG slices gets them too)."""
+    """The GPU groups' checks, then each team namespace's tenancy checks, then the endpoint a team
+    serves (`runtime`: SageMaker Runtime, for its request). The tenancy checks need no GPU, so they
+    run whether or not a group has whole NVIDIA GPUs to prove (a cluster whose GPUs are all cut into
+    MIG slices gets them too)."""
     report = Report(settings.env_name)
     chosen = chosen_groups(settings, groups)
     teams = settings.governance.teams
@@ -146,6 +147,9 @@ def run(settings: Settings, cluster, *, sagemaker=None, groups: Sequence[str] = 
         report.checks += software.queue_checks(cluster)
     for team in teams:
         report.checks += tenancy_checks(settings, cluster, team.name, keep=keep, sleep=sleep, clock=clock)
+    from cli.accept import serving
+
+    report.checks += serving.endpoint_checks(settings, cluster, runtime)
     return report
 
 

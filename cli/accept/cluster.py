@@ -41,6 +41,9 @@ KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
 # Kueue's default integrations when its configuration names none (Kueue's configuration
 # reference, Integrations.Frameworks: batch/job is the default).
 KUEUE_DEFAULT_FRAMEWORKS = ("batch/job",)
+# The inference operator's endpoints, by the resource's plural and group (the official model's
+# apiVersion inference.sagemaker.aws.amazon.com/v1, kind InferenceEndpointConfig).
+ENDPOINT_RESOURCE = "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
 # A recording without the file: the check is skipped, not failed.
 RECORDED_NOTHING = {"recorded": False}
 
@@ -133,6 +136,15 @@ class Kubectl:
                 return None
             raise
 
+    def endpoint(self, namespace: str, name: str) -> dict | None:
+        """The InferenceEndpointConfig `name` as the cluster serves it; None where there is none."""
+        try:
+            return json.loads(self._kubectl("get", ENDPOINT_RESOURCE, name, "-n", namespace, "-o", "json"))
+        except AcceptError as err:
+            if "NotFound" in str(err) or "not found" in str(err):
+                return None
+            raise
+
     def refusal(self, obj: dict) -> str | None:
         """The API server's refusal of `obj` in a server-side dry run (admission runs, nothing
         is created), or None where it would be admitted."""
@@ -192,6 +204,17 @@ class Recording:
         -o json`); RECORDED_NOTHING where not recorded."""
         path = self.folder / f"{KUEUE_CONFIG_MAP}.json"
         return json.loads(path.read_text()) if path.is_file() else RECORDED_NOTHING
+
+    def endpoint(self, namespace: str, name: str) -> dict | None:
+        """endpoints/<namespace>/<name>.json (`kubectl get inferenceendpointconfig NAME -n NS -o json`),
+        `null` there where it was not applied; RECORDED_NOTHING where not recorded."""
+        path = self.folder / "endpoints" / namespace / f"{name}.json"
+        return json.loads(path.read_text()) if path.is_file() else RECORDED_NOTHING
+
+    def invocation(self, endpoint_name: str) -> str | None:
+        """invocations/<endpoint>.json: the body InvokeEndpoint answered; None where not recorded."""
+        path = self.folder / "invocations" / f"{endpoint_name}.json"
+        return path.read_text() if path.is_file() else None
 
     def cluster_nodes(self) -> dict | None:
         path = self.folder / "list-cluster-nodes.json"
