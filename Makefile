@@ -108,7 +108,10 @@ hyperpod-chart: install-synth
 ## The whole test suite on every core (installs the test dependencies first).
 test: install
 	@echo "==> pytest on every core (under 4 minutes on 2)"
-	@$(RUN) $(PY) -m pytest -n auto
+	@# Bytecode is written even where the machine's environment says not to (PYTHONDONTWRITEBYTECODE):
+	@# each CLI, app.py and worker process the tests start imports the project's modules again, and
+	@# pytest keeps its rewritten test modules (docs/measured.md: about 6 s of a first run, more after).
+	@$(RUN) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto
 
 ## Full-app synth against a one-bucket app through the CLI, and a review of a one-line dev change against that synth (medians).
 bench: install
