@@ -28,6 +28,7 @@ sagemaker = lazy.module("aws_cdk.aws_sagemaker")
 eks = lazy.module("aws_cdk.aws_eks_v2")
 teams = lazy.module("manifests.teams")
 tenancy = lazy.module("manifests.tenancy")
+endpoint_manifest = lazy.module("manifests.endpoint")
 readiness = lazy.module("infra.readiness")
 compliance = lazy.module("infra.compliance")
 
@@ -200,10 +201,11 @@ class TaskGovernanceAddon(ManagedAddon):
         # A merge patch removes a label by setting it to null, and jsii drops the None values of
         # a mapping on its way to CDK's toJsonString: the restore patch goes in as JSON text.
         labels.node.find_child("Resource").node.default_child.add_property_override("RestorePatchJson", json.dumps(restore))
-        policy = eks.KubernetesManifest(
-            ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster,
-            manifest=[tenancy.isolation_policy(team.name), tenancy.egress_policy(team.name)],
-        )
+        manifest = [tenancy.isolation_policy(team.name), tenancy.egress_policy(team.name)]
+        endpoint = self.settings.inference.endpoint
+        if self.settings.inference.enabled and endpoint_manifest.team_of(self.settings) == team.name:
+            manifest.append(tenancy.endpoint_policy(team.name, endpoint.name, endpoint.port))
+        policy = eks.KubernetesManifest(ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster, manifest=manifest)
         for construct in (labels, policy):
             construct.node.add_dependency(namespace)
 

@@ -74,6 +74,11 @@ PSA_MODES = ("enforce", "warn", "audit")
 # What warn and audit hold every team namespace to, whatever it enforces.
 ADVISORY_LEVEL = "restricted"
 ISOLATION_POLICY = "hyperpod-cdk-tenant-isolation"
+# Where a team serves: its endpoint's model servers on their port, from any address (docs/serving.md).
+ENDPOINT_POLICY = "hyperpod-cdk-endpoint-ingress"
+# The label the inference operator gives an endpoint's pods: its InferenceEndpointConfig's name (the
+# sagemaker-hyperpod SDK's HPEndpoint.list_pods finds them by it).
+ENDPOINT_POD_LABEL = "app"
 EGRESS_POLICY = "hyperpod-cdk-tenant-egress"
 # CoreDNS, as EKS labels it in kube-system.
 DNS_PODS = {"k8s-app": "kube-dns"}
@@ -223,6 +228,25 @@ def _policy(name: str, rules: list[dict], groups: str, validations: list[dict]) 
 PEER_PORTS = {"protocol": "TCP", "port": 1024, "endPort": 65535}
 HTTPS = {"protocol": "TCP", "port": 443}
 DNS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+
+
+def endpoint_policy(team: str, endpoint: str, port: int) -> dict:
+    """Ingress beside the default deny, for the endpoint a team serves: its pods (the operator's
+    `app` label) on the port its model server listens on, the one the endpoint's load balancer
+    Service refers to (the InferenceEndpointConfig model's `modelInvocationPort.name`), from any
+    address: no source states whether the load balancer reaches pod IPs or node ports, from which
+    subnets, and requests reach it through the SageMaker endpoint and the load balancer anyway.
+    Nothing else of the namespace, and no other port of these pods, is opened."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": ENDPOINT_POLICY, "namespace": naming.team_names(team).namespace, "labels": dict(PART_OF)},
+        "spec": {
+            "podSelector": {"matchLabels": {ENDPOINT_POD_LABEL: endpoint}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}],
+        },
+    }
 
 
 def egress_policy(team: str) -> dict:

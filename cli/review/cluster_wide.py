@@ -323,7 +323,8 @@ def _serving(before: dict[str, dict], after: dict[str, dict]) -> list[tuple[str,
             "SERVING: this deploy installs the HyperPod inference operator: every endpoint a team applies gets an Application "
             f"Load Balancer of its own (${prices.ALB_HOUR} an hour, ${prices.ALB_HOUR * prices.HOURS_PER_MONTH:,.2f} a month, plus "
             f"${prices.ALB_LCU_HOUR} per capacity unit an hour, {prices.REGION} rates; answering from the VPC's public side where its "
-            "scheme is internet-facing) and takes GPU nodes at the inference priority, preempting lower-priority training",
+            "scheme is internet-facing), its model servers answer on their port from any address (the serving team's namespace's "
+            "one opening), and it takes GPU nodes at the inference priority, preempting lower-priority training",
             ["inference.enabled"],
         )]
     if name in before and name in after and before[name].get("AddonVersion") != after[name].get("AddonVersion"):

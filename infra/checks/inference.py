@@ -26,10 +26,6 @@ def check_inference(s: Settings, p: Problems) -> None:
                f"{s.sample_job.priority!r} ({classes[s.sample_job.priority]}): serving waits behind training instead of preempting it "
                "(the HyperPod page \"Task governance for model deployment\": a dedicated class with a high weight)")
     team = ep.team or s.sample_job.team
-    if team is not None and any(t.name == team for t in gov.teams):
-        p.warn(f"inference.endpoint.team: {team}'s namespace denies ingress but from its own pods, the training operator and the "
-               "observability collectors (manifests/tenancy.py), and the VPC CNI enforces it: the endpoint's load balancer reaches "
-               "no replica until a NetworkPolicy there admits it on the server's port (docs/serving.md, not built yet)")
     if ep.team is not None and ep.team not in {t.name for t in gov.teams}:
         p.error("inference.endpoint.team", ep.team, f"is not a governance.teams name; valid: {', '.join(t.name for t in gov.teams) or 'none'}")
     name = ep.instance_group or s.sample_job.instance_group

@@ -42,7 +42,8 @@ class EndpointSettings(Model):
         description="The model server's image (an OpenAI-compatible server such as vLLM, listening on `port`); `render-endpoint "
         "--image` gives it where unset.",
     )
-    port: int = Field(default=8000, ge=1, le=65535, description="The port the model server listens on.")
+    port: int = Field(default=8000, ge=1, le=65535, description="The port the model server listens on; the serving team's "
+                      "namespace admits it from any address, for the endpoint's load balancer, and nothing else beside tenancy's rules.")
     invocation_path: str = Field(
         default="v1/completions", pattern=r"^[A-Za-z0-9._/-]+$",
         description="The server's invocation path after `http://<host>:<port>/` (the operator's `invocationEndpoint`).",

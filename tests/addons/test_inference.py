@@ -151,10 +151,34 @@ def test_adopting_the_quick_setups_operator_builds_none_of_it_and_needs_no_nat()
     assert planned["inference"] and planned["s3_csi"] and planned["metrics_server"]
 
 
-def test_a_serving_team_is_told_its_namespace_admits_no_load_balancer_yet():
-    # manifests/tenancy.py's default-deny ingress, enforced by the VPC CNI, has no rule for it.
+def test_the_serving_teams_namespace_admits_its_endpoints_server_port_and_nothing_else(synth):
+    # Beside tenancy's default deny, which the VPC CNI enforces: the endpoint's pods, found by the label the SDK finds
+    # them by (HPEndpoint.list_pods), on the port the endpoint's load balancer Service refers to (the official model's
+    # modelInvocationPort), from any address.
+    import importlib.metadata
+
+    from manifests import endpoint as endpoint_manifest
+    from manifests import tenancy
+    from tests.manifests.official import model_module
+
+    sdk = importlib.metadata.distribution("sagemaker-hyperpod").locate_file("sagemaker/hyperpod/inference/hp_endpoint.py").read_text()
+    assert f'labels.get("{tenancy.ENDPOINT_POD_LABEL}", None)' in sdk
+    port_field = model_module("sagemaker/hyperpod/inference/config/hp_endpoint_config.py").ModelInvocationPort.model_fields["name"]
+    assert "referred to by the Load Balancer Service" in port_field.description
+    s = synth("inference")
+    (endpoint,) = endpoint_manifest.objects(s.settings, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11.0")
+    namespace = endpoint_manifest.namespace(s.settings)
+    policies = [m for m in s.manifests("addons") if m["kind"] == "NetworkPolicy"]
+    (opening,) = [m for m in policies if m["metadata"]["name"] == tenancy.ENDPOINT_POLICY]
+    assert opening["metadata"]["namespace"] == endpoint["metadata"]["namespace"] == namespace
+    assert opening["spec"] == {"podSelector": {"matchLabels": {"app": endpoint["metadata"]["name"]}}, "policyTypes": ["Ingress"],
+                               "ingress": [{"ports": [{"protocol": "TCP", "port": endpoint["spec"]["worker"]["modelInvocationPort"]["containerPort"]}]}]}
+    # The namespace's default deny stays beside it; another team's namespace gets no opening.
+    assert {m["metadata"]["name"] for m in policies if m["metadata"]["namespace"] == namespace} == {
+        tenancy.ISOLATION_POLICY, tenancy.EGRESS_POLICY, tenancy.ENDPOINT_POLICY}
+    # validate no longer says the load balancer reaches no replica.
     _, warnings, _ = _load({})
-    assert any(w.startswith("dev: inference.endpoint.team: serving's namespace denies ingress") for w in warnings)
+    assert not any("denies ingress" in w for w in warnings)
 
 
 def test_accept_proves_the_inference_operators_controller_runs_and_reaches_no_instance_metadata():
