@@ -262,11 +262,12 @@ def test_the_rows_follow_the_pipelines_waves_where_cdk_json_holds_one():
 
 def test_a_real_review_that_turns_off_prods_protection_is_its_row_in_the_fleet_table(synth, tmp_path, lint_cache, capsys,
                                                                                    monkeypatch):
-    # prod as cdk.json deploys it (the session's synthesis), then a change that turns both its protections off:
-    # synthesized, reviewed against that assembly by the real CLI, and read back by `validate --all`'s table.
+    # prod as cdk.json deploys it (the session's synthesis), then a change that turns its termination protection off:
+    # synthesized, reviewed against that assembly by the real CLI, and read back by `validate --all`'s table. (Only
+    # the cluster stack's template changes, so the review lints one stack anew.)
     from tests.conftest import patched_context
 
-    patch = {"protection": {"retain_data": False, "termination_protection": False}}
+    patch = {"protection": {"termination_protection": False}}
     context = patched_context("prod", patch)
     project = _project(tmp_path / "project", context)
     monkeypatch.chdir(project)
@@ -277,7 +278,7 @@ def test_a_real_review_that_turns_off_prods_protection_is_its_row_in_the_fleet_t
     callouts = report["changes"]["callouts"]
     # Termination protection off takes the EKS cluster's deletion protection with it (eks.deletion_protection follows it).
     kinds = ["DELETION PROTECTION", "PROTECTION OFF"]
-    assert [c.split(":")[0] for c in callouts] == ["DELETION PROTECTION", "PROTECTION OFF", "PROTECTION OFF"]
+    assert [c.split(":")[0] for c in callouts] == ["DELETION PROTECTION", "PROTECTION OFF"]
     assert status == (0 if report["pass"] else 1)
     capsys.readouterr()
     assert cli.main(["validate", "--all"]) == 0
@@ -291,4 +292,4 @@ def test_a_real_review_that_turns_off_prods_protection_is_its_row_in_the_fleet_t
     assert (dev[VERDICT], dev[STOPS]) == ("unreviewed", "-")
     for callout in callouts:
         assert f"stop at {callout}" in _details(out)["prod"]
-    assert "(protection.retain_data true -> false)" in _details(out)["prod"]
+    assert "(protection.termination_protection true -> false)" in _details(out)["prod"]
