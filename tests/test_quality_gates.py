@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cli.review import report as review
-from infra import validation
+from infra import chart, validation
 from tests.conftest import GATED, gated_templates
 
 
@@ -125,7 +125,10 @@ def test_cdk_synth_validate_and_the_tests_synthesis_agree_on_every_instance_grou
     # cdk.json carries the config, all stacks, and the in-process synthesis the tests and
     # `hyperpod-cdk review` use: the same stacks, the same verdict, the same findings of CDK's
     # CloudFormation validator (cdk.json's @aws-cdk/core:validateAgainstDefaultRules). The one
-    # CLI run of the gates (about 15 s), beside the in-process one.
+    # CLI run of the gates (about 15 s), beside the in-process one; and what a fresh clone's
+    # `cdk synth` does whatever the environment: no credentials, no lookups, jsii on the venv's Node,
+    # and, with no prepared chart, the line that says deploy will stop and the rule that stops it.
+    # (The default environment goes through the CLI in tests/test_workflows.py's make synth.)
     import subprocess
 
     from cli import main as hyperpod_cdk
@@ -149,6 +152,12 @@ def test_cdk_synth_validate_and_the_tests_synthesis_agree_on_every_instance_grou
     assert (cli.returncode != 0) == bool(refused), (refused, stderr[-3000:])
     # What upgrade-plan and preflight tell operators to set (image_release_version) deploys.
     assert cli.returncode == 0, stderr[-3000:]
+    assert "missing" not in json.loads((project / "out" / "manifest.json").read_text())  # no context lookups: no credentials
+    assert "end-of-life" not in stderr  # jsii runs on the venv's Node 24
+    if not chart.is_prepared(settings.hyperpod.helm_chart.revision):
+        assert "deploy will stop: the HyperPod dependencies chart" in stderr and "run `make hyperpod-chart ENV=dev`" in stderr
+        for name in (settings.stack_name(k) for k in ours.templates):
+            assert "HyperPodChartPrepared" in json.loads((project / "out" / f"{name}.template.json").read_text())["Rules"]
     manifest = lambda outdir: sorted(  # noqa: E731
         name for name, a in json.loads((outdir / "manifest.json").read_text())["artifacts"].items() if a["type"] == "aws:cloudformation:stack"
     )
