@@ -359,8 +359,9 @@ SHARED_ACROSS_WORKERS = {"synth", "lint_cache"}
 # cfn-lint after it.
 LONGEST_FIRST = (
     "tests/test_security_gates.py", "tests/test_bad_inputs.py", "tests/test_quality_gates.py", "tests/training/test_train.py",
-    "tests/cli/test_review.py", "tests/cli/test_review_changes.py", "tests/infra/test_app_cli_path.py",
-    "tests/training/test_resize.py", "tests/training/test_stop.py", "tests/cli/test_preflight.py", "tests/test_docs.py",
+    "tests/training/test_resize.py", "tests/stacks/test_pipeline_steps.py", "tests/cli/test_review.py", "tests/cli/test_review_changes.py",
+    "tests/test_workflows.py", "tests/training/test_options.py", "tests/cli/test_preflight.py", "tests/training/test_stop.py",
+    "tests/test_docs.py",
 )
 
 
