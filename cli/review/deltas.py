@@ -9,6 +9,7 @@ reviewer must stop at), in the `KIND: detail` form of cli/review/changes.py:
 - EXPOSURE: a public endpoint, a public endpoint CIDR or an open security-group rule is added
   or widened (narrowed is information);
 - JOB RESTARTS: the job's object changes, or its instance group's nodes are replaced;
+- ENDPOINT REDEPLOYS: the endpoint `render-endpoint` prints changes (applying it rolls its servers);
 - the teams' and people's callouts, and the jobs a change makes inadmissible (cli/review/people.py), and
   the cluster-wide ones (cli/review/cluster_wide.py).
 Callouts that know the config field behind them say so (`anchors`: callout -> field paths),
@@ -22,7 +23,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from cli.review import cluster_wide, cost, exposure, iam_audit, people
+from cli.review import cluster_wide, config_diff, cost, exposure, iam_audit, people
 from cli.review.assembly import StackSummary, group_instance_type, manifest_text, of_type
 from infra import catalogue
 
@@ -48,15 +49,16 @@ def compare(before: list[StackSummary], after: list[StackSummary], region: str, 
     iam_lines, iam_callouts, levels = _iam(before, after)
     exposure_lines, exposure_callouts = _exposure(before, after)
     job_lines, job_callouts = _job(before, after, replaced_groups)
+    endpoint_lines, endpoint_callouts = _endpoint(settings)
     cluster_lines, cluster_callouts = cluster_wide.compare(before, after, settings[1].env_name if settings else None)
     admitted_lines, admitted_callouts = people.jobs(*settings) if settings else ([], [])
-    anchored = people.compare(before, after) + cluster_callouts + job_callouts + admitted_callouts
+    anchored = people.compare(before, after) + cluster_callouts + job_callouts + endpoint_callouts + admitted_callouts
     lines = {
         "cost": [cost_change["line"]],
         "quotas": quota_lines,
         "iam": iam_lines,
         "exposure": exposure_lines + _alerts(before, after),
-        "job": job_lines + admitted_lines,
+        "job": job_lines + endpoint_lines + admitted_lines,
         "cluster": cluster_lines,
         "stateful": _stateful(before, after),
     }
@@ -407,6 +409,29 @@ def _job(before: list[StackSummary], after: list[StackSummary], replaced_groups:
         where = ["sample_job", f"hyperpod.instance_groups[{b.group}]"]
         callouts.append((f"JOB RESTARTS: the running job {b.name} restarts: {' and '.join(why)} ({shape})", where))
     return lines, callouts
+
+
+def _endpoint(settings: tuple | None) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """ENDPOINT REDEPLOYS: the InferenceEndpointConfig `render-endpoint` prints for the config changes
+    (compared with one image on both sides). The stacks deploy no endpoint, a team applies it: the
+    deploy leaves the running one as it is, and applying it again rolls its model servers. Where its
+    port moves, the deploy moves the serving namespace's opening with it, ahead of the endpoint."""
+    if not settings or not (settings[0].inference.enabled and settings[1].inference.enabled):
+        return [], []
+    from manifests import endpoint as endpoint_manifest
+
+    (a,), (b,) = (endpoint_manifest.objects(s, image="<image>") for s in settings)
+    if a == b:
+        return [], []
+    old, new = config_diff.flatten(a), config_diff.flatten(b)
+    fields = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    name, ports = b["metadata"]["name"], [s.inference.endpoint.port for s in settings]
+    text = (f"ENDPOINT REDEPLOYS: the endpoint {name} that `render-endpoint` prints changes ({', '.join(fields)}): the deploy "
+            "leaves the running endpoint as it is; applying it again rolls its model servers")
+    if ports[0] != ports[1]:
+        text += (f", and the deploy moves its namespace's opening from port {ports[0]} to {ports[1]}: the running endpoint is "
+                 "unreachable from then until it is applied again")
+    return [f"Endpoint {name}: {len(fields)} field(s) of its InferenceEndpointConfig change"], [(text, ["inference.endpoint", "inference"])]
 
 
 # --- what holds data ----------------------------------------------------------------------

@@ -103,6 +103,8 @@ CHANGE_KINDS: dict[str, tuple[str, str]] = {
     "EXPOSURE": ("Exposure added or widened", "A public CIDR, an open security group rule or a public endpoint is added "
                  "or widened."),
     "JOB RESTARTS": ("The running job restarts", "The job's object or its group's nodes change, so the running job restarts."),
+    "ENDPOINT REDEPLOYS": ("The served endpoint's definition changes", "The InferenceEndpointConfig render-endpoint prints "
+                           "changes: applying it again rolls the endpoint's model servers."),
     "TEAM ADDED": ("A team is added", "A compute quota for a new team, with the namespace and queue task governance makes of "
                    "it, its Kubernetes objects and its people's access entries."),
     "TEAM REMOVED": ("A team is removed", "A team's compute quota leaves, with what goes with it: its objects and its "
@@ -166,6 +168,7 @@ _CALLOUT_FIELDS = {
     "MIGRATE FIRST": ("addons.task_governance.version",),
     "EXPOSURE": ("eks.public_access_cidrs", "eks.endpoint_access"),  # where the callout is the API endpoint's
     "JOB RESTARTS": ("sample_job", "hyperpod.instance_groups[{group}]"),
+    "ENDPOINT REDEPLOYS": ("inference.endpoint", "inference"),
     "REFUSED": ("hyperpod.instance_groups[{group}]",),  # a group's volume key; an export in use: the change's first field
     "AUTO PATCH": ("hyperpod.instance_groups[{group}].auto_patch", "hyperpod.instance_groups[{group}]"),
     "SUPPORT TIER": ("eks.upgrade_policy",),

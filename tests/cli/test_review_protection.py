@@ -183,3 +183,34 @@ def test_a_removed_groups_result_stands_at_the_list_it_left_or_the_nearest_line_
     assert location["artifactLocation"]["uri"] == "cdk.json" and result["properties"]["inline"] is True
     text = (project / "cdk.json").read_text().splitlines()
     assert text[location["region"]["startLine"] - 1].strip() == '"count": 3'
+
+
+def test_a_change_to_the_served_endpoint_is_called_out_at_its_field_and_a_moved_port_says_the_gap(tmp_path):
+    # render-endpoint's InferenceEndpointConfig on each side (manifests/endpoint.py), one image for both: the stacks
+    # deploy no endpoint, a team applies it, so the deploy changes none; the namespace's opening (its port) moves at deploy.
+    from cli.review import deltas
+    from infra import config, validation
+    from tests.conftest import CAPABILITIES, patched_context
+
+    def serving(endpoint: dict) -> dict:
+        return patched_context("dev", config.deep_merge(CAPABILITIES["inference"], {"inference": {"endpoint": endpoint}}))
+
+    def settings(context: dict):
+        return validation.load_settings(context, "dev")[0]
+
+    old = serving({})
+    assert deltas._endpoint((settings(old), settings(old))) == ([], [])
+    new = serving({"port": 9000})
+    lines, found = deltas._endpoint((settings(old), settings(new)))
+    (text, where), = found
+    assert text.startswith("ENDPOINT REDEPLOYS: the endpoint llama3-1-8b-serving that `render-endpoint` prints changes "
+                           "(spec.worker.args, spec.worker.modelInvocationPort.containerPort): the deploy leaves the running "
+                           "endpoint as it is; applying it again rolls its model servers")
+    assert text.endswith("moves its namespace's opening from port 8000 to 9000: the running endpoint is unreachable from then "
+                         "until it is applied again")
+    assert lines == ["Endpoint llama3-1-8b-serving: 2 field(s) of its InferenceEndpointConfig change"]
+    assert _placed(old, new, "dev", tmp_path, found) == [("change/endpoint-redeploys", "warning", '"port": 9000')]
+    (text, _), = deltas._endpoint((settings(old), settings(serving({"invocation_path": "v1/chat/completions"}))))[1]
+    assert "(spec.invocationEndpoint)" in text and "opening" not in text
+    # Serving switched on is the operator's SERVING callout (cli/review/cluster_wide.py), not this one.
+    assert deltas._endpoint((settings(patched_context("dev", {})), settings(old))) == ([], [])
