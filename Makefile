@@ -90,12 +90,13 @@ synth: install-synth
 	@# With AGAINST, the review's baseline is read beside the synthesis (a git revision synthesized in a
 	@# worktree and kept in the review's cache), so a pull request's check takes about one synthesis's
 	@# time, not two; its progress goes to cdk.out/baseline-$(ENV).log, and a baseline that cannot be
-	@# read stops here with its error, as the review would.
+	@# read stops here with its error, as the review would (where cdk synth failed, its error alone:
+	@# a config both refuse is said once).
 	@mkdir -p cdk.out; $(if $(AGAINST),$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --against $(AGAINST) --baseline-only \
 	  > cdk.out/baseline-$(ENV).log 2>&1 & baseline=$$!;) \
 	  $(CDK) synth --quiet -c env=$(ENV); status=$$?; \
 	  if [ -n "$$baseline" ]; then wait $$baseline; base=$$?; \
-	    if [ $$base -ne 0 ]; then cat cdk.out/baseline-$(ENV).log >&2; [ $$status -ne 0 ] || status=$$base; fi; fi; exit $$status
+	    if [ $$base -ne 0 ] && [ $$status -eq 0 ]; then cat cdk.out/baseline-$(ENV).log >&2; status=$$base; fi; fi; exit $$status
 	@$(RUN) $(VENV)/bin/hyperpod-cdk review --env $(ENV) --assembly cdk.out $(if $(AGAINST),--against $(AGAINST)) > cdk.out/review-$(ENV).txt; \
 	  status=$$?; tail -n 3 cdk.out/review-$(ENV).txt; \
 	  if [ $$status -eq 0 ]; then echo "review: PASS (cdk.out/review-$(ENV).md). Next: bin/cdk bootstrap aws://<account>/<region> (once per account and region), $(VENV)/bin/hyperpod-cdk preflight -c env=$(ENV), make hyperpod-chart ENV=$(ENV), then bin/cdk deploy --all -c env=$(ENV)"; \

@@ -316,6 +316,18 @@ def test_a_baseline_make_synth_cannot_read_stops_it_with_the_reviews_own_error_l
     assert "Traceback" not in done.stderr and not (clone / "cdk.out" / "review-dev.md").exists()
 
 
+def test_a_config_cdk_synth_and_the_baseline_both_refuse_is_said_once_by_make_synth(pull_request):
+    # `broken` (validate refuses it): the real cdk synth says why and stops make synth; the baseline read beside it
+    # refuses the same config, and its lines stay in its log rather than saying it all again.
+    clone, commits = pull_request
+    done = subprocess.run(["make", "-o", "install-synth", "synth", "ENV=broken", f"AGAINST={commits['base']}"], cwd=clone,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(clone)})
+    assert done.returncode != 0
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error: ")]
+    assert errors and len(errors) == len(set(errors)), errors
+    assert "error: broken:" in (clone / "cdk.out" / "baseline-broken.log").read_text()
+
+
 def test_an_environment_the_base_lacks_is_reviewed_as_a_first_deploy(pull_request, synth, tmp_path, lint_cache, monkeypatch,
                                                                      capsys):
     # The review the workflow's make synth ends in, of the session's synthesis of prod, against the base.
