@@ -163,8 +163,9 @@ EKS_EXTENDED = 0.60
 NAT_GATEWAY_HOUR = 0.045  # plus $0.045 per GB processed
 INTERFACE_ENDPOINT_AZ_HOUR = 0.01  # per endpoint per AZ, plus $0.01 per GB
 # Elastic Load Balancing, us-east-1: an Application Load Balancer's hour, and each load-balancer
-# capacity unit (LCU) it uses an hour (the Elastic Load Balancing pricing page; the same figures
-# as a FinOps write-up of May 2026 quotes them).
+# capacity unit (LCU) it uses an hour: Elastic Load Balancing's list rates as a FinOps write-up of
+# May 2026 quotes them (cloud-horizons.com, "ALB: the line item nobody watches"); the pricing page
+# itself renders its tables client-side and was not read here.
 ALB_HOUR = 0.0225
 ALB_LCU_HOUR = 0.008
 # AWS KMS: per customer managed key-month, every region (the first rotation adds $1 a month each).
