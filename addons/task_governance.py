@@ -202,9 +202,9 @@ class TaskGovernanceAddon(ManagedAddon):
         # a mapping on its way to CDK's toJsonString: the restore patch goes in as JSON text.
         labels.node.find_child("Resource").node.default_child.add_property_override("RestorePatchJson", json.dumps(restore))
         manifest = [tenancy.isolation_policy(team.name), tenancy.egress_policy(team.name)]
-        endpoint = self.settings.inference.endpoint
-        if self.settings.inference.enabled and endpoint_manifest.team_of(self.settings) == team.name:
-            manifest.append(tenancy.endpoint_policy(team.name, endpoint.name, endpoint.port))
+        opening = endpoint_manifest.opening(self.settings)
+        if opening is not None and opening["metadata"]["namespace"] == names.namespace:
+            manifest.append(opening)
         policy = eks.KubernetesManifest(ctx.scope, f"Isolation-{team.name}", cluster=ctx.cluster, manifest=manifest)
         for construct in (labels, policy):
             construct.node.add_dependency(namespace)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from infra import admission, naming
 from infra.config.settings import Settings
 from manifests import job as job_manifest
+from manifests import tenancy
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
 KIND = "InferenceEndpointConfig"
@@ -28,6 +29,17 @@ def namespace(settings: Settings) -> str:
 
 def team_of(settings: Settings) -> str | None:
     return settings.inference.endpoint.team or settings.sample_job.team
+
+
+def opening(settings: Settings) -> dict | None:
+    """The serving namespace's one opening beside tenancy's default deny (manifests/tenancy.py
+    endpoint_policy), where the stacks make it: serving on, its endpoint in a team's namespace. An
+    endpoint of no team serves from `default`, which has no default deny to open."""
+    team = team_of(settings)
+    if not settings.inference.enabled or team not in {t.name for t in settings.governance.teams}:
+        return None
+    ep = settings.inference.endpoint
+    return tenancy.endpoint_policy(team, ep.name, ep.port)
 
 
 def model_location(settings: Settings) -> str:

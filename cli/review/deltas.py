@@ -428,7 +428,7 @@ def _endpoint(settings: tuple | None) -> tuple[list[str], list[tuple[str, list[s
     name, ports = b["metadata"]["name"], [s.inference.endpoint.port for s in settings]
     text = (f"ENDPOINT REDEPLOYS: the endpoint {name} that `render-endpoint` prints changes ({', '.join(fields)}): the deploy "
             "leaves the running endpoint as it is; applying it again rolls its model servers")
-    if ports[0] != ports[1]:
+    if ports[0] != ports[1] and all(endpoint_manifest.opening(s) is not None for s in settings):
         text += (f", and the deploy moves its namespace's opening from port {ports[0]} to {ports[1]}: the running endpoint is "
                  "unreachable from then until it is applied again")
     return [f"Endpoint {name}: {len(fields)} field(s) of its InferenceEndpointConfig change"], [(text, ["inference.endpoint", "inference"])]

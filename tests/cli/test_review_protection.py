@@ -214,3 +214,12 @@ def test_a_change_to_the_served_endpoint_is_called_out_at_its_field_and_a_moved_
     assert "(spec.invocationEndpoint)" in text and "opening" not in text
     # Serving switched on is the operator's SERVING callout (cli/review/cluster_wide.py), not this one.
     assert deltas._endpoint((settings(patched_context("dev", {})), settings(old))) == ([], [])
+    # An endpoint of no team serves from `default`, which no default deny closes: no opening to move.
+    def teamless(port: int) -> dict:
+        context = patched_context("dev", {"inference": {"enabled": True, "endpoint": {"port": port}}})
+        context["environments"]["dev"]["governance"] = {"teams": []}
+        context["environments"]["dev"]["sample_job"]["team"] = None
+        return context
+
+    (text, _), = deltas._endpoint((settings(teamless(8000)), settings(teamless(9000))))[1]
+    assert "spec.worker.modelInvocationPort.containerPort" in text and "opening" not in text
