@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_synth import CDK, GPU_LINE, clone
+from bench_synth import CDK, clone, set_gpu_count
 
 BASELINES = Path("cdk.out") / "review-cache" / "baselines"
 
@@ -69,10 +69,7 @@ def main() -> int:
         project = clone(Path(tmp) / "clone")
         base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, check=True, capture_output=True, text=True).stdout.strip()
         cdk_json = project / "cdk.json"
-        text, changed = GPU_LINE.subn(lambda m: f"{m.group(1)}{int(m.group(2)) + 1}{m.group(3)}", cdk_json.read_text(), count=1)
-        if not changed:
-            raise SystemExit(f"{cdk_json}: dev's GPU group line is not where the bench changes it")
-        cdk_json.write_text(text)
+        set_gpu_count(cdk_json, lambda n: n + 1)
         subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qam", "one line"],
                        cwd=project, check=True)
         check(project, base, keep_baselines=False)  # warm-up: Node's and Python's own caches, and the first baseline

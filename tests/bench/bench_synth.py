@@ -27,6 +27,14 @@ CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
 GPU_LINE = re.compile(r'(\{"name": "gpu", "instance_type": "ml\.g5\.8xlarge", "count": )(\d+)(\})')
 
 
+def set_gpu_count(cdk_json: Path, count) -> None:
+    """Rewrite dev's GPU group count in cdk.json to count(the present one): a one-line change."""
+    text, changed = GPU_LINE.subn(lambda m: f"{m.group(1)}{count(int(m.group(2)))}{m.group(3)}", cdk_json.read_text(), count=1)
+    if not changed:
+        raise SystemExit(f"{cdk_json}: dev's GPU group line is not where the bench changes it")
+    cdk_json.write_text(text)
+
+
 def synth_seconds(app: str | None) -> float:
     with tempfile.TemporaryDirectory() as out:
         cmd = [CDK, "synth", "--quiet", "-o", out]
@@ -50,10 +58,7 @@ def clone(into: Path) -> Path:
 def review_seconds(project: Path, count: int) -> float:
     """`hyperpod-cdk review --env dev --against HEAD` of dev's GPU count set to `count` (one line)."""
     cdk_json = project / "cdk.json"
-    text, changed = GPU_LINE.subn(lambda m: f"{m.group(1)}{count}{m.group(3)}", cdk_json.read_text(), count=1)
-    if not changed:
-        raise SystemExit(f"{cdk_json}: dev's GPU group line is not where the bench changes it")
-    cdk_json.write_text(text)
+    set_gpu_count(cdk_json, lambda _: count)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "cli.main", "review", "--env", "dev", "--against", "HEAD", "--quiet"],
                           cwd=project, capture_output=True, text=True)
