@@ -127,23 +127,22 @@ class Kubectl:
     def pod_log(self, namespace: str, pod: str) -> str:
         return self._kubectl("logs", "-n", namespace, pod, "--all-containers", f"--since={AGENT_LOG_SINCE}")
 
-    def kueue_config(self) -> dict | None:
-        """Kueue's ConfigMap as the cluster serves it (`kubectl get -o json`); None where there is none."""
+    def _get(self, resource: str, name: str, namespace: str) -> dict | None:
+        """`kubectl get -o json` of one object; None where the cluster has none of that name."""
         try:
-            return json.loads(self._kubectl("get", "configmap", KUEUE_CONFIG_MAP, "-n", KUEUE_NAMESPACE, "-o", "json"))
+            return json.loads(self._kubectl("get", resource, name, "-n", namespace, "-o", "json"))
         except AcceptError as err:
             if "NotFound" in str(err) or "not found" in str(err):
                 return None
             raise
 
+    def kueue_config(self) -> dict | None:
+        """Kueue's ConfigMap as the cluster serves it (`kubectl get -o json`); None where there is none."""
+        return self._get("configmap", KUEUE_CONFIG_MAP, KUEUE_NAMESPACE)
+
     def endpoint(self, namespace: str, name: str) -> dict | None:
         """The InferenceEndpointConfig `name` as the cluster serves it; None where there is none."""
-        try:
-            return json.loads(self._kubectl("get", ENDPOINT_RESOURCE, name, "-n", namespace, "-o", "json"))
-        except AcceptError as err:
-            if "NotFound" in str(err) or "not found" in str(err):
-                return None
-            raise
+        return self._get(ENDPOINT_RESOURCE, name, namespace)
 
     def refusal(self, obj: dict) -> str | None:
         """The API server's refusal of `obj` in a server-side dry run (admission runs, nothing
